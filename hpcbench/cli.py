@@ -1,0 +1,204 @@
+"""The ``hpcbench`` command line: parse, call the library, print. Nothing else lives here."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from hpcbench import __version__
+from hpcbench.spec import LAUNCHERS, SCHEDULERS
+
+# flag destination -> dotted spec field
+_FIELDS = {
+    "nodes": "resources.nodes",
+    "gpus_per_node": "resources.gpus_per_node",
+    "tasks_per_node": "resources.tasks_per_node",
+    "cpus_per_task": "resources.cpus_per_task",
+    "mem": "resources.memory",
+    "time": "resources.time",
+    "partition": "resources.partition",
+    "account": "resources.account",
+    "qos": "resources.qos",
+    "constraint": "resources.constraint",
+    "exclusive": "resources.exclusive",
+    "job_name": "resources.job_name",
+    "output_dir": "resources.output_dir",
+    "load": "environment.modules",
+    "venv": "environment.venv",
+    "conda_env": "environment.conda_env",
+    "container": "environment.container.image",
+    "bind": "environment.container.binds",
+    "env": "environment.variables",
+    "setup": "environment.setup",
+    "launcher": "launcher.kind",
+    "port": "launcher.port",
+    "python": "program.python",
+    "module": "program.module",
+    "script": "program.script",
+    "program": "program.command",
+    "directive": "scheduler.directives",
+}
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
+def _job_options() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("spec", nargs="?", help="job spec file (TOML), e.g. jobs/demo.toml")
+    g = p.add_argument_group("resources (override the spec file)")
+    g.add_argument("-N", "--nodes", metavar="N")
+    g.add_argument("--gpus-per-node", metavar="G")
+    g.add_argument("--tasks-per-node", metavar="T", help="ranks per node (default: one per GPU, else 1)")
+    g.add_argument("-c", "--cpus-per-task", metavar="C", help="CPUs (and OpenMP threads) per rank")
+    g.add_argument("--mem", metavar="SIZE", help="memory per node, e.g. 32G")
+    g.add_argument("-t", "--time", metavar="LIMIT", help="time limit: MM, HH:MM:SS or D-HH:MM:SS")
+    g.add_argument("-p", "--partition")
+    g.add_argument("-A", "--account")
+    g.add_argument("--qos")
+    g.add_argument("-C", "--constraint")
+    g.add_argument("--exclusive", action=argparse.BooleanOptionalAction, default=None)
+    g.add_argument("-J", "--job-name")
+    g.add_argument("-o", "--output-dir", metavar="DIR", help="where logs and run directories go")
+    g = p.add_argument_group("environment")
+    g.add_argument("--load", action="append", metavar="MODULE", help="module to load (repeatable)")
+    g.add_argument("--venv", metavar="DIR", help="virtual environment to activate")
+    g.add_argument("--conda-env", metavar="NAME")
+    g.add_argument("--container", metavar="IMAGE", help="Apptainer/Singularity image to run ranks in")
+    g.add_argument("--bind", action="append", metavar="SRC[:DST]", help="container bind (repeatable)")
+    g.add_argument("--env", action="append", type=_env_pair, metavar="NAME=VALUE")
+    g.add_argument("--setup", action="append", metavar="LINE", help="shell line run before launch")
+    g = p.add_argument_group("launch and program")
+    g.add_argument("--launcher", choices=LAUNCHERS)
+    g.add_argument("--port", metavar="PORT", help="rendezvous port (default: derived from job id)")
+    g.add_argument("--python", metavar="EXE", help="python interpreter on the nodes")
+    g.add_argument("-m", "--module", help="python module each rank runs (python -m MODULE)")
+    g.add_argument("--script", help="python script each rank runs")
+    g.add_argument("--program", metavar="CMD", help="a whole command line each rank runs")
+    g.add_argument("--directive", action="append", metavar="TEXT", help="extra scheduler directive")
+    g = p.add_argument_group("scheduler")
+    g.add_argument("--scheduler", choices=SCHEDULERS, help="default: detected (sbatch, qsub, else local)")
+    g.add_argument("--template-dir", action="append", metavar="DIR",
+                   help="directory of templates overriding the built-in ones (repeatable)")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hpcbench",
+        description="Job scripts, parallel training and measured comparisons for PyTorch on HPC.",
+        epilog="Program arguments go after '--', e.g.: hpcbench submit jobs/demo.toml -- --epochs 3",
+    )
+    parser.add_argument("--version", action="version", version=f"hpcbench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    job = _job_options()
+    sub.add_parser("render", parents=[job], help="print the batch script for a job",
+                   description="Render the job's batch script and print it.")
+    s = sub.add_parser("submit", parents=[job], help="submit a job (or run it locally)",
+                       description="Render the job's script, keep a copy in <output-dir>/scripts "
+                       "and submit it.")
+    s.add_argument("--dry-run", action="store_true", help="print the script instead of submitting")
+    s.add_argument("--wait", action="store_true", help="wait for the job; exit with its status")
+    s.add_argument("--timeout", type=float, metavar="S", help="with --wait: give up after S seconds")
+    st = sub.add_parser("status", help="state of jobs", description="Print the state of jobs.")
+    st.add_argument("job_ids", nargs="+", metavar="JOB")
+    st.add_argument("--scheduler", choices=SCHEDULERS)
+    c = sub.add_parser("cancel", help="cancel jobs", description="Cancel jobs.")
+    c.add_argument("job_ids", nargs="+", metavar="JOB")
+    c.add_argument("--scheduler", choices=SCHEDULERS)
+    return parser
+
+
+def overrides_from(args: argparse.Namespace, program_args: list[str]) -> dict[str, tuple[str, Any]]:
+    """CLI flags as spec overrides: dotted field -> (flag as typed, value)."""
+    out: dict[str, tuple[str, Any]] = {}
+    for dest, dotted in _FIELDS.items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        flag = "--" + dest.replace("_", "-")
+        if dest == "env":
+            value = dict(value)
+        elif dest == "program":
+            try:
+                value = shlex.split(value)
+            except ValueError as err:
+                raise SystemExit(f"hpcbench: error: --program: {err}") from None
+        out[dotted] = (flag, value)
+    if program_args:
+        out["program.args"] = ("-- ARGS", program_args)
+    return out
+
+
+def _split_program_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1 :]
+    return argv, []
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own, program_args = _split_program_args(argv)
+    args = build_parser().parse_args(own)
+    # Imported here so that `hpcbench --help` stays instant; none of these imports torch.
+    from hpcbench import api
+    from hpcbench.render import RenderError
+    from hpcbench.schedulers import SchedulerError
+    from hpcbench.spec import SpecError, load_spec
+
+    try:
+        if args.command in ("status", "cancel"):
+            return _jobs_command(args)
+        spec = load_spec(args.spec, overrides_from(args, program_args))
+        name, why = api.resolve_scheduler(spec, args.scheduler)
+        print(f"hpcbench: scheduler {name} ({why})", file=sys.stderr)
+        if args.command == "render" or args.dry_run:
+            sys.stdout.write(api.render(spec, name, args.template_dir))
+            return 0
+        job = api.submit(spec, name, args.template_dir)
+        print(f"submitted job {job.job_id} to {name}: {job.job.script_path}")
+        print(f"logs: {job.job.stdout_path} and {job.job.stderr_path}")
+        print(f"run directory: {job.job.run_dir}")
+        if not args.wait:
+            return 0
+        try:
+            status = job.wait(args.timeout)
+        except KeyboardInterrupt:
+            print(f"\nstopped waiting; job {job.job_id} goes on (hpcbench cancel {job.job_id} "
+                  f"--scheduler {name})", file=sys.stderr)
+            return 130
+        if status.state == "COMPLETED":
+            print(f"job {job.job_id} completed")
+            return 0
+        print(job.failure_report(status), file=sys.stderr)
+        return status.exit_code if status.exit_code not in (None, 0) else 1
+    except (SpecError, RenderError, SchedulerError, TimeoutError) as err:
+        print(f"hpcbench: error: {err}", file=sys.stderr)
+        return 2 if isinstance(err, (SpecError, RenderError)) else 1
+
+
+def _jobs_command(args: argparse.Namespace) -> int:
+    from hpcbench import schedulers
+
+    name = args.scheduler if args.scheduler not in (None, "auto") else schedulers.detect()[0]
+    sched = schedulers.get(name)
+    if args.command == "cancel":
+        sched.cancel(args.job_ids)
+        print(f"cancelled {', '.join(args.job_ids)} ({name})")
+        return 0
+    for job_id, st in sched.statuses(args.job_ids).items():
+        code = "" if st.exit_code is None else f" exit={st.exit_code}"
+        print(f"{job_id}\t{st.state}{code}{chr(9) + st.reason if st.reason else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

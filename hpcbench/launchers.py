@@ -1,0 +1,144 @@
+"""Launch lines for torchrun, mpiexec and srun, as pure functions of a spec and a scheduler.
+
+A launch line is a list of shell words. A plain ``str`` is a literal that the renderer quotes; a
+:class:`ShellVar` is an expression written here (never taken from the user) that the shell expands
+on the compute node, such as ``"$head_node:$rdzv_port"``. The batch templates define those shell
+variables (``job_id``, ``run_dir``, ``head_node``, ``rdzv_port``, ``mpi_opts``, ``mpi_per_node``)
+before the launch; nothing from ``$SLURM_*`` is ever expanded at render time.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hpcbench.spec import JobSpec
+
+
+@dataclass(frozen=True)
+class ShellVar:
+    """A shell expression that must reach the script unquoted (written by hpcbench, not the user)."""
+
+    text: str
+
+
+Word = str | ShellVar
+
+
+class LaunchError(ValueError):
+    """A launcher that cannot work with the chosen scheduler; one line naming the field."""
+
+
+def shell_join(words: Iterable[Word], width: int | None = None) -> str:
+    """Join words into one shell command line, quoting every literal.
+
+    With ``width``, long lines are continued with `` \\`` so that a script stays readable.
+    """
+    quoted = [w.text if isinstance(w, ShellVar) else shlex.quote(w) for w in words]
+    if width is None:
+        return " ".join(quoted)
+    lines = [""]
+    for word in quoted:
+        if lines[-1].strip() and len(lines[-1]) + 1 + len(word) > width:
+            lines.append("    ")
+        lines[-1] += (" " if lines[-1].strip() else "") + word
+    return " \\\n".join(lines)
+
+
+def container_prefix(spec: JobSpec) -> list[Word]:
+    """``apptainer exec --nv --bind … IMAGE`` when the spec names a container, else nothing."""
+    c = spec.environment.container
+    if c is None:
+        return []
+    words: list[Word] = [c.runtime, "exec"]
+    if spec.resources.gpus_per_node:
+        words.append("--nv")
+    for bind in c.binds:
+        words += ["--bind", bind]
+    return [*words, *c.options, c.image]
+
+
+def program_words(spec: JobSpec) -> list[Word]:
+    """What each rank runs, inside the container if there is one."""
+    return [*container_prefix(spec), *spec.program.argv()]
+
+
+def torchrun_words(spec: JobSpec, *, standalone: bool) -> list[Word]:
+    """One torchrun agent (``python -m torch.distributed.run``, i.e. torchrun with the job's python).
+
+    Multi-node jobs meet through a c10d rendezvous on ``$head_node:$rdzv_port`` with the job id
+    as the rendezvous id; single-node jobs use ``--standalone`` (a free local port).
+    """
+    r, p = spec.resources, spec.program
+    words: list[Word] = [*container_prefix(spec)]
+    words += [p.python if p.is_python else "python", "-m", "torch.distributed.run"]
+    words += [f"--nnodes={r.nodes}", f"--nproc-per-node={r.ranks_per_node}"]
+    if standalone:
+        words.append("--standalone")
+    else:
+        words += [
+            "--rdzv-backend=c10d",
+            ShellVar('--rdzv-endpoint="$head_node:$rdzv_port"'),
+            ShellVar('--rdzv-id="$job_id"'),
+        ]
+    # Per-rank stdout/stderr files under the run directory, teed to the job log with a rank prefix.
+    words += [ShellVar('--log-dir="$run_dir/torchrun"'), "--tee=3"]
+    words += spec.launcher.args
+    if p.command:
+        words += ["--no-python", *p.command, *p.args]
+    elif p.script:
+        words += [p.script, *p.args]
+    else:
+        words += ["-m", p.module or "", *p.args]
+    return words
+
+
+def mpiexec_words(spec: JobSpec) -> list[Word]:
+    """``mpiexec -n WORLD`` with the options of the MPI found at run time (labels, env export)."""
+    words: list[Word] = ["mpiexec", "-n", str(spec.resources.world_size), ShellVar('"${mpi_opts[@]}"')]
+    return [*words, *spec.launcher.args, *program_words(spec)]
+
+
+def srun_words(spec: JobSpec) -> list[Word]:
+    """``srun`` with one task per rank; a failing rank ends the step (``--kill-on-bad-exit``)."""
+    r = spec.resources
+    words: list[Word] = [
+        "srun",
+        f"--ntasks={r.world_size}",
+        f"--ntasks-per-node={r.ranks_per_node}",
+        "--kill-on-bad-exit=1",
+        "--label",
+    ]
+    if spec.launcher.srun_mpi:
+        words.append(f"--mpi={spec.launcher.srun_mpi}")
+    return [*words, *spec.launcher.args, *program_words(spec)]
+
+
+def agents_per_node_words(spec: JobSpec, scheduler: str) -> list[Word]:
+    """How a batch script starts one torchrun agent on each node of the allocation."""
+    nodes = spec.resources.nodes
+    if scheduler == "slurm":
+        return ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    if nodes == 1 or scheduler == "local":
+        return []  # single node (or the local scheduler, which loops over emulated nodes itself)
+    return ["mpiexec", "-n", str(nodes), ShellVar('"${mpi_per_node[@]}"')]
+
+
+def launch_words(spec: JobSpec, scheduler: str) -> list[Word]:
+    """The launch line of a batch script for ``scheduler`` (slurm, pbs, sge or local)."""
+    kind = spec.launcher.kind
+    if kind == "torchrun":
+        standalone = spec.resources.nodes == 1
+        return [*agents_per_node_words(spec, scheduler), *torchrun_words(spec, standalone=standalone)]
+    if kind == "mpiexec":
+        return mpiexec_words(spec)
+    if kind == "srun":
+        if scheduler == "local":
+            return mpiexec_words(spec)  # a laptop has no srun: the same ranks through mpiexec
+        if scheduler != "slurm":
+            raise LaunchError(
+                f"launcher.kind: srun runs only under SLURM, not {scheduler}; use mpiexec or torchrun"
+            )
+        return srun_words(spec)
+    raise LaunchError(f"launcher.kind: unknown launcher {kind!r}")

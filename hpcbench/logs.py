@@ -1,0 +1,73 @@
+"""Reading job logs: find the first failing rank's traceback in a job's combined output.
+
+Launchers label each rank's lines differently; all four labels are understood:
+torchrun ``--tee`` (``[default<local rank>]:``), MPICH/Intel MPI ``-prepend-rank`` (``[<rank>] ``),
+Open MPI ``--tag-output`` (``[<job>,<rank>]<stderr>:``) and ``srun --label`` (``<rank>: ``).
+torchrun's own "Root Cause" summary, when present, names the global rank that failed first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_LABEL = re.compile(
+    r"^(?:\[default(?P<torchrun>\d+)\]:"
+    r"|\[(?P<mpich>\d+)\] "
+    r"|\[\d+,(?P<openmpi>\d+)\]<std(?:err|out)>:\s?"
+    r"|\s*(?P<srun>\d+): )"
+)
+_ROOT_CAUSE_RANK = re.compile(r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+)", re.S)
+_TRACEBACK = "Traceback (most recent call last):"
+# Frames of the launchers themselves: their tracebacks say that a rank died, not why.
+_LAUNCHER_FRAMES = ("torch/distributed/run.py", "torch/distributed/elastic", "torch/distributed/launch")
+
+
+@dataclass
+class RankError:
+    rank: str | None  # global rank when known, else the label the launcher printed
+    traceback: str
+
+
+def _split(line: str) -> tuple[str, str | None, str]:
+    m = _LABEL.match(line)
+    if not m:
+        return "", None, line
+    label = next(v for v in m.groupdict().values() if v is not None)
+    return m.group(0), label, line[m.end():]
+
+
+def _block(lines: list[str], start: int, prefix: str) -> list[str]:
+    """The traceback starting at ``start``: its frames and the exception line that ends it."""
+    block = [lines[start]]
+    for line in lines[start + 1 :]:
+        if prefix and not line.startswith(prefix):
+            continue  # another rank's line interleaved
+        body = line[len(prefix):]
+        block.append(line)
+        if body and not body[0].isspace() and not body.startswith(_TRACEBACK):
+            break  # "SomeError: message" ends a traceback
+    return block
+
+
+def first_rank_error(text: str) -> RankError | None:
+    """The first traceback printed by a rank (not by a launcher), with the rank if known."""
+    lines = text.splitlines()
+    root = _ROOT_CAUSE_RANK.search(text)
+    fallback: RankError | None = None
+    for i, line in enumerate(lines):
+        prefix, label, body = _split(line)
+        if not body.startswith(_TRACEBACK):
+            continue
+        block = _block(lines, i, prefix)
+        if any(frame in b for b in block for frame in _LAUNCHER_FRAMES):
+            continue
+        is_torchrun_label = prefix.startswith("[default")
+        rank = root.group(1) if (root and (is_torchrun_label or label is None)) else label
+        error = RankError(rank, "\n".join(block))
+        if label is not None:
+            return error
+        fallback = fallback or error
+    if fallback is None and root:
+        return RankError(root.group(1), "")
+    return fallback

@@ -1,0 +1,196 @@
+"""Render a :class:`~hpcbench.spec.JobSpec` into a batch script with the Jinja job templates.
+
+The environment is strict (a missing variable is an error) and every user value reaches the
+script through a quoting filter:
+
+* ``shq`` -- one shell word, quoted with :func:`shlex.quote` (inert whatever it holds);
+* ``shjoin`` -- a launch line (see :mod:`hpcbench.launchers`);
+* ``directive`` -- a value inside a ``#SBATCH``/``#PBS``/``#$`` line: bare when harmless, else
+  double-quoted with ``\\`` and ``"`` escaped (how sbatch reads its directives); a value holding a
+  newline is refused, since it would end the comment line and become code;
+* ``comment`` -- text inside a ``#`` comment, with control characters shown as escapes.
+
+Templates are looked up first in the user's directories (``--template-dir`` or the
+``HPCBENCH_TEMPLATE_DIR`` variable, ``os.pathsep``-separated), then in the built-in ones. The
+built-ins are also reachable as ``hpcbench/<name>``, so a user's ``slurm.sbatch.j2`` can say
+``{% extends "hpcbench/slurm.sbatch.j2" %}`` and override one block.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from hpcbench import __version__
+from hpcbench.launchers import LaunchError, ShellVar, launch_words, shell_join, torchrun_words
+from hpcbench.spec import JobSpec, format_memory, format_time_hms, format_time_slurm
+
+TEMPLATE_DIR_VAR = "HPCBENCH_TEMPLATE_DIR"
+LINE_WIDTH = 96  # launch lines are wrapped with backslash continuations past this
+TEMPLATE_NAMES = {
+    "slurm": "slurm.sbatch.j2",
+    "pbs": "pbs.qsub.j2",
+    "sge": "sge.qsub.j2",
+    "local": "local.sh.j2",
+}
+_SAFE_DIRECTIVE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class RenderError(ValueError):
+    """A spec that cannot be rendered for the chosen scheduler; one line naming the field."""
+
+
+def builtin_template_dir() -> Path:
+    """The directory of the built-in templates (inside the installed package, or the source tree)."""
+    try:
+        from importlib.resources import files
+
+        path = Path(str(files("hpcbench.templates")))
+        if (path / "base.sh.j2").is_file():
+            return path
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parent.parent / "templates"
+
+
+def user_template_dirs(template_dirs: Sequence[str | Path] | None = None) -> list[Path]:
+    """The user's template directories: the explicit ones, then ``$HPCBENCH_TEMPLATE_DIR``."""
+    dirs = [Path(d) for d in template_dirs or []]
+    dirs += [Path(d) for d in os.environ.get(TEMPLATE_DIR_VAR, "").split(os.pathsep) if d]
+    for d in dirs:
+        if not d.is_dir():
+            raise RenderError(f"template directory {str(d)!r} does not exist")
+    return dirs
+
+
+# ------------------------------------------------------------------------------------- filters
+
+
+def shq(value: Any) -> str:
+    """Quote one value as a single inert shell word."""
+    if value is None or isinstance(value, jinja2.Undefined):
+        raise RenderError("a template tried to quote an empty value (None)")
+    return shlex.quote(str(value))
+
+
+def shjoin(words: Sequence[str | ShellVar]) -> str:
+    return shell_join(words)
+
+
+def directive(value: Any) -> str:
+    """Quote a value for a scheduler directive line (``#SBATCH --job-name=VALUE``)."""
+    text = str(value)
+    if _CONTROL.search(text):
+        raise RenderError(f"{text!r}: a directive value cannot hold a newline or control character")
+    if _SAFE_DIRECTIVE.match(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def comment(value: Any) -> str:
+    """Text that stays inside one ``#`` comment line."""
+    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), str(value))
+
+
+def _unsupported(field: str, scheduler: str, hint: str = "") -> None:
+    raise RenderError(f"{field}: not supported by the {scheduler} template{hint}")
+
+
+# ------------------------------------------------------------------------------------- rendering
+
+
+def make_environment(template_dirs: Sequence[str | Path] | None = None) -> jinja2.Environment:
+    builtin = jinja2.FileSystemLoader(str(builtin_template_dir()))
+    loaders: list[jinja2.BaseLoader] = [
+        jinja2.FileSystemLoader([str(d) for d in user_template_dirs(template_dirs)]),
+        jinja2.PrefixLoader({"hpcbench": builtin}),
+        builtin,
+    ]
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(shq=shq, shjoin=shjoin, directive=directive, comment=comment)
+    env.globals.update(unsupported=_unsupported)
+    return env
+
+
+def summary(spec: JobSpec) -> str:
+    """One line saying what the script runs, for its header and for the CLI."""
+    r = spec.resources
+    per_node = f"{r.nodes} node{'s' if r.nodes > 1 else ''} x {r.ranks_per_node} rank"
+    per_node += "s" if r.ranks_per_node > 1 else ""
+    gpus = f", {r.gpus_per_node} GPU(s) per node" if r.gpus_per_node else ", CPU only"
+    return (
+        f"{shell_join(spec.program.argv())} as {r.world_size} rank(s) ({per_node}{gpus}), "
+        f"started by {spec.launcher.kind}"
+    )
+
+
+def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
+    r = spec.resources
+    try:
+        launch = launch_words(spec, scheduler)
+    except LaunchError as err:
+        raise RenderError(str(err)) from None
+    torchrun = spec.launcher.kind == "torchrun"
+    launch_text = shell_join(launch, width=LINE_WIDTH)
+    per_task_cpus = r.cpus_per_task * (r.ranks_per_node if torchrun else 1)
+    return {
+        "spec": spec,
+        "r": r,
+        "env": spec.environment,
+        "launcher": spec.launcher,
+        "program": spec.program,
+        "scheduler": scheduler,
+        "version": __version__,
+        "source": spec.source or "(no spec file: defaults and command-line flags)",
+        "summary": summary(spec),
+        "file_name": r.file_name,
+        "launch": launch_text,
+        # torchrun starts one agent per node, so the scheduler's task is the node's agent and
+        # holds the CPUs of all its ranks; mpiexec/srun start one task per rank.
+        "tasks_per_node": 1 if torchrun else r.ranks_per_node,
+        "cpus_per_sched_task": per_task_cpus,
+        "slots_per_node": r.ranks_per_node * r.cpus_per_task,
+        "needs_rendezvous": torchrun and r.nodes > 1,
+        "uses_mpi_opts": "${mpi_opts[@]}" in launch_text,
+        "uses_mpi_per_node": "${mpi_per_node[@]}" in launch_text,
+        "local_agent": shell_join(torchrun_words(spec, standalone=r.nodes == 1), width=LINE_WIDTH),
+        "time_slurm": format_time_slurm(r.time_s),
+        "time_hms": format_time_hms(r.time_s),
+        "memory_slurm": format_memory(r.memory_mb) if r.memory_mb else None,
+        "memory_pbs": format_memory(r.memory_mb, "b").lower() if r.memory_mb else None,
+        "memory_per_slot_sge": (
+            format_memory(max(1, r.memory_mb // max(1, r.ranks_per_node * r.cpus_per_task)))
+            if r.memory_mb
+            else None
+        ),
+    }
+
+
+def render_script(
+    spec: JobSpec, scheduler: str, template_dirs: Sequence[str | Path] | None = None
+) -> str:
+    """The batch script for ``scheduler`` (``slurm``, ``pbs``, ``sge`` or ``local``)."""
+    if scheduler not in TEMPLATE_NAMES:
+        raise RenderError(f"scheduler: no template for {scheduler!r} (known: {', '.join(TEMPLATE_NAMES)})")
+    env = make_environment(template_dirs)
+    try:
+        template = env.get_template(TEMPLATE_NAMES[scheduler])
+        return template.render(template_context(spec, scheduler))
+    except jinja2.TemplateError as err:
+        where = getattr(err, "filename", None) or TEMPLATE_NAMES[scheduler]
+        line = getattr(err, "lineno", None)
+        raise RenderError(f"template {where}{f':{line}' if line else ''}: {err}") from None

@@ -1,0 +1,425 @@
+"""The job spec: one typed description of a job, loaded from TOML, overridden by CLI flags.
+
+A spec has five tables -- ``[resources]``, ``[environment]`` (with ``[environment.container]``),
+``[launcher]``, ``[program]`` and ``[scheduler]`` -- described field by field in docs/job-spec.md.
+Validation is strict: an unknown key (with a did-you-mean), a wrong type, a non-positive count or a
+malformed time limit raises :class:`SpecError` with a one-line message naming the field and value.
+
+No torch, no third-party imports: this module runs on login nodes.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+SCHEDULERS = ("auto", "slurm", "pbs", "sge", "local")
+LAUNCHERS = ("torchrun", "mpiexec", "srun")
+CONTAINER_RUNTIMES = ("apptainer", "singularity")
+PBS_RESOURCE_STYLES = ("select", "nodes")
+DEFAULT_PROGRAM_MODULE = "hpcbench.probe"
+_PROGRAM_KINDS = frozenset({"module", "script", "command"})
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?$", re.IGNORECASE)
+_MEMORY_FACTOR_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+class SpecError(ValueError):
+    """A job spec the user can fix; ``str(err)`` is one line naming the field and the value."""
+
+
+def _kind(kind: str, **extra: Any) -> dict[str, Any]:
+    return {"kind": kind, **extra}
+
+
+@dataclass
+class Resources:
+    """What the job asks the scheduler for. Counts are per node unless the name says otherwise."""
+
+    nodes: int = field(default=1, metadata=_kind("posint"))
+    gpus_per_node: int = field(default=0, metadata=_kind("nonnegint"))
+    tasks_per_node: int | None = field(default=None, metadata=_kind("posint"))
+    cpus_per_task: int = field(default=1, metadata=_kind("posint"))
+    memory_mb: int | None = field(default=None, metadata=_kind("memory", key="memory"))
+    time_s: int = field(default=3600, metadata=_kind("time", key="time"))
+    partition: str | None = field(default=None, metadata=_kind("line"))
+    account: str | None = field(default=None, metadata=_kind("line"))
+    qos: str | None = field(default=None, metadata=_kind("line"))
+    constraint: str | None = field(default=None, metadata=_kind("line"))
+    exclusive: bool = field(default=False, metadata=_kind("bool"))
+    job_name: str = field(default="hpcbench", metadata=_kind("line"))
+    output_dir: str = field(default="runs", metadata=_kind("line"))
+
+    @property
+    def ranks_per_node(self) -> int:
+        """Processes per node: tasks_per_node if given, else one per GPU, else one."""
+        return self.tasks_per_node or self.gpus_per_node or 1
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+    @property
+    def file_name(self) -> str:
+        """The job name reduced to characters safe in a file name (for log and run paths)."""
+        return _UNSAFE_FILENAME.sub("_", self.job_name).strip("._") or "job"
+
+
+@dataclass
+class Container:
+    """An Apptainer/Singularity image every rank runs in."""
+
+    image: str = field(default="", metadata=_kind("text", required=True))
+    runtime: str = field(default="apptainer", metadata=_kind("choice", choices=CONTAINER_RUNTIMES))
+    binds: list[str] = field(default_factory=list, metadata=_kind("textlist"))
+    options: list[str] = field(default_factory=list, metadata=_kind("textlist"))
+
+
+@dataclass
+class Environment:
+    """How the job's shell is prepared before launch."""
+
+    modules: list[str] = field(default_factory=list, metadata=_kind("textlist"))
+    venv: str | None = field(default=None, metadata=_kind("text"))
+    conda_env: str | None = field(default=None, metadata=_kind("text"))
+    container: Container | None = field(default=None, metadata=_kind("table", cls=Container))
+    variables: dict[str, str] = field(default_factory=dict, metadata=_kind("envdict"))
+    # Shell lines run as written, before launch: the one place where the spec holds code on purpose.
+    setup: list[str] = field(default_factory=list, metadata=_kind("textlist"))
+
+
+@dataclass
+class Launcher:
+    """How ranks are started: torchrun (one agent per node), mpiexec or srun (one task per rank)."""
+
+    kind: str = field(default="torchrun", metadata=_kind("choice", choices=LAUNCHERS))
+    port: int | None = field(default=None, metadata=_kind("port"))
+    srun_mpi: str | None = field(default=None, metadata=_kind("line"))
+    args: list[str] = field(default_factory=list, metadata=_kind("textlist"))
+
+
+@dataclass
+class Program:
+    """What every rank runs: ``python -m MODULE``, ``python SCRIPT`` or a whole COMMAND, plus args."""
+
+    python: str = field(default="python", metadata=_kind("text"))
+    module: str | None = field(default=None, metadata=_kind("module"))
+    script: str | None = field(default=None, metadata=_kind("text"))
+    command: list[str] | None = field(default=None, metadata=_kind("textlist"))
+    args: list[str] = field(default_factory=list, metadata=_kind("textlist"))
+
+    def argv(self) -> list[str]:
+        """The program's command line (without any launcher in front)."""
+        if self.command:
+            return [*self.command, *self.args]
+        if self.script:
+            return [self.python, self.script, *self.args]
+        return [self.python, "-m", self.module or DEFAULT_PROGRAM_MODULE, *self.args]
+
+    @property
+    def is_python(self) -> bool:
+        return not self.command
+
+
+@dataclass
+class SchedulerOptions:
+    """Which scheduler, and the few options that only one scheduler understands."""
+
+    name: str = field(default="auto", metadata=_kind("choice", choices=SCHEDULERS))
+    directives: list[str] = field(default_factory=list, metadata=_kind("linelist"))
+    pbs_resources: str = field(
+        default="select", metadata=_kind("choice", choices=PBS_RESOURCE_STYLES)
+    )
+    sge_pe: str | None = field(default=None, metadata=_kind("line"))
+
+
+@dataclass
+class JobSpec:
+    """A whole job: resources, environment, launcher, program and scheduler options."""
+
+    resources: Resources = field(default_factory=Resources, metadata=_kind("table", cls=Resources))
+    environment: Environment = field(
+        default_factory=Environment, metadata=_kind("table", cls=Environment)
+    )
+    launcher: Launcher = field(default_factory=Launcher, metadata=_kind("table", cls=Launcher))
+    program: Program = field(default_factory=Program, metadata=_kind("table", cls=Program))
+    scheduler: SchedulerOptions = field(
+        default_factory=SchedulerOptions, metadata=_kind("table", cls=SchedulerOptions)
+    )
+    source: str | None = field(default=None, metadata=_kind("internal"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ----------------------------------------------------------------------------------- parsing values
+
+
+def parse_time(value: Any) -> int:
+    """A SLURM-style time limit to seconds.
+
+    Accepts ``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS`` or an integer
+    number of minutes (as sbatch does).
+    """
+    if isinstance(value, bool):
+        raise ValueError("expected a time limit like '01:30:00' or '2-00:00:00'")
+    if isinstance(value, int):
+        seconds = value * 60
+    elif isinstance(value, str) and value.strip():
+        text = value.strip()
+        days = 0
+        with_days = "-" in text
+        if with_days:
+            day_text, text = text.split("-", 1)
+            if not day_text.isdigit():
+                raise ValueError("days before '-' must be a whole number")
+            days = int(day_text)
+        parts = text.split(":")
+        if not all(p.isdigit() for p in parts) or len(parts) > 3:
+            raise ValueError("expected MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
+        nums = [int(p) for p in parts]
+        if with_days:
+            h, m, s = (nums + [0, 0])[:3]  # D-HH, D-HH:MM, D-HH:MM:SS
+        elif len(nums) == 3:
+            h, m, s = nums  # HH:MM:SS
+        else:
+            h, m, s = 0, nums[0], (nums[1] if len(nums) == 2 else 0)  # MM or MM:SS
+        if s >= 60 or (m >= 60 and (with_days or len(nums) == 3)):
+            raise ValueError("minutes and seconds must be below 60")
+        if with_days and h >= 24:
+            raise ValueError("hours after 'D-' must be below 24")
+        seconds = ((days * 24 + h) * 60 + m) * 60 + s
+    else:
+        raise ValueError("expected a time limit like '01:30:00' or '2-00:00:00'")
+    if seconds <= 0:
+        raise ValueError("a time limit must be positive")
+    return seconds
+
+
+def format_time_hms(seconds: int) -> str:
+    """Seconds as ``HH:MM:SS`` (hours may exceed 24), the form PBS and Grid Engine take."""
+    return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def format_time_slurm(seconds: int) -> str:
+    """Seconds as SLURM's ``D-HH:MM:SS`` (or ``HH:MM:SS`` under a day)."""
+    days, rest = divmod(seconds, 86400)
+    hms = format_time_hms(rest)
+    return f"{days}-{hms}" if days else hms
+
+
+def parse_memory(value: Any) -> int:
+    """A memory size to whole megabytes: ``32G``, ``500M``, ``1.5T``, ``64GB`` or an integer (MB)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a memory size like '32G' or '500M'")
+    if isinstance(value, int):
+        mb = value
+    elif isinstance(value, str) and (m := _MEMORY.match(value.strip())):
+        mb = int(round(float(m.group(1)) * _MEMORY_FACTOR_MB[m.group(2).upper()]))
+    else:
+        raise ValueError("expected a memory size like '32G' or '500M'")
+    if mb <= 0:
+        raise ValueError("a memory size must be positive")
+    return mb
+
+
+def format_memory(mb: int, unit_suffix: str = "") -> str:
+    """Megabytes as the largest exact unit: 32768 -> '32G', 1500 -> '1500M' (+ suffix, e.g. 'b')."""
+    if mb % (1024 * 1024) == 0:
+        return f"{mb // (1024 * 1024)}T{unit_suffix}"
+    if mb % 1024 == 0:
+        return f"{mb // 1024}G{unit_suffix}"
+    return f"{mb}M{unit_suffix}"
+
+
+# ----------------------------------------------------------------------------------- validation
+
+
+def _describe(value: Any) -> str:
+    return repr(value)
+
+
+def _check_value(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) -> Any:
+    """Convert and check one value; raise ValueError with the problem (no field name)."""
+    if kind in ("posint", "nonnegint", "port"):
+        if from_cli and isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                raise ValueError("expected a whole number") from None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("expected a whole number")
+        if kind == "posint" and value < 1:
+            raise ValueError("must be a positive count (1 or more)")
+        if kind == "nonnegint" and value < 0:
+            raise ValueError("must be 0 or more")
+        if kind == "port" and not 1024 <= value <= 65535:
+            raise ValueError("a port must be between 1024 and 65535")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError("expected true or false")
+        return value
+    if kind == "time":
+        return parse_time(value)
+    if kind == "memory":
+        return parse_memory(value)
+    if kind in ("text", "line", "module"):
+        if not isinstance(value, str):
+            raise ValueError("expected a string")
+        if not value:
+            raise ValueError("must not be empty")
+        if kind == "line" and _CONTROL.search(value):
+            raise ValueError("must be a single line without control characters")
+        if kind == "module" and not _MODULE_NAME.match(value):
+            raise ValueError("expected a dotted Python module name like 'hpcbench.train'")
+        return value
+    if kind in ("textlist", "linelist"):
+        if isinstance(value, str):
+            raise ValueError("expected a list of strings, e.g. [\"a\", \"b\"]")
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError("expected a list of strings")
+        if kind == "linelist" and any(_CONTROL.search(v) for v in value):
+            raise ValueError("entries must be single lines without control characters")
+        return list(value)
+    if kind == "envdict":
+        if not isinstance(value, dict):
+            raise ValueError("expected a table of NAME = \"value\"")
+        for name, val in value.items():
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not a valid environment variable name")
+            if not isinstance(val, (str, int, float)) or isinstance(val, bool):
+                raise ValueError(f"{name}: expected a string value")
+        return {k: str(v) for k, v in value.items()}
+    if kind == "choice":
+        choices = meta["choices"]
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return value
+    raise AssertionError(f"unknown field kind {kind}")  # a bug, not user input
+
+
+def _key(f: dataclasses.Field) -> str:
+    return f.metadata.get("key", f.name)
+
+
+def _build(cls: type, table: Any, path: str, origin: dict[str, str], where: str) -> Any:
+    """Build dataclass ``cls`` from a TOML table, checking every key and value."""
+    label = path or "spec"
+    if not isinstance(table, dict):
+        raise SpecError(f"{where}{label}: expected a table, got {_describe(table)}")
+    fields = {_key(f): f for f in dataclasses.fields(cls) if f.metadata.get("kind") != "internal"}
+    kwargs: dict[str, Any] = {}
+    for raw_key, value in table.items():
+        key = raw_key.replace("-", "_")
+        dotted = f"{path}.{key}" if path else key
+        if key not in fields:
+            close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(fields)})"
+            raise SpecError(f"{where}{dotted}: unknown key{hint}")
+        f = fields[key]
+        kind = f.metadata["kind"]
+        if kind == "table":
+            kwargs[f.name] = _build(f.metadata["cls"], value, dotted, origin, where)
+            continue
+        try:
+            kwargs[f.name] = _check_value(kind, f.metadata, value, from_cli=dotted in origin)
+        except ValueError as err:
+            name = f"{origin[dotted]} ({dotted})" if dotted in origin else f"{where}{dotted}"
+            raise SpecError(f"{name}: {err}, got {_describe(value)}") from None
+    for key, f in fields.items():
+        if f.metadata.get("required") and key not in kwargs:
+            raise SpecError(f"{where}{path}.{key}: required")
+    return cls(**kwargs)
+
+
+def _merge(base: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = base
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise SpecError(f"{'.'.join(parts[:-1])}: expected a table")
+    parts_key = parts[-1]
+    if isinstance(value, list) and isinstance(node.get(parts_key), list):
+        node[parts_key] = [*node[parts_key], *value]  # repeatable flags add to the file's list
+    elif isinstance(value, dict) and isinstance(node.get(parts_key), dict):
+        node[parts_key] = {**node[parts_key], **value}
+    else:
+        node[parts_key] = value
+
+
+def read_spec_file(path: str | Path) -> dict[str, Any]:
+    """Read a TOML spec file; a missing or malformed file is a one-line SpecError."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise SpecError(f"{p}: no such spec file") from None
+    except IsADirectoryError:
+        raise SpecError(f"{p}: is a directory, expected a TOML spec file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError(f"{p}: not valid TOML: {err}") from None
+
+
+def build_spec(
+    data: dict[str, Any] | None = None,
+    overrides: dict[str, tuple[str, Any]] | None = None,
+    source: str | None = None,
+) -> JobSpec:
+    """Validate ``data`` (a parsed spec file) with ``overrides`` applied on top.
+
+    ``overrides`` maps a dotted field (``"resources.nodes"``) to ``(origin, value)``, where origin
+    is what the user typed (``"--nodes"``) so that errors name it.
+    """
+    merged: dict[str, Any] = copy.deepcopy(data or {})
+    origin: dict[str, str] = {}
+    # A program named on the command line replaces the file's program of another kind.
+    chosen = {k for k in _PROGRAM_KINDS if f"program.{k}" in (overrides or {})}
+    if chosen and isinstance(merged.get("program"), dict):
+        for kind in _PROGRAM_KINDS - chosen:
+            merged["program"].pop(kind, None)
+    for dotted, (label, value) in (overrides or {}).items():
+        _merge(merged, dotted, value)
+        origin[dotted] = label
+    where = f"{source}: " if source else ""
+    spec = _build(JobSpec, merged, "", origin, where)
+    spec.source = source
+    _check_program(spec.program, merged.get("program", {}), where)
+    return spec
+
+
+def _check_program(program: Program, table: dict[str, Any], where: str) -> None:
+    given = [k for k in ("module", "script", "command") if table.get(k) not in (None, [], "")]
+    if len(given) > 1:
+        raise SpecError(
+            f"{where}program: set only one of module, script or command (got {', '.join(given)})"
+        )
+    if program.command == []:
+        raise SpecError(f"{where}program.command: must not be empty")
+    if not given:
+        program.module = DEFAULT_PROGRAM_MODULE
+
+
+def load_spec(
+    path: str | Path | None = None, overrides: dict[str, tuple[str, Any]] | None = None
+) -> JobSpec:
+    """Load a spec file (or start from the defaults) and apply CLI-style overrides."""
+    data = read_spec_file(path) if path is not None else {}
+    return build_spec(data, overrides, source=str(path) if path is not None else None)

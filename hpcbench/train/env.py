@@ -1,0 +1,105 @@
+"""Launch detection: which rank am I, of how many, on which node, started by what.
+
+Each launcher is one small reader of environment variables answering the same questions; the first
+that recognises the environment wins, in this order: torchrun, Open MPI, MPICH/Intel MPI (Hydra or
+PMI-2 under srun), SLURM's srun, and finally a plain single process. Pure Python: no torch, no MPI.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class LaunchInfo:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    launcher: str  # torchrun | openmpi | mpich | slurm | single
+    hostname: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _int(env: Mapping[str, str], *names: str) -> int | None:
+    for name in names:
+        value = env.get(name)
+        if value is not None and value.strip().lstrip("-").isdigit():
+            return int(value)
+    return None
+
+
+def _finish(env: Mapping[str, str], launcher: str, rank: int, world: int, local: int | None,
+            local_world: int | None, node: int | None) -> LaunchInfo:
+    local_world = local_world or _int(env, "SLURM_NTASKS_PER_NODE") or world
+    local = rank % local_world if local is None else local
+    node = rank // local_world if node is None else node
+    return LaunchInfo(rank, world, local, local_world, node, launcher, socket.gethostname())
+
+
+def _torchrun(env: Mapping[str, str]) -> LaunchInfo | None:
+    rank, world = _int(env, "RANK"), _int(env, "WORLD_SIZE")
+    if rank is None or world is None or "LOCAL_RANK" not in env:
+        return None
+    return _finish(env, "torchrun", rank, world, _int(env, "LOCAL_RANK"),
+                   _int(env, "LOCAL_WORLD_SIZE"), _int(env, "GROUP_RANK"))
+
+
+def _openmpi(env: Mapping[str, str]) -> LaunchInfo | None:
+    rank, world = _int(env, "OMPI_COMM_WORLD_RANK"), _int(env, "OMPI_COMM_WORLD_SIZE")
+    if rank is None or world is None:
+        return None
+    return _finish(env, "openmpi", rank, world, _int(env, "OMPI_COMM_WORLD_LOCAL_RANK"),
+                   _int(env, "OMPI_COMM_WORLD_LOCAL_SIZE"), _int(env, "OMPI_COMM_WORLD_NODE_RANK"))
+
+
+def _mpich(env: Mapping[str, str]) -> LaunchInfo | None:
+    rank, world = _int(env, "PMI_RANK"), _int(env, "PMI_SIZE")
+    if rank is None or world is None:
+        return None
+    return _finish(env, "mpich", rank, world, _int(env, "MPI_LOCALRANKID", "SLURM_LOCALID"),
+                   _int(env, "MPI_LOCALNRANKS"), _int(env, "SLURM_NODEID"))
+
+
+def _slurm(env: Mapping[str, str]) -> LaunchInfo | None:
+    # SLURM_PROCID alone is set in the batch step too; a task started by srun also has a step id.
+    rank, world = _int(env, "SLURM_PROCID"), _int(env, "SLURM_NTASKS")
+    if rank is None or world is None or "SLURM_STEP_ID" not in env:
+        return None
+    return _finish(env, "slurm", rank, world, _int(env, "SLURM_LOCALID"), None,
+                   _int(env, "SLURM_NODEID"))
+
+
+READERS: tuple[Callable[[Mapping[str, str]], LaunchInfo | None], ...] = (
+    _torchrun, _openmpi, _mpich, _slurm,
+)
+
+
+def detect_launch(env: Mapping[str, str] | None = None) -> LaunchInfo:
+    """The launch this process belongs to (a single process when no launcher is recognised)."""
+    env = os.environ if env is None else env
+    for reader in READERS:
+        info = reader(env)
+        if info is not None:
+            return info
+    return LaunchInfo(0, 1, 0, 1, 0, "single", socket.gethostname())
+
+
+def line_buffered_output() -> None:
+    """Write stdout and stderr a whole line at a time, at once.
+
+    Launchers label and merge the ranks' output per write (MPICH's -prepend-rank) or per line, so
+    a line must reach them in one write, and without delay; PYTHONUNBUFFERED would split a print
+    into two writes, block buffering would hold lines back until exit.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(line_buffering=True, write_through=False)

@@ -1,0 +1,1 @@
+"""The Jinja job templates, shipped inside the hpcbench wheel as ``hpcbench.templates``."""
