@@ -188,7 +188,14 @@ def main(argv: list[str] | None = None) -> int:
 def _jobs_command(args: argparse.Namespace) -> int:
     from hpcbench import schedulers
 
-    name = args.scheduler if args.scheduler not in (None, "auto") else schedulers.detect()[0]
+    from hpcbench.schedulers.local import ID_PREFIX
+
+    if args.scheduler not in (None, "auto"):
+        name = args.scheduler
+    elif all(j.startswith(ID_PREFIX) for j in args.job_ids):
+        name = "local"
+    else:
+        name = schedulers.detect()[0]
     sched = schedulers.get(name)
     if args.command == "cancel":
         sched.cancel(args.job_ids)

@@ -1,6 +1,6 @@
 """The local scheduler: runs the rendered script with bash on this machine, detached.
 
-Job ids count up from 1 in a state directory (``$HPCBENCH_STATE_DIR``, else
+Job ids (``local-1``, ``local-2`` …) count up in a state directory (``$HPCBENCH_STATE_DIR``, else
 ``$XDG_STATE_HOME/hpcbench``, else ``~/.local/state/hpcbench``), shared by every project on the
 machine. Each job runs in its own session (so that cancel reaches every rank) under a small bash
 supervisor that records the script's exit status next to the job's record when it ends. Logs go
@@ -33,6 +33,9 @@ from hpcbench.spec import JobSpec
 
 # $1 script, $2 stdout, $3 stderr, $4 exit-status file. Written by hpcbench, not from user input.
 _SUPERVISOR = 'bash "$1" >"$2" 2>"$3" </dev/null; rc=$?; echo "$rc" >"$4.tmp" && mv "$4.tmp" "$4"'
+
+
+ID_PREFIX = "local-"  # local ids never collide with a cluster's numeric ones in the same runs/
 
 
 def state_dir() -> Path:
@@ -69,7 +72,7 @@ class LocalScheduler(Scheduler):
             tmp = counter.with_suffix(".tmp")
             tmp.write_text(str(last + 1))
             tmp.replace(counter)
-        return str(last + 1)
+        return f"{ID_PREFIX}{last + 1}"
 
     def _record(self, job_id: str) -> Path:
         return self.root / f"{job_id}.json"

@@ -1,0 +1,63 @@
+"""Shared test helpers: run the real CLI in a subprocess, isolate state, insist on tools in CI.
+
+In CI (``CI=true``) a test that needs MPI, torch or shellcheck fails when the tool is missing
+instead of skipping: the Makefile installs all of them, so a skip there would hide a broken set-up.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require(tool_ok: bool, reason: str) -> None:
+    """Skip on a developer machine without the tool; fail in CI."""
+    if tool_ok:
+        return
+    if IN_CI:
+        pytest.fail(f"CI must have {reason} (the Makefile installs it)")
+    pytest.skip(f"needs {reason}")
+
+
+def have_module(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """A fresh directory to submit from, with its own local-scheduler state."""
+    monkeypatch.setenv("HPCBENCH_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("HPCBENCH_TEMPLATE_DIR", raising=False)
+    # As after activating the venv: its torchrun and mpiexec come first on PATH.
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    d = tmp_path / "work"
+    d.mkdir()
+    return d
+
+
+def hpcbench(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300):
+    """Run ``python -m hpcbench ARGS`` for real; return the CompletedProcess."""
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("PYTHONUNBUFFERED", None)  # as on a cluster: prove the output stays line-whole
+    bindir = str(Path(sys.executable).parent)  # the venv's torchrun/mpiexec, as after activation
+    full_env["PATH"] = bindir + os.pathsep + full_env.get("PATH", "")
+    return subprocess.run(
+        [sys.executable, "-m", "hpcbench", *args],
+        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def mpiexec_available() -> bool:
+    return shutil.which("mpiexec", path=str(Path(sys.executable).parent) + os.pathsep
+                        + os.environ.get("PATH", "")) is not None

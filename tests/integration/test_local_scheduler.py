@@ -1,0 +1,114 @@
+"""The local scheduler end to end: render -> submit -> wait, with real torchrun and real mpiexec."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from hpcbench import api
+from tests.conftest import have_module, hpcbench, mpiexec_available, require
+
+FAIL_ON_RANK_2 = """
+import os, sys, time
+from hpcbench.train.env import detect_launch, line_buffered_output
+line_buffered_output()
+info = detect_launch()
+if info.rank == 2:
+    raise RuntimeError(f"rank {info.rank} broke on purpose")
+time.sleep(60)  # the others would wait for ever: the launcher must stop them
+"""
+
+
+def probe_summary(workdir, job_id):
+    return json.loads((workdir / "runs" / f"hpcbench-{job_id}" / "probe.json").read_text())
+
+
+@pytest.mark.torch
+def test_two_nodes_two_gpus_runs_four_ranks_locally(workdir):
+    require(have_module("torch"), "torch (for torchrun)")
+    result = hpcbench("submit", "--nodes", "2", "--gpus-per-node", "2", "--scheduler", "local",
+                      "--wait", cwd=workdir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "job local-1 completed" in result.stdout
+    summary = probe_summary(workdir, "local-1")
+    assert summary["problems"] == [] and summary["world_size"] == 4
+    ranks = sorted((r["rank"], r["node_rank"], r["local_rank"]) for r in summary["ranks"])
+    assert ranks == [(0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 1, 1)]
+    assert {r["launcher"] for r in summary["ranks"]} == {"torchrun"}
+    assert {r["emulated_node"] for r in summary["ranks"]} == {"0", "1"}
+    out = (workdir / "runs" / "hpcbench-local-1.out").read_text()
+    assert out.count("[rank ") == 4 and "launch consistent" in out
+    scripts = list((workdir / "runs" / "scripts").glob("hpcbench-*.sh"))
+    assert len(scripts) == 1 and scripts[0].read_text().startswith("#!/bin/bash\n")
+
+
+@pytest.mark.torch
+def test_a_failing_rank_fails_the_job_fast_with_its_traceback(workdir):
+    require(have_module("torch"), "torch (for torchrun)")
+    (workdir / "fail.py").write_text(FAIL_ON_RANK_2)
+    started = time.monotonic()
+    result = hpcbench("submit", "--nodes", "2", "--gpus-per-node", "2", "--scheduler", "local",
+                      "--wait", "--script", "fail.py", cwd=workdir)
+    assert result.returncode != 0
+    assert time.monotonic() - started < 50  # the sleeping ranks were stopped, not waited for
+    assert "job local-1 failed with exit code" in result.stderr
+    assert "first failing rank 2:" in result.stderr
+    assert "RuntimeError: rank 2 broke on purpose" in result.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("launcher", ["mpiexec", "srun"])
+def test_mpi_launchers_run_every_rank_locally(workdir, launcher):
+    require(mpiexec_available(), "mpiexec (pip install mpich)")
+    result = hpcbench("submit", "--nodes", "2", "--tasks-per-node", "2", "--launcher", launcher,
+                      "--scheduler", "local", "--wait", cwd=workdir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = probe_summary(workdir, "local-1")
+    assert summary["problems"] == []
+    assert sorted(r["rank"] for r in summary["ranks"]) == [0, 1, 2, 3]
+    assert {r["launcher"] for r in summary["ranks"]} <= {"mpich", "openmpi"}
+    out = (workdir / "runs" / "hpcbench-local-1.out").read_text().splitlines()
+    # -prepend-rank labels whole lines: each rank's line arrives in one piece.
+    assert sorted(line for line in out if "[rank " in line) == sorted(
+        f"[{r}] [rank {r}/4]" + line.split(f"[rank {r}/4]", 1)[1]
+        for r in range(4) for line in out if f"[{r}] [rank {r}/4]" in line)
+
+
+@pytest.mark.mpi
+def test_mpiexec_failing_rank_is_named(workdir):
+    require(mpiexec_available() and have_module("mpi4py"), "mpiexec and mpi4py")
+    (workdir / "fail.py").write_text("from mpi4py import MPI  # noqa: F401\n" + FAIL_ON_RANK_2)
+    # Under mpiexec a Python rank must run through `python -m mpi4py`, which calls MPI_Abort on an
+    # uncaught exception; otherwise Hydra waits for the other ranks to end on their own.
+    started = time.monotonic()
+    result = hpcbench("submit", "--tasks-per-node", "4", "--launcher", "mpiexec", "--scheduler",
+                      "local", "--wait", "--program", "python -m mpi4py fail.py", cwd=workdir)
+    assert result.returncode != 0
+    assert time.monotonic() - started < 50
+    assert "first failing rank 2:" in result.stderr
+    assert "RuntimeError: rank 2 broke on purpose" in result.stderr
+
+
+def test_status_cancel_and_dry_run(workdir, monkeypatch):
+    monkeypatch.chdir(workdir)
+    spec = api.load_spec(None, command=["sleep", "60"], launcher="mpiexec", job_name="sleepy")
+    dry = hpcbench("submit", "--program", "sleep 60", "--scheduler", "local", "--dry-run",
+                   cwd=workdir)
+    assert dry.returncode == 0 and dry.stdout.startswith("#!/bin/bash\n")
+    assert not (workdir / "runs").exists()  # a dry run queues and writes nothing
+    require(mpiexec_available(), "mpiexec (pip install mpich)")
+    job = api.submit(spec, scheduler="local", cwd=workdir)
+    assert job.job_id == "local-1"
+    for _ in range(100):
+        if job.state == "RUNNING":
+            break
+        time.sleep(0.05)
+    status = hpcbench("status", job.job_id, cwd=workdir)
+    assert status.stdout.startswith("local-1\tRUNNING")
+    cancel = hpcbench("cancel", job.job_id, cwd=workdir)
+    assert cancel.returncode == 0
+    final = job.wait(timeout=30)
+    assert final.state == "CANCELLED"
+    assert job.job.stdout_path.name == "sleepy-local-1.out"

@@ -1,0 +1,161 @@
+"""Hostile values in every user-settable string field come out inert.
+
+Each rendered script is run for real with bash. The commands it would hand the values to on a
+cluster (srun, mpiexec, scontrol, module, conda, apptainer, python) cannot run here, so they are
+replaced on PATH by a recorder that writes down the argv and environment it was given: the test
+proves both that nothing the values hold was executed and that each value arrived intact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpcbench.render import render_script
+from hpcbench.spec import SpecError, build_spec
+
+CANARY = "PWNED"
+HOSTILE = [
+    "a b 'c' \"d\"",
+    f"$(touch {CANARY})",
+    f"`touch {CANARY}`",
+    f"x; touch {CANARY}",
+    f"x && touch {CANARY} #",
+    f"' ; touch {CANARY}; '",
+    f"\" ; touch {CANARY}; \"",
+    "$HOME ${PATH} * ?",
+    f"--flag=$(touch {CANARY})\\",
+]
+MULTILINE = [f"x\ntouch {CANARY}", f"x\n#SBATCH --wrap=touch {CANARY}\n"]
+RECORDED = ("srun", "mpiexec", "scontrol", "module", "conda", "apptainer", "python")
+RECORDER = f"""#!{sys.executable}
+import json, os, sys
+name = os.path.basename(sys.argv[0])
+if name == "scontrol":
+    print("node1"); print("node2")
+with open(os.environ["HPCB_RECORD"], "a") as fh:
+    fh.write(json.dumps({{"name": name, "argv": sys.argv[1:],
+                         "env": {{k: os.environ.get(k) for k in ("HOSTILE", "HPCB_ACTIVATED")}}}}) + "\\n")
+"""
+
+
+def hostile_spec(value: str, scheduler: str, launcher: str, program: str, tmp: Path,
+                 line_value: str) -> dict:
+    venv = tmp / "venvs" / value.replace("/", "_")
+    (venv / "bin").mkdir(parents=True, exist_ok=True)
+    (venv / "bin" / "activate").write_text("export HPCB_ACTIVATED=yes\n")
+    resources = {"nodes": 2, "tasks_per_node": 2, "job_name": line_value, "output_dir": line_value}
+    if scheduler in ("slurm", "pbs", "sge"):
+        resources["partition"] = line_value
+        resources["account"] = line_value
+    if scheduler == "slurm":
+        resources.update(qos=line_value, constraint=line_value)
+    prog = {"script": value} if program == "script" else {"command": [value, "arg"]}
+    return {
+        "resources": resources,
+        "environment": {
+            "modules": [value], "venv": str(venv), "conda_env": value,
+            "container": {"image": value, "binds": [value], "options": [value]},
+            "variables": {"HOSTILE": value},
+        },
+        "launcher": {"kind": launcher, "args": [value],
+                     **({"srun_mpi": line_value} if launcher == "srun" else {})},
+        "program": {**prog, "args": [value, "--x"]},
+        "scheduler": {"directives": [f"--comment={line_value}"],
+                      **({"sge_pe": line_value} if scheduler == "sge" else {})},
+    }
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name in RECORDED:
+        path = bindir / name
+        path.write_text(RECORDER)
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("node1 2\nnode2 2\n")
+    env = {
+        "PATH": f"{bindir}{os.pathsep}/usr/bin:/bin",
+        "HPCB_RECORD": str(tmp_path / "record.jsonl"),
+        "SLURM_JOB_ID": "123", "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_CPUS_PER_TASK": "2",
+        "PBS_JOBID": "123.server", "PBS_O_WORKDIR": str(tmp_path / "work"),
+        "PBS_NODEFILE": str(hosts), "JOB_ID": "123", "PE_HOSTFILE": str(hosts),
+        "HPCBENCH_JOB_ID": "local-123", "HOME": str(tmp_path),
+    }
+    (tmp_path / "work").mkdir()
+    return tmp_path, env
+
+
+def run_script(tmp: Path, env: dict, text: str) -> list[dict]:
+    record = Path(env["HPCB_RECORD"])
+    record.unlink(missing_ok=True)
+    script = tmp / "job.sh"
+    script.write_text(text)
+    result = subprocess.run(["bash", str(script)], cwd=tmp / "work", env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr + text
+    return [json.loads(line) for line in record.read_text().splitlines()]
+
+
+CASES = [(s, launcher, program)
+         for s in ("slurm", "pbs", "sge", "local")
+         for launcher in ("torchrun", "mpiexec", "srun")
+         if not (launcher == "srun" and s in ("pbs", "sge"))
+         for program in ("script", "command")]
+
+
+@pytest.mark.parametrize("scheduler, launcher, program", CASES)
+def test_hostile_values_are_inert_and_arrive_intact(sandbox, scheduler, launcher, program):
+    tmp, env = sandbox
+    for value in HOSTILE:
+        spec = build_spec(hostile_spec(value, scheduler, launcher, program, tmp, value))
+        calls = run_script(tmp, env, render_script(spec, scheduler))
+        assert not list(tmp.rglob(CANARY)), f"{value!r} executed something"
+        by_name = {c["name"]: c for c in calls}
+        assert by_name["module"]["argv"] == ["load", value]
+        assert ["activate", value] in [c["argv"] for c in calls if c["name"] == "conda"]
+        launch = [c for c in calls if c["argv"][-2:] == [value, "--x"]]
+        assert launch, f"no launch call ended with the program args: {calls}"
+        for call in launch:
+            assert call["env"] == {"HOSTILE": value, "HPCB_ACTIVATED": "yes"}
+            assert value in call["argv"][: -2]  # container image, binds and launcher args too
+        # The job's run directory was made under the literal output_dir.
+        assert (tmp / "work" / value).is_dir() if "/" not in value else True
+
+
+@pytest.mark.parametrize("value", MULTILINE)
+def test_multiline_values_are_inert_in_the_body(sandbox, value):
+    tmp, env = sandbox
+    for scheduler in ("slurm", "local"):
+        spec = build_spec(hostile_spec(value, scheduler, "mpiexec", "script", tmp, "plain"))
+        calls = run_script(tmp, env, render_script(spec, scheduler))
+        assert not list(tmp.rglob(CANARY))
+        assert any(c["argv"][-2:] == [value, "--x"] for c in calls)
+
+
+@pytest.mark.parametrize("field", ["job_name", "output_dir", "partition", "account", "qos",
+                                   "constraint"])
+@pytest.mark.parametrize("value", MULTILINE)
+def test_newlines_cannot_reach_a_directive_line(field, value):
+    # A newline would end the '#SBATCH' comment and start a line of code: such values are refused.
+    with pytest.raises(SpecError, match=f"resources.{field}: must be a single line"):
+        build_spec({"resources": {field: value}})
+    with pytest.raises(SpecError, match="scheduler.directives: entries must be single lines"):
+        build_spec({"scheduler": {"directives": [value]}})
+
+
+def test_every_directive_stays_one_comment_line():
+    for value in HOSTILE:
+        data = {"resources": {"job_name": value, "partition": value, "account": value,
+                              "qos": value, "constraint": value, "output_dir": value}}
+        text = render_script(build_spec(data), "slurm")
+        header = text.split("\n#\n", 1)[0].splitlines()[1:]
+        assert header and all(line.startswith("#SBATCH --") for line in header), header
