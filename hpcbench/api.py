@@ -78,8 +78,9 @@ def resolve_scheduler(spec: JobSpec, forced: str | None = None) -> tuple[str, st
     return schedulers.detect()
 
 
-def render(spec: JobSpec, scheduler: str | None = None,
-           template_dirs: Sequence[str | Path] | None = None) -> str:
+def render(
+    spec: JobSpec, scheduler: str | None = None, template_dirs: Sequence[str | Path] | None = None
+) -> str:
     """The batch script text (for the detected scheduler unless one is named)."""
     name, _ = resolve_scheduler(spec, scheduler)
     return render_script(spec, name, template_dirs)
@@ -151,16 +152,22 @@ def _read(path: Path) -> str:
         return ""
 
 
-def submit(spec: JobSpec, scheduler: str | None = None,
-           template_dirs: Sequence[str | Path] | None = None,
-           cwd: str | Path | None = None) -> SubmittedJob:
+def submit(
+    spec: JobSpec,
+    scheduler: str | None = None,
+    template_dirs: Sequence[str | Path] | None = None,
+    cwd: str | Path | None = None,
+) -> SubmittedJob:
     """Render the script, keep a copy under ``<output_dir>/scripts/`` and submit it."""
     name, _ = resolve_scheduler(spec, scheduler)
     text = render_script(spec, name, template_dirs)
     workdir = Path(cwd or os.getcwd()).resolve()
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 1_000_000_000:09d}"
-    script = workdir / spec.resources.output_dir / "scripts" / (
-        f"{spec.resources.file_name}-{stamp}{SCRIPT_SUFFIX[name]}"
+    script = (
+        workdir
+        / spec.resources.output_dir
+        / "scripts"
+        / (f"{spec.resources.file_name}-{stamp}{SCRIPT_SUFFIX[name]}")
     )
     write_atomically(script, text, 0o755)
     # Batch systems do not create the log directory; a job whose log path is missing dies unseen.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from pathlib import Path
 from typing import Any
 
 from hpcbench import __version__
@@ -56,7 +55,9 @@ def _job_options() -> argparse.ArgumentParser:
     g = p.add_argument_group("resources (override the spec file)")
     g.add_argument("-N", "--nodes", metavar="N")
     g.add_argument("--gpus-per-node", metavar="G")
-    g.add_argument("--tasks-per-node", metavar="T", help="ranks per node (default: one per GPU, else 1)")
+    g.add_argument(
+        "--tasks-per-node", metavar="T", help="ranks per node (default: one per GPU, else 1)"
+    )
     g.add_argument("-c", "--cpus-per-task", metavar="C", help="CPUs (and OpenMP threads) per rank")
     g.add_argument("--mem", metavar="SIZE", help="memory per node, e.g. 32G")
     g.add_argument("-t", "--time", metavar="LIMIT", help="time limit: MM, HH:MM:SS or D-HH:MM:SS")
@@ -71,8 +72,12 @@ def _job_options() -> argparse.ArgumentParser:
     g.add_argument("--load", action="append", metavar="MODULE", help="module to load (repeatable)")
     g.add_argument("--venv", metavar="DIR", help="virtual environment to activate")
     g.add_argument("--conda-env", metavar="NAME")
-    g.add_argument("--container", metavar="IMAGE", help="Apptainer/Singularity image to run ranks in")
-    g.add_argument("--bind", action="append", metavar="SRC[:DST]", help="container bind (repeatable)")
+    g.add_argument(
+        "--container", metavar="IMAGE", help="Apptainer/Singularity image to run ranks in"
+    )
+    g.add_argument(
+        "--bind", action="append", metavar="SRC[:DST]", help="container bind (repeatable)"
+    )
     g.add_argument("--env", action="append", type=_env_pair, metavar="NAME=VALUE")
     g.add_argument("--setup", action="append", metavar="LINE", help="shell line run before launch")
     g = p.add_argument_group("launch and program")
@@ -84,9 +89,15 @@ def _job_options() -> argparse.ArgumentParser:
     g.add_argument("--program", metavar="CMD", help="a whole command line each rank runs")
     g.add_argument("--directive", action="append", metavar="TEXT", help="extra scheduler directive")
     g = p.add_argument_group("scheduler")
-    g.add_argument("--scheduler", choices=SCHEDULERS, help="default: detected (sbatch, qsub, else local)")
-    g.add_argument("--template-dir", action="append", metavar="DIR",
-                   help="directory of templates overriding the built-in ones (repeatable)")
+    g.add_argument(
+        "--scheduler", choices=SCHEDULERS, help="default: detected (sbatch, qsub, else local)"
+    )
+    g.add_argument(
+        "--template-dir",
+        action="append",
+        metavar="DIR",
+        help="directory of templates overriding the built-in ones (repeatable)",
+    )
     return p
 
 
@@ -99,14 +110,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hpcbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     job = _job_options()
-    sub.add_parser("render", parents=[job], help="print the batch script for a job",
-                   description="Render the job's batch script and print it.")
-    s = sub.add_parser("submit", parents=[job], help="submit a job (or run it locally)",
-                       description="Render the job's script, keep a copy in <output-dir>/scripts "
-                       "and submit it.")
+    sub.add_parser(
+        "render",
+        parents=[job],
+        help="print the batch script for a job",
+        description="Render the job's batch script and print it.",
+    )
+    s = sub.add_parser(
+        "submit",
+        parents=[job],
+        help="submit a job (or run it locally)",
+        description="Render the job's script, keep a copy in <output-dir>/scripts and submit it.",
+    )
     s.add_argument("--dry-run", action="store_true", help="print the script instead of submitting")
     s.add_argument("--wait", action="store_true", help="wait for the job; exit with its status")
-    s.add_argument("--timeout", type=float, metavar="S", help="with --wait: give up after S seconds")
+    s.add_argument(
+        "--timeout", type=float, metavar="S", help="with --wait: give up after S seconds"
+    )
     st = sub.add_parser("status", help="state of jobs", description="Print the state of jobs.")
     st.add_argument("job_ids", nargs="+", metavar="JOB")
     st.add_argument("--scheduler", choices=SCHEDULERS)
@@ -172,8 +192,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             status = job.wait(args.timeout)
         except KeyboardInterrupt:
-            print(f"\nstopped waiting; job {job.job_id} goes on (hpcbench cancel {job.job_id} "
-                  f"--scheduler {name})", file=sys.stderr)
+            print(
+                f"\nstopped waiting; job {job.job_id} goes on (hpcbench cancel {job.job_id} "
+                f"--scheduler {name})",
+                file=sys.stderr,
+            )
             return 130
         if status.state == "COMPLETED":
             print(f"job {job.job_id} completed")
@@ -187,7 +210,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _jobs_command(args: argparse.Namespace) -> int:
     from hpcbench import schedulers
-
     from hpcbench.schedulers.local import ID_PREFIX
 
     if args.scheduler not in (None, "auto"):

@@ -96,7 +96,12 @@ def torchrun_words(spec: JobSpec, *, standalone: bool) -> list[Word]:
 
 def mpiexec_words(spec: JobSpec) -> list[Word]:
     """``mpiexec -n WORLD`` with the options of the MPI found at run time (labels, env export)."""
-    words: list[Word] = ["mpiexec", "-n", str(spec.resources.world_size), ShellVar('"${mpi_opts[@]}"')]
+    words: list[Word] = [
+        "mpiexec",
+        "-n",
+        str(spec.resources.world_size),
+        ShellVar('"${mpi_opts[@]}"'),
+    ]
     return [*words, *spec.launcher.args, *program_words(spec)]
 
 
@@ -130,7 +135,10 @@ def launch_words(spec: JobSpec, scheduler: str) -> list[Word]:
     kind = spec.launcher.kind
     if kind == "torchrun":
         standalone = spec.resources.nodes == 1
-        return [*agents_per_node_words(spec, scheduler), *torchrun_words(spec, standalone=standalone)]
+        return [
+            *agents_per_node_words(spec, scheduler),
+            *torchrun_words(spec, standalone=standalone),
+        ]
     if kind == "mpiexec":
         return mpiexec_words(spec)
     if kind == "srun":

@@ -17,10 +17,16 @@ _LABEL = re.compile(
     r"|\[\d+,(?P<openmpi>\d+)\]<std(?:err|out)>:\s?"
     r"|\s*(?P<srun>\d+): )"
 )
-_ROOT_CAUSE_RANK = re.compile(r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+)", re.S)
+_ROOT_CAUSE_RANK = re.compile(
+    r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+)", re.DOTALL
+)
 _TRACEBACK = "Traceback (most recent call last):"
 # Frames of the launchers themselves: their tracebacks say that a rank died, not why.
-_LAUNCHER_FRAMES = ("torch/distributed/run.py", "torch/distributed/elastic", "torch/distributed/launch")
+_LAUNCHER_FRAMES = (
+    "torch/distributed/run.py",
+    "torch/distributed/elastic",
+    "torch/distributed/launch",
+)
 
 
 @dataclass
@@ -34,7 +40,7 @@ def _split(line: str) -> tuple[str, str | None, str]:
     if not m:
         return "", None, line
     label = next(v for v in m.groupdict().values() if v is not None)
-    return m.group(0), label, line[m.end():]
+    return m.group(0), label, line[m.end() :]
 
 
 def _block(lines: list[str], start: int, prefix: str) -> list[str]:
@@ -43,7 +49,7 @@ def _block(lines: list[str], start: int, prefix: str) -> list[str]:
     for line in lines[start + 1 :]:
         if prefix and not line.startswith(prefix):
             continue  # another rank's line interleaved
-        body = line[len(prefix):]
+        body = line[len(prefix) :]
         block.append(line)
         if body and not body[0].isspace() and not body.startswith(_TRACEBACK):
             break  # "SomeError: message" ends a traceback

@@ -48,16 +48,25 @@ def check_world(records: list[dict], world_size: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hpcbench.probe", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="seconds rank 0 waits for the other ranks' records")
+    parser = argparse.ArgumentParser(
+        prog="python -m hpcbench.probe", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds rank 0 waits for the other ranks' records",
+    )
     args = parser.parse_args(argv)
     line_buffered_output()
     info = detect_launch()
     me = describe(info)
-    print(f"[rank {info.rank}/{info.world_size}] local {info.local_rank}/{info.local_world_size} "
-          f"node {info.node_rank} host {info.hostname} via {info.launcher}; "
-          f"threads {me['threads'] or '-'}; GPUs {me['gpus'] or '-'}", flush=True)
+    print(
+        f"[rank {info.rank}/{info.world_size}] local {info.local_rank}/{info.local_world_size} "
+        f"node {info.node_rank} host {info.hostname} via {info.launcher}; "
+        f"threads {me['threads'] or '-'}; GPUs {me['gpus'] or '-'}",
+        flush=True,
+    )
     run_dir = os.environ.get("HPCBENCH_RUN_DIR")
     if not run_dir:
         return 0
@@ -74,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(0.05)
     records = [json.loads(f.read_text()) for f in files]
     problems = check_world(records, info.world_size)
-    _write_json(Path(run_dir) / "probe.json",
-                {"world_size": info.world_size, "ranks": records, "problems": problems})
+    _write_json(
+        Path(run_dir) / "probe.json",
+        {"world_size": info.world_size, "ranks": records, "problems": problems},
+    )
     if problems:
         print("probe: launch inconsistent: " + "; ".join(problems), file=sys.stderr)
         return 1

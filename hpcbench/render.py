@@ -96,7 +96,7 @@ def directive(value: Any) -> str:
 
 def comment(value: Any) -> str:
     """Text that stays inside one ``#`` comment line."""
-    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), str(value))
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
 
 
 def _unsupported(field: str, scheduler: str, hint: str = "") -> None:
@@ -185,7 +185,9 @@ def render_script(
 ) -> str:
     """The batch script for ``scheduler`` (``slurm``, ``pbs``, ``sge`` or ``local``)."""
     if scheduler not in TEMPLATE_NAMES:
-        raise RenderError(f"scheduler: no template for {scheduler!r} (known: {', '.join(TEMPLATE_NAMES)})")
+        raise RenderError(
+            f"scheduler: no template for {scheduler!r} (known: {', '.join(TEMPLATE_NAMES)})"
+        )
     env = make_environment(template_dirs)
     try:
         template = env.get_template(TEMPLATE_NAMES[scheduler])

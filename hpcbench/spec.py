@@ -291,7 +291,7 @@ def _check_value(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) ->
         return value
     if kind in ("textlist", "linelist"):
         if isinstance(value, str):
-            raise ValueError("expected a list of strings, e.g. [\"a\", \"b\"]")
+            raise ValueError('expected a list of strings, e.g. ["a", "b"]')
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ValueError("expected a list of strings")
         if kind == "linelist" and any(_CONTROL.search(v) for v in value):
@@ -299,7 +299,7 @@ def _check_value(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) ->
         return list(value)
     if kind == "envdict":
         if not isinstance(value, dict):
-            raise ValueError("expected a table of NAME = \"value\"")
+            raise ValueError('expected a table of NAME = "value"')
         for name, val in value.items():
             if not _ENV_NAME.match(name):
                 raise ValueError(f"{name!r} is not a valid environment variable name")

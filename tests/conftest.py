@@ -53,11 +53,20 @@ def hpcbench(*args: str, cwd: Path, env: dict | None = None, timeout: float = 30
     full_env["PATH"] = bindir + os.pathsep + full_env.get("PATH", "")
     return subprocess.run(
         [sys.executable, "-m", "hpcbench", *args],
-        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
 
 
 def mpiexec_available() -> bool:
-    return shutil.which("mpiexec", path=str(Path(sys.executable).parent) + os.pathsep
-                        + os.environ.get("PATH", "")) is not None
+    return (
+        shutil.which(
+            "mpiexec",
+            path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+        )
+        is not None
+    )

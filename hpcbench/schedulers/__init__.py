@@ -23,15 +23,16 @@ SCHEDULER_CLASSES: dict[str, type[Scheduler]] = {
     "local": LocalScheduler,
 }
 
-__all__ = ["Job", "JobStatus", "Scheduler", "SchedulerError", "SCHEDULER_CLASSES", "detect", "get"]
+__all__ = ["SCHEDULER_CLASSES", "Job", "JobStatus", "Scheduler", "SchedulerError", "detect", "get"]
 
 
 def _qsub_is_grid_engine(qsub: str) -> bool:
     if os.environ.get("SGE_ROOT"):
         return True
     try:
-        proc = subprocess.run([qsub, "-help"], capture_output=True, text=True, timeout=10,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [qsub, "-help"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     first = (proc.stdout or proc.stderr).strip().splitlines()[:1]
@@ -54,4 +55,6 @@ def get(name: str) -> Scheduler:
     try:
         return SCHEDULER_CLASSES[name]()
     except KeyError:
-        raise SchedulerError(f"scheduler: unknown {name!r} (known: {', '.join(SCHEDULER_CLASSES)})") from None
+        raise SchedulerError(
+            f"scheduler: unknown {name!r} (known: {', '.join(SCHEDULER_CLASSES)})"
+        ) from None

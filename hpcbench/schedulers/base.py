@@ -123,7 +123,9 @@ class Scheduler(ABC):
             if not pending:
                 return final
             if deadline is not None and time.monotonic() + delay > deadline:
-                raise TimeoutError(f"jobs still running after {timeout:.0f} s: {', '.join(sorted(pending))}")
+                raise TimeoutError(
+                    f"jobs still running after {timeout:.0f} s: {', '.join(sorted(pending))}"
+                )
             time.sleep(delay)
         raise AssertionError("unreachable")
 

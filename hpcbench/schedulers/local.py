@@ -86,8 +86,16 @@ class LocalScheduler(Scheduler):
         out.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "HPCBENCH_JOB_ID": job_id}
         proc = subprocess.Popen(
-            ["bash", "-c", _SUPERVISOR, "hpcbench-local", str(script_path), str(out), str(err),
-             str(self._exit_file(job_id))],
+            [
+                "bash",
+                "-c",
+                _SUPERVISOR,
+                "hpcbench-local",
+                str(script_path),
+                str(out),
+                str(err),
+                str(self._exit_file(job_id)),
+            ],
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -95,8 +103,14 @@ class LocalScheduler(Scheduler):
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        record = {"pid": proc.pid, "script": str(script_path), "cwd": str(cwd),
-                  "stdout": str(out), "stderr": str(err), "submitted": time.time()}
+        record = {
+            "pid": proc.pid,
+            "script": str(script_path),
+            "cwd": str(cwd),
+            "stdout": str(out),
+            "stderr": str(err),
+            "submitted": time.time(),
+        }
         tmp = self._record(job_id).with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
         tmp.replace(self._record(job_id))

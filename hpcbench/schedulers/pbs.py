@@ -24,9 +24,20 @@ from hpcbench.schedulers.base import (
 )
 from hpcbench.spec import JobSpec
 
-_STATE_MAP = {"Q": PENDING, "H": PENDING, "W": PENDING, "T": PENDING, "B": RUNNING,
-              "R": RUNNING, "E": RUNNING, "S": RUNNING, "U": RUNNING, "X": COMPLETED, "F": COMPLETED,
-              "C": COMPLETED}
+_STATE_MAP = {
+    "Q": PENDING,
+    "H": PENDING,
+    "W": PENDING,
+    "T": PENDING,
+    "B": RUNNING,
+    "R": RUNNING,
+    "E": RUNNING,
+    "S": RUNNING,
+    "U": RUNNING,
+    "X": COMPLETED,
+    "F": COMPLETED,
+    "C": COMPLETED,
+}
 _JOB_BLOCK = re.compile(r"^Job Id:\s*(\S+)\s*$", re.MULTILINE)
 
 
@@ -56,7 +67,7 @@ class PbsScheduler(Scheduler):
             out = ""  # Torque has no -x; finished jobs then simply drop out of qstat
         found: dict[str, JobStatus] = {}
         blocks = _JOB_BLOCK.split(out)[1:]
-        for full_id, body in zip(blocks[0::2], blocks[1::2]):
+        for full_id, body in zip(blocks[0::2], blocks[1::2], strict=False):
             attrs = dict(
                 (k.strip(), v.strip())
                 for k, _, v in (line.partition("=") for line in body.splitlines())

@@ -57,7 +57,9 @@ class SgeScheduler(Scheduler):
             out = run_command(["qacct", "-j", job_id], "qacct")
         except SchedulerError:
             return JobStatus(UNKNOWN, None, "not in qstat, and qacct does not know it (yet)")
-        fields = dict(line.split(None, 1) for line in out.splitlines() if len(line.split(None, 1)) == 2)
+        fields = dict(
+            line.split(None, 1) for line in out.splitlines() if len(line.split(None, 1)) == 2
+        )
         code = int(fields.get("exit_status", "1").split()[0])
         failed = fields.get("failed", "0").split()[0] != "0"
         return JobStatus(COMPLETED if code == 0 and not failed else FAILED, code)

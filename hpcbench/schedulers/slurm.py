@@ -25,11 +25,23 @@ from hpcbench.schedulers.base import (
 from hpcbench.spec import JobSpec
 
 _STATE_MAP = {
-    "PENDING": PENDING, "CONFIGURING": PENDING, "REQUEUED": PENDING, "REQUEUE_HOLD": PENDING,
-    "RUNNING": RUNNING, "COMPLETING": RUNNING, "SUSPENDED": RUNNING, "STAGE_OUT": RUNNING,
+    "PENDING": PENDING,
+    "CONFIGURING": PENDING,
+    "REQUEUED": PENDING,
+    "REQUEUE_HOLD": PENDING,
+    "RUNNING": RUNNING,
+    "COMPLETING": RUNNING,
+    "SUSPENDED": RUNNING,
+    "STAGE_OUT": RUNNING,
     "COMPLETED": COMPLETED,
-    "FAILED": FAILED, "NODE_FAIL": FAILED, "BOOT_FAIL": FAILED, "OUT_OF_MEMORY": FAILED,
-    "DEADLINE": TIMEOUT, "TIMEOUT": TIMEOUT, "PREEMPTED": CANCELLED, "CANCELLED": CANCELLED,
+    "FAILED": FAILED,
+    "NODE_FAIL": FAILED,
+    "BOOT_FAIL": FAILED,
+    "OUT_OF_MEMORY": FAILED,
+    "DEADLINE": TIMEOUT,
+    "TIMEOUT": TIMEOUT,
+    "PREEMPTED": CANCELLED,
+    "CANCELLED": CANCELLED,
 }
 
 
@@ -58,8 +70,13 @@ class SlurmScheduler(Scheduler):
         if not job_ids:
             return {}
         out = run_command(
-            ["squeue", "--noheader", "--states=all", f"--jobs={','.join(job_ids)}",
-             "--Format=JobID:|,State:|,Reason:|,exit_code"],
+            [
+                "squeue",
+                "--noheader",
+                "--states=all",
+                f"--jobs={','.join(job_ids)}",
+                "--Format=JobID:|,State:|,Reason:|,exit_code",
+            ],
             "squeue",
         )
         found: dict[str, JobStatus] = {}

@@ -36,8 +36,15 @@ def _int(env: Mapping[str, str], *names: str) -> int | None:
     return None
 
 
-def _finish(env: Mapping[str, str], launcher: str, rank: int, world: int, local: int | None,
-            local_world: int | None, node: int | None) -> LaunchInfo:
+def _finish(
+    env: Mapping[str, str],
+    launcher: str,
+    rank: int,
+    world: int,
+    local: int | None,
+    local_world: int | None,
+    node: int | None,
+) -> LaunchInfo:
     local_world = local_world or _int(env, "SLURM_NTASKS_PER_NODE") or world
     local = rank % local_world if local is None else local
     node = rank // local_world if node is None else node
@@ -48,24 +55,45 @@ def _torchrun(env: Mapping[str, str]) -> LaunchInfo | None:
     rank, world = _int(env, "RANK"), _int(env, "WORLD_SIZE")
     if rank is None or world is None or "LOCAL_RANK" not in env:
         return None
-    return _finish(env, "torchrun", rank, world, _int(env, "LOCAL_RANK"),
-                   _int(env, "LOCAL_WORLD_SIZE"), _int(env, "GROUP_RANK"))
+    return _finish(
+        env,
+        "torchrun",
+        rank,
+        world,
+        _int(env, "LOCAL_RANK"),
+        _int(env, "LOCAL_WORLD_SIZE"),
+        _int(env, "GROUP_RANK"),
+    )
 
 
 def _openmpi(env: Mapping[str, str]) -> LaunchInfo | None:
     rank, world = _int(env, "OMPI_COMM_WORLD_RANK"), _int(env, "OMPI_COMM_WORLD_SIZE")
     if rank is None or world is None:
         return None
-    return _finish(env, "openmpi", rank, world, _int(env, "OMPI_COMM_WORLD_LOCAL_RANK"),
-                   _int(env, "OMPI_COMM_WORLD_LOCAL_SIZE"), _int(env, "OMPI_COMM_WORLD_NODE_RANK"))
+    return _finish(
+        env,
+        "openmpi",
+        rank,
+        world,
+        _int(env, "OMPI_COMM_WORLD_LOCAL_RANK"),
+        _int(env, "OMPI_COMM_WORLD_LOCAL_SIZE"),
+        _int(env, "OMPI_COMM_WORLD_NODE_RANK"),
+    )
 
 
 def _mpich(env: Mapping[str, str]) -> LaunchInfo | None:
     rank, world = _int(env, "PMI_RANK"), _int(env, "PMI_SIZE")
     if rank is None or world is None:
         return None
-    return _finish(env, "mpich", rank, world, _int(env, "MPI_LOCALRANKID", "SLURM_LOCALID"),
-                   _int(env, "MPI_LOCALNRANKS"), _int(env, "SLURM_NODEID"))
+    return _finish(
+        env,
+        "mpich",
+        rank,
+        world,
+        _int(env, "MPI_LOCALRANKID", "SLURM_LOCALID"),
+        _int(env, "MPI_LOCALNRANKS"),
+        _int(env, "SLURM_NODEID"),
+    )
 
 
 def _slurm(env: Mapping[str, str]) -> LaunchInfo | None:
@@ -73,12 +101,16 @@ def _slurm(env: Mapping[str, str]) -> LaunchInfo | None:
     rank, world = _int(env, "SLURM_PROCID"), _int(env, "SLURM_NTASKS")
     if rank is None or world is None or "SLURM_STEP_ID" not in env:
         return None
-    return _finish(env, "slurm", rank, world, _int(env, "SLURM_LOCALID"), None,
-                   _int(env, "SLURM_NODEID"))
+    return _finish(
+        env, "slurm", rank, world, _int(env, "SLURM_LOCALID"), None, _int(env, "SLURM_NODEID")
+    )
 
 
 READERS: tuple[Callable[[Mapping[str, str]], LaunchInfo | None], ...] = (
-    _torchrun, _openmpi, _mpich, _slurm,
+    _torchrun,
+    _openmpi,
+    _mpich,
+    _slurm,
 )
 
 

@@ -28,8 +28,17 @@ def probe_summary(workdir, job_id):
 @pytest.mark.torch
 def test_two_nodes_two_gpus_runs_four_ranks_locally(workdir):
     require(have_module("torch"), "torch (for torchrun)")
-    result = hpcbench("submit", "--nodes", "2", "--gpus-per-node", "2", "--scheduler", "local",
-                      "--wait", cwd=workdir)
+    result = hpcbench(
+        "submit",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "2",
+        "--scheduler",
+        "local",
+        "--wait",
+        cwd=workdir,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "job local-1 completed" in result.stdout
     summary = probe_summary(workdir, "local-1")
@@ -49,8 +58,19 @@ def test_a_failing_rank_fails_the_job_fast_with_its_traceback(workdir):
     require(have_module("torch"), "torch (for torchrun)")
     (workdir / "fail.py").write_text(FAIL_ON_RANK_2)
     started = time.monotonic()
-    result = hpcbench("submit", "--nodes", "2", "--gpus-per-node", "2", "--scheduler", "local",
-                      "--wait", "--script", "fail.py", cwd=workdir)
+    result = hpcbench(
+        "submit",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "2",
+        "--scheduler",
+        "local",
+        "--wait",
+        "--script",
+        "fail.py",
+        cwd=workdir,
+    )
     assert result.returncode != 0
     assert time.monotonic() - started < 50  # the sleeping ranks were stopped, not waited for
     assert "job local-1 failed with exit code" in result.stderr
@@ -62,8 +82,19 @@ def test_a_failing_rank_fails_the_job_fast_with_its_traceback(workdir):
 @pytest.mark.parametrize("launcher", ["mpiexec", "srun"])
 def test_mpi_launchers_run_every_rank_locally(workdir, launcher):
     require(mpiexec_available(), "mpiexec (pip install mpich)")
-    result = hpcbench("submit", "--nodes", "2", "--tasks-per-node", "2", "--launcher", launcher,
-                      "--scheduler", "local", "--wait", cwd=workdir)
+    result = hpcbench(
+        "submit",
+        "--nodes",
+        "2",
+        "--tasks-per-node",
+        "2",
+        "--launcher",
+        launcher,
+        "--scheduler",
+        "local",
+        "--wait",
+        cwd=workdir,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     summary = probe_summary(workdir, "local-1")
     assert summary["problems"] == []
@@ -73,7 +104,10 @@ def test_mpi_launchers_run_every_rank_locally(workdir, launcher):
     # -prepend-rank labels whole lines: each rank's line arrives in one piece.
     assert sorted(line for line in out if "[rank " in line) == sorted(
         f"[{r}] [rank {r}/4]" + line.split(f"[rank {r}/4]", 1)[1]
-        for r in range(4) for line in out if f"[{r}] [rank {r}/4]" in line)
+        for r in range(4)
+        for line in out
+        if f"[{r}] [rank {r}/4]" in line
+    )
 
 
 @pytest.mark.mpi
@@ -83,8 +117,19 @@ def test_mpiexec_failing_rank_is_named(workdir):
     # Under mpiexec a Python rank must run through `python -m mpi4py`, which calls MPI_Abort on an
     # uncaught exception; otherwise Hydra waits for the other ranks to end on their own.
     started = time.monotonic()
-    result = hpcbench("submit", "--tasks-per-node", "4", "--launcher", "mpiexec", "--scheduler",
-                      "local", "--wait", "--program", "python -m mpi4py fail.py", cwd=workdir)
+    result = hpcbench(
+        "submit",
+        "--tasks-per-node",
+        "4",
+        "--launcher",
+        "mpiexec",
+        "--scheduler",
+        "local",
+        "--wait",
+        "--program",
+        "python -m mpi4py fail.py",
+        cwd=workdir,
+    )
     assert result.returncode != 0
     assert time.monotonic() - started < 50
     assert "first failing rank 2:" in result.stderr
@@ -94,8 +139,9 @@ def test_mpiexec_failing_rank_is_named(workdir):
 def test_status_cancel_and_dry_run(workdir, monkeypatch):
     monkeypatch.chdir(workdir)
     spec = api.load_spec(None, command=["sleep", "60"], launcher="mpiexec", job_name="sleepy")
-    dry = hpcbench("submit", "--program", "sleep 60", "--scheduler", "local", "--dry-run",
-                   cwd=workdir)
+    dry = hpcbench(
+        "submit", "--program", "sleep 60", "--scheduler", "local", "--dry-run", cwd=workdir
+    )
     assert dry.returncode == 0 and dry.stdout.startswith("#!/bin/bash\n")
     assert not (workdir / "runs").exists()  # a dry run queues and writes nothing
     require(mpiexec_available(), "mpiexec (pip install mpich)")

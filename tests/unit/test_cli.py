@@ -30,21 +30,25 @@ def test_render_and_submit_do_not_import_torch(workdir):
         "heavy = [m for m in ('torch', 'numpy', 'mpi4py', 'h5py', 'submitit') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("#!/bin/bash") == 2
 
 
 def test_render_prints_the_scheduler_choice_and_program_args(workdir):
-    result = hpcbench("render", "--scheduler", "pbs", "--launcher", "mpiexec", "--",
-                      "--epochs", "3", cwd=workdir)
+    result = hpcbench(
+        "render", "--scheduler", "pbs", "--launcher", "mpiexec", "--", "--epochs", "3", cwd=workdir
+    )
     assert result.returncode == 0
     assert "hpcbench: scheduler pbs (chosen with --scheduler)" in result.stderr
     assert "python -m hpcbench.probe --epochs 3" in result.stdout
     refused = hpcbench("render", "--scheduler", "pbs", "--launcher", "srun", cwd=workdir)
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1] == (
-        "hpcbench: error: launcher.kind: srun runs only under SLURM, not pbs; use mpiexec or torchrun")
+        "hpcbench: error: launcher.kind: srun runs only under SLURM, not pbs; use mpiexec or torchrun"
+    )
 
 
 def test_spec_file_from_jobs_directory_renders(workdir):

@@ -28,7 +28,7 @@ HOSTILE = [
     f"x; touch {CANARY}",
     f"x && touch {CANARY} #",
     f"' ; touch {CANARY}; '",
-    f"\" ; touch {CANARY}; \"",
+    f'" ; touch {CANARY}; "',
     "$HOME ${PATH} * ?",
     f"--flag=$(touch {CANARY})\\",
 ]
@@ -45,8 +45,9 @@ with open(os.environ["HPCB_RECORD"], "a") as fh:
 """
 
 
-def hostile_spec(value: str, scheduler: str, launcher: str, program: str, tmp: Path,
-                 line_value: str) -> dict:
+def hostile_spec(
+    value: str, scheduler: str, launcher: str, program: str, tmp: Path, line_value: str
+) -> dict:
     venv = tmp / "venvs" / value.replace("/", "_")
     (venv / "bin").mkdir(parents=True, exist_ok=True)
     (venv / "bin" / "activate").write_text("export HPCB_ACTIVATED=yes\n")
@@ -60,15 +61,22 @@ def hostile_spec(value: str, scheduler: str, launcher: str, program: str, tmp: P
     return {
         "resources": resources,
         "environment": {
-            "modules": [value], "venv": str(venv), "conda_env": value,
+            "modules": [value],
+            "venv": str(venv),
+            "conda_env": value,
             "container": {"image": value, "binds": [value], "options": [value]},
             "variables": {"HOSTILE": value},
         },
-        "launcher": {"kind": launcher, "args": [value],
-                     **({"srun_mpi": line_value} if launcher == "srun" else {})},
+        "launcher": {
+            "kind": launcher,
+            "args": [value],
+            **({"srun_mpi": line_value} if launcher == "srun" else {}),
+        },
         "program": {**prog, "args": [value, "--x"]},
-        "scheduler": {"directives": [f"--comment={line_value}"],
-                      **({"sge_pe": line_value} if scheduler == "sge" else {})},
+        "scheduler": {
+            "directives": [f"--comment={line_value}"],
+            **({"sge_pe": line_value} if scheduler == "sge" else {}),
+        },
     }
 
 
@@ -85,10 +93,16 @@ def sandbox(tmp_path):
     env = {
         "PATH": f"{bindir}{os.pathsep}/usr/bin:/bin",
         "HPCB_RECORD": str(tmp_path / "record.jsonl"),
-        "SLURM_JOB_ID": "123", "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_CPUS_PER_TASK": "2",
-        "PBS_JOBID": "123.server", "PBS_O_WORKDIR": str(tmp_path / "work"),
-        "PBS_NODEFILE": str(hosts), "JOB_ID": "123", "PE_HOSTFILE": str(hosts),
-        "HPCBENCH_JOB_ID": "local-123", "HOME": str(tmp_path),
+        "SLURM_JOB_ID": "123",
+        "SLURM_JOB_NODELIST": "node[1-2]",
+        "SLURM_CPUS_PER_TASK": "2",
+        "PBS_JOBID": "123.server",
+        "PBS_O_WORKDIR": str(tmp_path / "work"),
+        "PBS_NODEFILE": str(hosts),
+        "JOB_ID": "123",
+        "PE_HOSTFILE": str(hosts),
+        "HPCBENCH_JOB_ID": "local-123",
+        "HOME": str(tmp_path),
     }
     (tmp_path / "work").mkdir()
     return tmp_path, env
@@ -99,17 +113,20 @@ def run_script(tmp: Path, env: dict, text: str) -> list[dict]:
     record.unlink(missing_ok=True)
     script = tmp / "job.sh"
     script.write_text(text)
-    result = subprocess.run(["bash", str(script)], cwd=tmp / "work", env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["bash", str(script)], cwd=tmp / "work", env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr + text
     return [json.loads(line) for line in record.read_text().splitlines()]
 
 
-CASES = [(s, launcher, program)
-         for s in ("slurm", "pbs", "sge", "local")
-         for launcher in ("torchrun", "mpiexec", "srun")
-         if not (launcher == "srun" and s in ("pbs", "sge"))
-         for program in ("script", "command")]
+CASES = [
+    (s, launcher, program)
+    for s in ("slurm", "pbs", "sge", "local")
+    for launcher in ("torchrun", "mpiexec", "srun")
+    if not (launcher == "srun" and s in ("pbs", "sge"))
+    for program in ("script", "command")
+]
 
 
 @pytest.mark.parametrize("scheduler, launcher, program", CASES)
@@ -126,7 +143,7 @@ def test_hostile_values_are_inert_and_arrive_intact(sandbox, scheduler, launcher
         assert launch, f"no launch call ended with the program args: {calls}"
         for call in launch:
             assert call["env"] == {"HOSTILE": value, "HPCB_ACTIVATED": "yes"}
-            assert value in call["argv"][: -2]  # container image, binds and launcher args too
+            assert value in call["argv"][:-2]  # container image, binds and launcher args too
         # The job's run directory was made under the literal output_dir.
         assert (tmp / "work" / value).is_dir() if "/" not in value else True
 
@@ -141,8 +158,9 @@ def test_multiline_values_are_inert_in_the_body(sandbox, value):
         assert any(c["argv"][-2:] == [value, "--x"] for c in calls)
 
 
-@pytest.mark.parametrize("field", ["job_name", "output_dir", "partition", "account", "qos",
-                                   "constraint"])
+@pytest.mark.parametrize(
+    "field", ["job_name", "output_dir", "partition", "account", "qos", "constraint"]
+)
 @pytest.mark.parametrize("value", MULTILINE)
 def test_newlines_cannot_reach_a_directive_line(field, value):
     # A newline would end the '#SBATCH' comment and start a line of code: such values are refused.
@@ -154,8 +172,16 @@ def test_newlines_cannot_reach_a_directive_line(field, value):
 
 def test_every_directive_stays_one_comment_line():
     for value in HOSTILE:
-        data = {"resources": {"job_name": value, "partition": value, "account": value,
-                              "qos": value, "constraint": value, "output_dir": value}}
+        data = {
+            "resources": {
+                "job_name": value,
+                "partition": value,
+                "account": value,
+                "qos": value,
+                "constraint": value,
+                "output_dir": value,
+            }
+        }
         text = render_script(build_spec(data), "slurm")
         header = text.split("\n#\n", 1)[0].splitlines()[1:]
         assert header and all(line.startswith("#SBATCH --") for line in header), header

@@ -6,16 +6,24 @@ import pytest
 
 from hpcbench.logs import first_rank_error
 
-TB = ["Traceback (most recent call last):", '  File "train.py", line 3, in <module>',
-      "    boom()", "ValueError: bad batch"]
+TB = [
+    "Traceback (most recent call last):",
+    '  File "train.py", line 3, in <module>',
+    "    boom()",
+    "ValueError: bad batch",
+]
 
 
-@pytest.mark.parametrize("label, rank", [("[default1]:", None), ("[3] ", "3"),
-                                         ("[1,3]<stderr>:", "3"), ("3: ", "3")])
+@pytest.mark.parametrize(
+    "label, rank", [("[default1]:", None), ("[3] ", "3"), ("[1,3]<stderr>:", "3"), ("3: ", "3")]
+)
 def test_each_launcher_label(label, rank):
     other = "[0] " if label != "[0] " else "[1] "
-    text = "\n".join(["starting", f"{other}progress 10%"] + [label + line for line in TB]
-                     + ["srun: error: node2: task 3: Exited with exit code 1"])
+    text = "\n".join(
+        ["starting", f"{other}progress 10%"]
+        + [label + line for line in TB]
+        + ["srun: error: node2: task 3: Exited with exit code 1"]
+    )
     err = first_rank_error(text)
     assert err is not None
     assert err.traceback.splitlines()[-1] == label + "ValueError: bad batch"
@@ -24,12 +32,16 @@ def test_each_launcher_label(label, rank):
 
 
 def test_torchrun_root_cause_names_the_global_rank_and_launcher_tracebacks_are_skipped():
-    launcher_tb = ["Traceback (most recent call last):",
-                   '  File "/x/torch/distributed/run.py", line 1, in main',
-                   "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:"]
-    text = "\n".join(launcher_tb + ["[default0]:" + line for line in TB]
-                     + ["Root Cause (first observed failure):", "[0]:",
-                        "  rank      : 2 (local_rank: 0)"])
+    launcher_tb = [
+        "Traceback (most recent call last):",
+        '  File "/x/torch/distributed/run.py", line 1, in main',
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+    ]
+    text = "\n".join(
+        launcher_tb
+        + ["[default0]:" + line for line in TB]
+        + ["Root Cause (first observed failure):", "[0]:", "  rank      : 2 (local_rank: 0)"]
+    )
     err = first_rank_error(text)
     assert err.rank == "2" and err.traceback.endswith("ValueError: bad batch")
 

@@ -17,19 +17,31 @@ LAUNCHERS = ["torchrun", "mpiexec", "srun"]
 
 
 def spec_for(launcher: str, nodes: int, **extra):
-    resources = {"nodes": nodes, "gpus_per_node": 2, "cpus_per_task": 4, "memory": "32G",
-                 "time": "02:00:00", **extra.pop("resources", {})}
+    resources = {
+        "nodes": nodes,
+        "gpus_per_node": 2,
+        "cpus_per_task": 4,
+        "memory": "32G",
+        "time": "02:00:00",
+        **extra.pop("resources", {}),
+    }
     sched = {"sge_pe": "mpi"} if nodes > 1 else {}
-    return build_spec({
-        "resources": resources,
-        "environment": {"modules": ["CUDA/12.1"], "venv": "/opt/venvs/torch",
-                        "variables": {"NCCL_DEBUG": "INFO"}, "setup": ["ulimit -n 4096"],
-                        **extra.pop("environment", {})},
-        "launcher": {"kind": launcher},
-        "program": {"args": ["--epochs", "2"]},
-        "scheduler": sched,
-        **extra,
-    })
+    return build_spec(
+        {
+            "resources": resources,
+            "environment": {
+                "modules": ["CUDA/12.1"],
+                "venv": "/opt/venvs/torch",
+                "variables": {"NCCL_DEBUG": "INFO"},
+                "setup": ["ulimit -n 4096"],
+                **extra.pop("environment", {}),
+            },
+            "launcher": {"kind": launcher},
+            "program": {"args": ["--epochs", "2"]},
+            "scheduler": sched,
+            **extra,
+        }
+    )
 
 
 def matrix():
@@ -52,8 +64,11 @@ def test_every_script_passes_bash_n_and_shellcheck(tmp_path, scheduler, launcher
         assert syntax.returncode == 0, syntax.stderr
         require(shutil.which("shellcheck") is not None, "shellcheck (Debian package)")
         # No exclusions: every warning shellcheck could raise on these scripts is fixed at the source.
-        lint = subprocess.run(["shellcheck", "--shell=bash", "--severity=style", str(script)],
-                              capture_output=True, text=True)
+        lint = subprocess.run(
+            ["shellcheck", "--shell=bash", "--severity=style", str(script)],
+            capture_output=True,
+            text=True,
+        )
         assert lint.returncode == 0, lint.stdout + script.read_text()
 
 
@@ -79,7 +94,8 @@ def test_slurm_srun_and_mpiexec_start_one_task_per_rank():
         assert "#SBATCH --ntasks-per-node=2\n#SBATCH --cpus-per-task=4\n" in text
         assert "rdzv" not in text and "head_node" not in text
     assert "srun --ntasks=4 --ntasks-per-node=2 --kill-on-bad-exit=1 --label" in render_script(
-        spec_for("srun", 2), "slurm")
+        spec_for("srun", 2), "slurm"
+    )
     assert 'mpiexec -n 4 "${mpi_opts[@]}"' in render_script(spec_for("mpiexec", 2), "slurm")
 
 
@@ -88,7 +104,9 @@ def test_scheduler_variables_are_never_expanded_at_render_time():
         text = render_script(spec_for("torchrun", 2), scheduler)
         for var in ("$job_id", "$run_dir", "$head_node", "$rdzv_port"):
             assert var in text
-    assert '"${SLURM_JOB_ID:?submit this script with sbatch}"' in render_script(spec_for("srun", 1), "slurm")
+    assert '"${SLURM_JOB_ID:?submit this script with sbatch}"' in render_script(
+        spec_for("srun", 1), "slurm"
+    )
     assert 'cd "$PBS_O_WORKDIR"' in render_script(spec_for("mpiexec", 1), "pbs")
 
 
@@ -140,7 +158,8 @@ def test_directive_filter_quotes_like_sbatch_reads_and_refuses_newlines():
 def test_user_template_overrides_one_block_by_inheritance(tmp_path, monkeypatch):
     (tmp_path / "slurm.sbatch.j2").write_text(
         '{% extends "hpcbench/slurm.sbatch.j2" %}\n'
-        "{% block environment %}{{ super() }}export SITE_TUNING=1\n{% endblock %}\n")
+        "{% block environment %}{{ super() }}export SITE_TUNING=1\n{% endblock %}\n"
+    )
     spec = spec_for("srun", 1)
     text = render_script(spec, "slurm", [tmp_path])
     assert "export SITE_TUNING=1\n" in text and "#SBATCH --nodes=1" in text
@@ -150,8 +169,10 @@ def test_user_template_overrides_one_block_by_inheritance(tmp_path, monkeypatch)
 
 
 def test_missing_template_variable_is_an_error_not_an_empty_string(tmp_path):
-    (tmp_path / "local.sh.j2").write_text('{% extends "hpcbench/local.sh.j2" %}\n'
-                                          "{% block setup %}echo {{ no_such_thing }}{% endblock %}\n")
+    (tmp_path / "local.sh.j2").write_text(
+        '{% extends "hpcbench/local.sh.j2" %}\n'
+        "{% block setup %}echo {{ no_such_thing }}{% endblock %}\n"
+    )
     with pytest.raises(RenderError, match="no_such_thing"):
         render_script(spec_for("torchrun", 1), "local", [tmp_path])
     with pytest.raises(RenderError, match="does not exist"):

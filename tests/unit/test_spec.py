@@ -23,7 +23,9 @@ def test_defaults_run_the_probe_on_one_cpu_rank():
 
 
 def test_toml_file_loads_every_table(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
 [resources]
 nodes = 2
 gpus-per-node = 4
@@ -47,7 +49,8 @@ args = ["--epochs", "3"]
 [scheduler]
 name = "slurm"
 directives = ["--reservation=big"]
-""")
+""",
+    )
     spec = load_spec(path)
     r = spec.resources
     assert (r.nodes, r.gpus_per_node, r.ranks_per_node, r.world_size) == (2, 4, 4, 8)
@@ -59,40 +62,63 @@ directives = ["--reservation=big"]
 
 
 def test_cli_overrides_win_and_lists_extend(tmp_path):
-    path = write(tmp_path, '[resources]\nnodes = 4\n[environment]\nmodules = ["a"]\n'
-                 '[program]\nmodule = "x.y"\n')
-    spec = load_spec(path, {
-        "resources.nodes": ("--nodes", "2"),
-        "environment.modules": ("--load", ["b"]),
-        "program.script": ("--script", "run.py"),
-    })
+    path = write(
+        tmp_path,
+        '[resources]\nnodes = 4\n[environment]\nmodules = ["a"]\n[program]\nmodule = "x.y"\n',
+    )
+    spec = load_spec(
+        path,
+        {
+            "resources.nodes": ("--nodes", "2"),
+            "environment.modules": ("--load", ["b"]),
+            "program.script": ("--script", "run.py"),
+        },
+    )
     assert spec.resources.nodes == 2
     assert spec.environment.modules == ["a", "b"]
     assert spec.program.argv() == ["python", "run.py"]  # the CLI's program replaces the file's
 
 
-@pytest.mark.parametrize("text, message", [
-    ("[resources]\nnodez = 2\n", "resources.nodez: unknown key (did you mean 'nodes'?)"),
-    ("[resorces]\nnodes = 2\n", "resorces: unknown key (did you mean 'resources'?)"),
-    ("[resources]\nnodes = 0\n", "resources.nodes: must be a positive count (1 or more), got 0"),
-    ("[resources]\nnodes = \"two\"\n", "resources.nodes: expected a whole number, got 'two'"),
-    ("[resources]\ngpus_per_node = -1\n", "resources.gpus_per_node: must be 0 or more, got -1"),
-    ("[resources]\ncpus_per_task = true\n", "resources.cpus_per_task: expected a whole number, got True"),
-    ("[resources]\ntime = \"1:99:00\"\n", "resources.time: minutes and seconds must be below 60"),
-    ("[resources]\ntime = \"soon\"\n", "resources.time: expected MM, MM:SS, HH:MM:SS"),
-    ("[resources]\nmemory = \"lots\"\n", "resources.memory: expected a memory size"),
-    ("[resources]\nexclusive = \"yes\"\n", "resources.exclusive: expected true or false, got 'yes'"),
-    ("[resources]\njob_name = \"a\\nb\"\n", "resources.job_name: must be a single line"),
-    ("[environment]\nmodules = \"CUDA\"\n", "environment.modules: expected a list of strings"),
-    ("[environment]\nvariables = { \"A B\" = \"1\" }\n", "'A B' is not a valid environment variable"),
-    ("[environment.container]\nbinds = []\n", "environment.container.image: required"),
-    ("[launcher]\nkind = \"mpirun\"\n", "launcher.kind: expected one of torchrun, mpiexec, srun"),
-    ("[launcher]\nport = 80\n", "launcher.port: a port must be between 1024 and 65535"),
-    ("[program]\nmodule = \"os; rm\"\n", "program.module: expected a dotted Python module name"),
-    ("[program]\nmodule = \"a\"\nscript = \"b.py\"\n", "set only one of module, script or command"),
-    ("[scheduler]\nname = \"lsf\"\n", "scheduler.name: expected one of auto, slurm, pbs, sge, local"),
-    ("resources = 3\n", "resources: expected a table, got 3"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[resources]\nnodez = 2\n", "resources.nodez: unknown key (did you mean 'nodes'?)"),
+        ("[resorces]\nnodes = 2\n", "resorces: unknown key (did you mean 'resources'?)"),
+        (
+            "[resources]\nnodes = 0\n",
+            "resources.nodes: must be a positive count (1 or more), got 0",
+        ),
+        ('[resources]\nnodes = "two"\n', "resources.nodes: expected a whole number, got 'two'"),
+        ("[resources]\ngpus_per_node = -1\n", "resources.gpus_per_node: must be 0 or more, got -1"),
+        (
+            "[resources]\ncpus_per_task = true\n",
+            "resources.cpus_per_task: expected a whole number, got True",
+        ),
+        ('[resources]\ntime = "1:99:00"\n', "resources.time: minutes and seconds must be below 60"),
+        ('[resources]\ntime = "soon"\n', "resources.time: expected MM, MM:SS, HH:MM:SS"),
+        ('[resources]\nmemory = "lots"\n', "resources.memory: expected a memory size"),
+        (
+            '[resources]\nexclusive = "yes"\n',
+            "resources.exclusive: expected true or false, got 'yes'",
+        ),
+        ('[resources]\njob_name = "a\\nb"\n', "resources.job_name: must be a single line"),
+        ('[environment]\nmodules = "CUDA"\n', "environment.modules: expected a list of strings"),
+        (
+            '[environment]\nvariables = { "A B" = "1" }\n',
+            "'A B' is not a valid environment variable",
+        ),
+        ("[environment.container]\nbinds = []\n", "environment.container.image: required"),
+        ('[launcher]\nkind = "mpirun"\n', "launcher.kind: expected one of torchrun, mpiexec, srun"),
+        ("[launcher]\nport = 80\n", "launcher.port: a port must be between 1024 and 65535"),
+        ('[program]\nmodule = "os; rm"\n', "program.module: expected a dotted Python module name"),
+        ('[program]\nmodule = "a"\nscript = "b.py"\n', "set only one of module, script or command"),
+        (
+            '[scheduler]\nname = "lsf"\n',
+            "scheduler.name: expected one of auto, slurm, pbs, sge, local",
+        ),
+        ("resources = 3\n", "resources: expected a table, got 3"),
+    ],
+)
 def test_bad_values_give_one_line_errors_naming_file_and_field(tmp_path, text, message):
     path = write(tmp_path, text)
     with pytest.raises(SpecError) as err:
@@ -115,10 +141,19 @@ def test_missing_and_malformed_files(tmp_path):
         load_spec(write(tmp_path, "[resources\n"))
 
 
-@pytest.mark.parametrize("text, seconds", [
-    ("90", 5400), ("10:30", 630), ("01:30:00", 5400), ("2-12", 216000), ("2-12:30", 217800),
-    ("0-00:00:30", 30), (45, 2700), ("48:00:00", 172800),
-])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("90", 5400),
+        ("10:30", 630),
+        ("01:30:00", 5400),
+        ("2-12", 216000),
+        ("2-12:30", 217800),
+        ("0-00:00:30", 30),
+        (45, 2700),
+        ("48:00:00", 172800),
+    ],
+)
 def test_time_limits_in_every_sbatch_form(text, seconds):
     assert parse_time(text) == seconds
 
@@ -129,8 +164,17 @@ def test_malformed_time_limits(bad):
         parse_time(bad)
 
 
-@pytest.mark.parametrize("text, mb", [("32G", 32768), ("500M", 500), ("1.5T", 1572864),
-                                      ("64GB", 65536), ("2gib", 2048), (1024, 1024)])
+@pytest.mark.parametrize(
+    "text, mb",
+    [
+        ("32G", 32768),
+        ("500M", 500),
+        ("1.5T", 1572864),
+        ("64GB", 65536),
+        ("2gib", 2048),
+        (1024, 1024),
+    ],
+)
 def test_memory_sizes(text, mb):
     assert parse_memory(text) == mb
 
@@ -141,8 +185,10 @@ def test_cli_error_is_one_line_exit_2_and_writes_nothing(workdir):
     result = hpcbench("submit", str(spec), "--scheduler", "local", cwd=workdir)
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("hpcbench: error")]
-    assert errors == [f"hpcbench: error: {spec}: resources.gpus_per_nod: unknown key "
-                      "(did you mean 'gpus_per_node'?)"]
+    assert errors == [
+        f"hpcbench: error: {spec}: resources.gpus_per_nod: unknown key "
+        "(did you mean 'gpus_per_node'?)"
+    ]
     assert sorted(p.name for p in workdir.iterdir()) == ["job.toml"]  # no runs/, no script
     bad_flag = hpcbench("submit", "--time", "1:2:3:4", "--scheduler", "local", cwd=workdir)
     assert bad_flag.returncode == 2

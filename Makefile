@@ -1,0 +1,35 @@
+# make demo   install into .venv and run the demo job on the local scheduler
+# make test   install into .venv (plus shellcheck) and run the whole test suite
+# make bench  run the benchmarks (each prints ratios against a peer measured in the same run)
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: demo test bench system-deps clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[train,mpich,notebook,dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+# Debian packages the tests use; installed when missing and we are root (CI), else explained.
+system-deps:
+	@command -v shellcheck >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck) >/dev/null; \
+	  else echo "shellcheck is missing: install it (apt-get install shellcheck); its tests will skip"; fi; }
+
+demo: $(STAMP)
+	cd $(CURDIR) && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/hpcbench submit jobs/demo.toml --scheduler local --wait
+
+test: $(STAMP) system-deps
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest
+
+bench: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/cli_startup.py
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info

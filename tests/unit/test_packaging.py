@@ -1,0 +1,68 @@
+"""The wheel ships the templates: an installed hpcbench renders without the source tree."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.mark.slow
+def test_wheel_contains_templates_and_renders_from_install(tmp_path):
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(REPO),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 0, build.stderr
+    wheel = next((tmp_path / "dist").glob("hpcbench-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    for template in ("base.sh.j2", "slurm.sbatch.j2", "pbs.qsub.j2", "sge.qsub.j2", "local.sh.j2"):
+        assert f"hpcbench/templates/{template}" in names
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+    )
+    code = (
+        "import hpcbench, hpcbench.render as r; from hpcbench.spec import build_spec;"
+        f"assert hpcbench.__file__.startswith({str(target)!r}), hpcbench.__file__;"
+        f"assert str(r.builtin_template_dir()).startswith({str(target)!r});"
+        "print(r.render_script(build_spec({}), 'slurm'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(target)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("#!/bin/bash\n#SBATCH --job-name=hpcbench")
