@@ -171,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     # Imported here so that `hpcbench --help` stays instant; none of these imports torch.
     from hpcbench import api
     from hpcbench.render import RenderError
+    from hpcbench.schedulers.base import tail
     from hpcbench.schedulers import SchedulerError
     from hpcbench.spec import SpecError, load_spec
 
@@ -199,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 130
         if status.state == "COMPLETED":
+            last = tail(job.job.stdout_path, 10)
+            if last:
+                print(f"--- last lines of {job.job.stdout_path}\n{last}")
             print(f"job {job.job_id} completed")
             return 0
         print(job.failure_report(status), file=sys.stderr)
