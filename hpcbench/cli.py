@@ -171,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     # Imported here so that `hpcbench --help` stays instant; none of these imports torch.
     from hpcbench import api
     from hpcbench.render import RenderError
-    from hpcbench.schedulers.base import tail
     from hpcbench.schedulers import SchedulerError
+    from hpcbench.schedulers.base import tail
     from hpcbench.spec import SpecError, load_spec
 
     try:

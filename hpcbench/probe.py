@@ -25,6 +25,13 @@ def _write_json(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
+def _read_record(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def describe(info: LaunchInfo) -> dict:
     return {
         **info.as_dict(),
@@ -32,6 +39,7 @@ def describe(info: LaunchInfo) -> dict:
         "threads": os.environ.get("OMP_NUM_THREADS"),
         "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "emulated_node": os.environ.get("HPCBENCH_NODE"),
+        "job_id": os.environ.get("HPCBENCH_JOB_ID"),
     }
 
 
@@ -77,11 +85,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     deadline = time.monotonic() + args.timeout
     while True:
-        files = sorted(records_dir.glob("rank-*.json"))
-        if len(files) >= info.world_size or time.monotonic() > deadline:
+        # A run directory can outlive its job id (a test cluster restarting its ids at 1):
+        # only this job's records count.
+        records = [
+            r
+            for r in map(_read_record, records_dir.glob("rank-*.json"))
+            if r and r.get("job_id") == me["job_id"]
+        ]
+        if len(records) >= info.world_size or time.monotonic() > deadline:
             break
         time.sleep(0.05)
-    records = [json.loads(f.read_text()) for f in files]
     problems = check_world(records, info.world_size)
     _write_json(
         Path(run_dir) / "probe.json",

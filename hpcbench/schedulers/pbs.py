@@ -52,7 +52,8 @@ class PbsScheduler(Scheduler):
 
     def log_paths(self, spec: JobSpec, job_id: str, cwd: Path) -> tuple[Path, Path]:
         seq = job_id.split(".", 1)[0]
-        base = cwd / spec.resources.output_dir / spec.resources.job_name
+        name = spec.resources.file_name
+        base = cwd / spec.resources.output_dir / (name if name[0].isalpha() else f"j{name}")
         return Path(f"{base}.o{seq}"), Path(f"{base}.e{seq}")
 
     def run_dir(self, spec: JobSpec, job_id: str, cwd: Path) -> Path:

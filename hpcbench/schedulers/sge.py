@@ -32,7 +32,7 @@ class SgeScheduler(Scheduler):
         return job_id
 
     def log_paths(self, spec: JobSpec, job_id: str, cwd: Path) -> tuple[Path, Path]:
-        base = cwd / spec.resources.output_dir / spec.resources.job_name
+        base = cwd / spec.resources.output_dir / spec.resources.file_name
         return Path(f"{base}.o{job_id}"), Path(f"{base}.e{job_id}")
 
     def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
