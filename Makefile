@@ -23,7 +23,7 @@ system-deps:
 	  else echo "shellcheck is missing: install it (apt-get install shellcheck); its tests will skip"; fi; }
 
 demo: $(STAMP)
-	cd $(CURDIR) && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/hpcbench submit jobs/demo.toml --scheduler local --wait
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/hpcbench submit jobs/demo.toml --scheduler local --wait
 
 test: $(STAMP) system-deps
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest

@@ -23,40 +23,10 @@ from hpcbench import schedulers
 from hpcbench.logs import first_rank_error
 from hpcbench.render import render_script
 from hpcbench.schedulers.base import Job, JobStatus, Scheduler, tail
-from hpcbench.spec import JobSpec
+from hpcbench.spec import FIELD_KEYWORDS, JobSpec
 from hpcbench.spec import load_spec as _load_spec
 
 SCRIPT_SUFFIX = {"slurm": ".sbatch", "pbs": ".pbs", "sge": ".sge", "local": ".sh"}
-
-# keyword arguments of load_spec() -> dotted spec field
-FIELD_KEYWORDS = {
-    "nodes": "resources.nodes",
-    "gpus_per_node": "resources.gpus_per_node",
-    "tasks_per_node": "resources.tasks_per_node",
-    "cpus_per_task": "resources.cpus_per_task",
-    "memory": "resources.memory",
-    "time": "resources.time",
-    "partition": "resources.partition",
-    "account": "resources.account",
-    "qos": "resources.qos",
-    "constraint": "resources.constraint",
-    "exclusive": "resources.exclusive",
-    "job_name": "resources.job_name",
-    "output_dir": "resources.output_dir",
-    "modules": "environment.modules",
-    "venv": "environment.venv",
-    "conda_env": "environment.conda_env",
-    "variables": "environment.variables",
-    "setup": "environment.setup",
-    "launcher": "launcher.kind",
-    "port": "launcher.port",
-    "module": "program.module",
-    "script": "program.script",
-    "command": "program.command",
-    "args": "program.args",
-    "python": "program.python",
-    "scheduler": "scheduler.name",
-}
 
 
 def load_spec(path: str | Path | None = None, **fields: Any) -> JobSpec:

@@ -8,38 +8,7 @@ import sys
 from typing import Any
 
 from hpcbench import __version__
-from hpcbench.spec import LAUNCHERS, SCHEDULERS
-
-# flag destination -> dotted spec field
-_FIELDS = {
-    "nodes": "resources.nodes",
-    "gpus_per_node": "resources.gpus_per_node",
-    "tasks_per_node": "resources.tasks_per_node",
-    "cpus_per_task": "resources.cpus_per_task",
-    "mem": "resources.memory",
-    "time": "resources.time",
-    "partition": "resources.partition",
-    "account": "resources.account",
-    "qos": "resources.qos",
-    "constraint": "resources.constraint",
-    "exclusive": "resources.exclusive",
-    "job_name": "resources.job_name",
-    "output_dir": "resources.output_dir",
-    "load": "environment.modules",
-    "venv": "environment.venv",
-    "conda_env": "environment.conda_env",
-    "container": "environment.container.image",
-    "bind": "environment.container.binds",
-    "env": "environment.variables",
-    "setup": "environment.setup",
-    "launcher": "launcher.kind",
-    "port": "launcher.port",
-    "python": "program.python",
-    "module": "program.module",
-    "script": "program.script",
-    "program": "program.command",
-    "directive": "scheduler.directives",
-}
+from hpcbench.spec import FIELD_KEYWORDS, LAUNCHERS, SCHEDULERS
 
 
 def _env_pair(text: str) -> tuple[str, str]:
@@ -59,7 +28,7 @@ def _job_options() -> argparse.ArgumentParser:
         "--tasks-per-node", metavar="T", help="ranks per node (default: one per GPU, else 1)"
     )
     g.add_argument("-c", "--cpus-per-task", metavar="C", help="CPUs (and OpenMP threads) per rank")
-    g.add_argument("--mem", metavar="SIZE", help="memory per node, e.g. 32G")
+    g.add_argument("--mem", dest="memory", metavar="SIZE", help="memory per node, e.g. 32G")
     g.add_argument("-t", "--time", metavar="LIMIT", help="time limit: MM, HH:MM:SS or D-HH:MM:SS")
     g.add_argument("-p", "--partition")
     g.add_argument("-A", "--account")
@@ -69,16 +38,26 @@ def _job_options() -> argparse.ArgumentParser:
     g.add_argument("-J", "--job-name")
     g.add_argument("-o", "--output-dir", metavar="DIR", help="where logs and run directories go")
     g = p.add_argument_group("environment")
-    g.add_argument("--load", action="append", metavar="MODULE", help="module to load (repeatable)")
+    g.add_argument(
+        "--load",
+        dest="modules",
+        action="append",
+        metavar="MODULE",
+        help="module to load (repeatable)",
+    )
     g.add_argument("--venv", metavar="DIR", help="virtual environment to activate")
     g.add_argument("--conda-env", metavar="NAME")
     g.add_argument(
         "--container", metavar="IMAGE", help="Apptainer/Singularity image to run ranks in"
     )
     g.add_argument(
-        "--bind", action="append", metavar="SRC[:DST]", help="container bind (repeatable)"
+        "--bind",
+        dest="binds",
+        action="append",
+        metavar="SRC[:DST]",
+        help="container bind (repeatable)",
     )
-    g.add_argument("--env", action="append", type=_env_pair, metavar="NAME=VALUE")
+    g.add_argument("--env", dest="variables", action="append", type=_env_pair, metavar="NAME=VALUE")
     g.add_argument("--setup", action="append", metavar="LINE", help="shell line run before launch")
     g = p.add_argument_group("launch and program")
     g.add_argument("--launcher", choices=LAUNCHERS)
@@ -86,8 +65,16 @@ def _job_options() -> argparse.ArgumentParser:
     g.add_argument("--python", metavar="EXE", help="python interpreter on the nodes")
     g.add_argument("-m", "--module", help="python module each rank runs (python -m MODULE)")
     g.add_argument("--script", help="python script each rank runs")
-    g.add_argument("--program", metavar="CMD", help="a whole command line each rank runs")
-    g.add_argument("--directive", action="append", metavar="TEXT", help="extra scheduler directive")
+    g.add_argument(
+        "--program", dest="command", metavar="CMD", help="a whole command line each rank runs"
+    )
+    g.add_argument(
+        "--directive",
+        dest="directives",
+        action="append",
+        metavar="TEXT",
+        help="extra scheduler directive",
+    )
     g = p.add_argument_group("scheduler")
     g.add_argument(
         "--scheduler", choices=SCHEDULERS, help="default: detected (sbatch, qsub, else local)"
@@ -108,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Program arguments go after '--', e.g.: hpcbench submit jobs/demo.toml -- --epochs 3",
     )
     parser.add_argument("--version", action="version", version=f"hpcbench {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="COMMAND")
     job = _job_options()
     sub.add_parser(
         "render",
@@ -138,20 +125,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 def overrides_from(args: argparse.Namespace, program_args: list[str]) -> dict[str, tuple[str, Any]]:
     """CLI flags as spec overrides: dotted field -> (flag as typed, value)."""
+    from hpcbench.spec import SpecError
+
+    flags = {
+        a.dest: max(a.option_strings, key=len) for a in _job_options()._actions if a.option_strings
+    }
     out: dict[str, tuple[str, Any]] = {}
-    for dest, dotted in _FIELDS.items():
-        value = getattr(args, dest, None)
-        if value is None:
+    for keyword, dotted in FIELD_KEYWORDS.items():
+        value = getattr(args, keyword, None)
+        if value is None or keyword not in flags:
             continue
-        flag = "--" + dest.replace("_", "-")
-        if dest == "env":
+        if keyword == "variables":
             value = dict(value)
-        elif dest == "program":
+        elif keyword == "command":
             try:
                 value = shlex.split(value)
             except ValueError as err:
-                raise SystemExit(f"hpcbench: error: --program: {err}") from None
-        out[dotted] = (flag, value)
+                raise SpecError(f"--program: {err}") from None
+        out[dotted] = (flags[keyword], value)
     if program_args:
         out["program.args"] = ("-- ARGS", program_args)
     return out
@@ -176,12 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     from hpcbench.spec import SpecError, load_spec
 
     try:
-        if args.command in ("status", "cancel"):
+        if args.action in ("status", "cancel"):
             return _jobs_command(args)
         spec = load_spec(args.spec, overrides_from(args, program_args))
         name, why = api.resolve_scheduler(spec, args.scheduler)
         print(f"hpcbench: scheduler {name} ({why})", file=sys.stderr)
-        if args.command == "render" or args.dry_run:
+        if args.action == "render" or args.dry_run:
             sys.stdout.write(api.render(spec, name, args.template_dir))
             return 0
         job = api.submit(spec, name, args.template_dir)
@@ -223,7 +214,7 @@ def _jobs_command(args: argparse.Namespace) -> int:
     else:
         name = schedulers.detect()[0]
     sched = schedulers.get(name)
-    if args.command == "cancel":
+    if args.action == "cancel":
         sched.cancel(args.job_ids)
         print(f"cancelled {', '.join(args.job_ids)} ({name})")
         return 0

@@ -72,7 +72,7 @@ def torchrun_words(spec: JobSpec, *, standalone: bool) -> list[Word]:
     """
     r, p = spec.resources, spec.program
     words: list[Word] = [*container_prefix(spec)]
-    words += [p.python if p.is_python else "python", "-m", "torch.distributed.run"]
+    words += [p.python, "-m", "torch.distributed.run"]
     words += [f"--nnodes={r.nodes}", f"--nproc-per-node={r.ranks_per_node}"]
     if standalone:
         words.append("--standalone")

@@ -158,7 +158,6 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
         "source": spec.source or "(no spec file: defaults and command-line flags)",
         "summary": summary(spec),
         "file_name": r.file_name,
-        "pbs_job_name": r.file_name if r.file_name[0].isalpha() else f"j{r.file_name}",
         "launch": launch_text,
         # torchrun starts one agent per node, so the scheduler's task is the node's agent and
         # holds the CPUs of all its ranks; mpiexec/srun start one task per rank.

@@ -39,6 +39,40 @@ _MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?$", re.IGNORECASE)
 _MEMORY_FACTOR_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
 
 
+# Short names for the fields people override most: load_spec(nodes=2), and the CLI's flags.
+FIELD_KEYWORDS = {
+    "nodes": "resources.nodes",
+    "gpus_per_node": "resources.gpus_per_node",
+    "tasks_per_node": "resources.tasks_per_node",
+    "cpus_per_task": "resources.cpus_per_task",
+    "memory": "resources.memory",
+    "time": "resources.time",
+    "partition": "resources.partition",
+    "account": "resources.account",
+    "qos": "resources.qos",
+    "constraint": "resources.constraint",
+    "exclusive": "resources.exclusive",
+    "job_name": "resources.job_name",
+    "output_dir": "resources.output_dir",
+    "modules": "environment.modules",
+    "venv": "environment.venv",
+    "conda_env": "environment.conda_env",
+    "container": "environment.container.image",
+    "binds": "environment.container.binds",
+    "variables": "environment.variables",
+    "setup": "environment.setup",
+    "launcher": "launcher.kind",
+    "port": "launcher.port",
+    "python": "program.python",
+    "module": "program.module",
+    "script": "program.script",
+    "command": "program.command",
+    "args": "program.args",
+    "scheduler": "scheduler.name",
+    "directives": "scheduler.directives",
+}
+
+
 class SpecError(ValueError):
     """A job spec the user can fix; ``str(err)`` is one line naming the field and the value."""
 
@@ -78,6 +112,11 @@ class Resources:
     def file_name(self) -> str:
         """The job name reduced to characters safe in a file name (for log and run paths)."""
         return _UNSAFE_FILENAME.sub("_", self.job_name).strip("._") or "job"
+
+    @property
+    def letter_first_name(self) -> str:
+        """``file_name`` starting with a letter, as PBS requires of job names."""
+        return self.file_name if self.file_name[0].isalpha() else f"j{self.file_name}"
 
 
 @dataclass
@@ -130,10 +169,6 @@ class Program:
         if self.script:
             return [self.python, self.script, *self.args]
         return [self.python, "-m", self.module or DEFAULT_PROGRAM_MODULE, *self.args]
-
-    @property
-    def is_python(self) -> bool:
-        return not self.command
 
 
 @dataclass
@@ -250,10 +285,6 @@ def format_memory(mb: int, unit_suffix: str = "") -> str:
 # ----------------------------------------------------------------------------------- validation
 
 
-def _describe(value: Any) -> str:
-    return repr(value)
-
-
 def _check_value(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) -> Any:
     """Convert and check one value; raise ValueError with the problem (no field name)."""
     if kind in ("posint", "nonnegint", "port"):
@@ -322,7 +353,7 @@ def _build(cls: type, table: Any, path: str, origin: dict[str, str], where: str)
     """Build dataclass ``cls`` from a TOML table, checking every key and value."""
     label = path or "spec"
     if not isinstance(table, dict):
-        raise SpecError(f"{where}{label}: expected a table, got {_describe(table)}")
+        raise SpecError(f"{where}{label}: expected a table, got {table!r}")
     fields = {_key(f): f for f in dataclasses.fields(cls) if f.metadata.get("kind") != "internal"}
     kwargs: dict[str, Any] = {}
     for raw_key, value in table.items():
@@ -341,7 +372,7 @@ def _build(cls: type, table: Any, path: str, origin: dict[str, str], where: str)
             kwargs[f.name] = _check_value(kind, f.metadata, value, from_cli=dotted in origin)
         except ValueError as err:
             name = f"{origin[dotted]} ({dotted})" if dotted in origin else f"{where}{dotted}"
-            raise SpecError(f"{name}: {err}, got {_describe(value)}") from None
+            raise SpecError(f"{name}: {err}, got {value!r}") from None
     for key, f in fields.items():
         if f.metadata.get("required") and key not in kwargs:
             raise SpecError(f"{where}{path}.{key}: required")

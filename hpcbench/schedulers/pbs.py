@@ -52,8 +52,7 @@ class PbsScheduler(Scheduler):
 
     def log_paths(self, spec: JobSpec, job_id: str, cwd: Path) -> tuple[Path, Path]:
         seq = job_id.split(".", 1)[0]
-        name = spec.resources.file_name
-        base = cwd / spec.resources.output_dir / (name if name[0].isalpha() else f"j{name}")
+        base = cwd / spec.resources.output_dir / spec.resources.letter_first_name
         return Path(f"{base}.o{seq}"), Path(f"{base}.e{seq}")
 
     def run_dir(self, spec: JobSpec, job_id: str, cwd: Path) -> Path:

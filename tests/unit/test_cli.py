@@ -57,3 +57,11 @@ def test_spec_file_from_jobs_directory_renders(workdir):
     for spec in sorted((REPO / "jobs").glob("*.toml")):
         result = hpcbench("render", str(spec), "--scheduler", "slurm", cwd=workdir)
         assert result.returncode == 0, f"{spec}: {result.stderr}"
+
+
+def test_unbalanced_program_quote_is_a_one_line_error(workdir):
+    result = hpcbench("render", "--program", "python 'a.py", "--scheduler", "local", cwd=workdir)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "hpcbench: error: --program: No closing quotation"
+    )

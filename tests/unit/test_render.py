@@ -177,3 +177,10 @@ def test_missing_template_variable_is_an_error_not_an_empty_string(tmp_path):
         render_script(spec_for("torchrun", 1), "local", [tmp_path])
     with pytest.raises(RenderError, match="does not exist"):
         render_script(spec_for("torchrun", 1), "local", [tmp_path / "missing"])
+
+
+def test_pbs_and_sge_get_a_name_their_qsub_accepts():
+    spec = spec_for("mpiexec", 1, resources={"job_name": '9 lives "x"'})
+    assert "#PBS -N j9_lives_x\n" in render_script(spec, "pbs")
+    assert "#$ -N 9_lives_x\n" in render_script(spec, "sge")
+    assert '#SBATCH --job-name="9 lives \\"x\\""\n' in render_script(spec, "slurm")
