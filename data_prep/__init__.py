@@ -1,5 +1,28 @@
-"""Converters from users' data layouts (image folder, metadata JSON, CSV, arrays) to HDF5 shards.
+"""Converters from the layouts users arrive with to hpcbench's sharded HDF5 datasets.
 
-Driven by ``hpcbench prep``. The converters and the shard format arrive with the data issue; this
-package exists now so that the installed layout (hpcbench, hpcbench.templates, data_prep) is final.
+One module per source layout (``image_folder``, ``metadata_json``, ``csv_table``, ``arrays``,
+``synthetic``), each returning a :class:`data_prep.source.Source`; :func:`data_prep.convert.convert`
+turns any source into a dataset directory. From Python::
+
+    from data_prep import convert, ConvertOptions, image_folder
+    convert(image_folder("photos/"), "data/photos", ConvertOptions(size=(224, 224)))
+
+From the shell: ``hpcbench prep folder photos/ data/photos --size 224x224`` (docs/data.md).
 """
+
+from data_prep.arrays import from_arrays
+from data_prep.convert import ConvertOptions, convert
+from data_prep.csv_table import csv_table
+from data_prep.image_folder import image_folder
+from data_prep.metadata_json import metadata_json
+from data_prep.synthetic import synthetic
+
+__all__ = [
+    "ConvertOptions",
+    "convert",
+    "csv_table",
+    "from_arrays",
+    "image_folder",
+    "metadata_json",
+    "synthetic",
+]

@@ -120,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cancel", help="cancel jobs", description="Cancel jobs.")
     c.add_argument("job_ids", nargs="+", metavar="JOB")
     c.add_argument("--scheduler", choices=SCHEDULERS)
+    from hpcbench import cli_prep
+
+    cli_prep.add_parser(sub)
     return parser
 
 
@@ -159,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own, program_args = _split_program_args(argv)
     args = build_parser().parse_args(own)
+    if args.action == "prep":
+        from hpcbench import cli_prep
+
+        return cli_prep.run(args)
     # Imported here so that `hpcbench --help` stays instant; none of these imports torch.
     from hpcbench import api
     from hpcbench.render import RenderError

@@ -1,0 +1,78 @@
+"""Source: a CSV of ``file,label`` rows.
+
+With a header row, the path and label columns are found by name (``--path-column`` /
+``--label-column``, default: the first of file/path/filename/image and of
+label/class/category/target present); without one, the first two columns. Labels are class
+names (strings); when all are integers they are ordered numerically, so 0..K-1 stay themselves.
+Paths resolve against ``image_root`` (default: the CSV's directory). A row with an empty path or
+label is an error naming its line.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+from data_prep.source import FileSource, label_index
+from hpcbench.data.manifest import DataError
+
+PATH_NAMES = ("file", "path", "filename", "file_name", "image", "image_path")
+LABEL_NAMES = ("label", "class", "category", "target", "class_name")
+
+
+def csv_table(
+    path: str | os.PathLike[str],
+    image_root: str | os.PathLike[str] | None = None,
+    path_column: str | None = None,
+    label_column: str | None = None,
+) -> FileSource:
+    path = Path(path)
+    try:
+        with open(path, newline="") as fh:
+            rows = list(csv.reader(fh))
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise DataError(f"{path}: not a readable CSV ({err})") from None
+    rows = [r for r in rows if any(cell.strip() for cell in r)]
+    if not rows:
+        raise DataError(f"{path}: empty")
+    head = [c.strip().lower() for c in rows[0]]
+    has_header = bool(path_column or label_column) or any(
+        h in PATH_NAMES + LABEL_NAMES for h in head
+    )
+    if has_header:
+
+        def column(wanted: str | None, options: tuple[str, ...], flag: str) -> int:
+            for name in [wanted.lower()] if wanted else options:
+                if name in head:
+                    return head.index(name)
+            raise DataError(
+                f"{path}: no column {wanted or '/'.join(options)!r} in the header ({flag})"
+            )
+
+        pcol = column(path_column, PATH_NAMES, "--path-column")
+        lcol = column(label_column, LABEL_NAMES, "--label-column")
+        body, first_line = rows[1:], 2
+    else:
+        pcol, lcol, body, first_line = 0, 1, rows, 1
+    root = Path(image_root) if image_root is not None else path.parent
+    files, values = [], []
+    for n, row in enumerate(body, start=first_line):
+        if len(row) <= max(pcol, lcol) or not row[pcol].strip() or not row[lcol].strip():
+            raise DataError(f"{path}:{n}: row needs a file and a label, got {row!r}")
+        files.append(row[pcol].strip())
+        values.append(row[lcol].strip())
+    try:
+        classes, labels = label_index(values, str(path))
+    except ValueError as err:
+        raise DataError(str(err)) from None
+    return FileSource(
+        kind="csv",
+        classes=classes,
+        labels=labels,
+        names=files,
+        paths=[str(root / f) for f in files],
+        describe={"kind": "csv", "path": str(path.resolve()), "image_root": str(root.resolve())},
+    )

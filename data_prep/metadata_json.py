@@ -1,0 +1,80 @@
+"""Source: a metadata JSON in the COCO / Kaggle Herbarium layout.
+
+    {"images": [{"id": 1, "file_name": "images/000/1.jpg"}, ...],
+     "annotations": [{"image_id": 1, "category_id": 17}, ...],
+     "categories": [{"id": 17, "name": "Abies alba"}, ...]}
+
+Labels are category ids mapped to 0..K-1 in increasing id order; class names come from the
+categories (the manifest keeps the original ids in ``source.category_ids``). Images resolve
+against ``image_root`` (default: the JSON's directory). An image with no annotation is left out
+(counted); one with two different categories, an annotation naming an unknown image or category,
+or a missing key is an error naming the entry: a guessed label is worse than none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from data_prep.source import FileSource
+from hpcbench.data.manifest import DataError
+
+
+def metadata_json(
+    path: str | os.PathLike[str], image_root: str | os.PathLike[str] | None = None
+) -> FileSource:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DataError(f"{path}: not valid JSON ({err})") from None
+    root = Path(image_root) if image_root is not None else path.parent
+    try:
+        images = {int(im["id"]): str(im["file_name"]) for im in data["images"]}
+        categories = sorted((int(c["id"]), str(c.get("name", c["id"]))) for c in data["categories"])
+        annotations = [(int(a["image_id"]), int(a["category_id"])) for a in data["annotations"]]
+    except (KeyError, TypeError, ValueError) as err:
+        raise DataError(
+            f"{path}: needs images[].id/file_name, annotations[].image_id/category_id and categories[].id ({type(err).__name__}: {err})"
+        ) from None
+    if len(categories) < 2:
+        raise DataError(
+            f"{path}: {len(categories)} categor(y/ies); classification needs at least 2"
+        )
+    label_of_category = {cid: k for k, (cid, _) in enumerate(categories)}
+    label_of_image: dict[int, int] = {}
+    for image_id, category_id in annotations:
+        if image_id not in images:
+            raise DataError(
+                f"{path}: an annotation names image id {image_id}, which is not in images[]"
+            )
+        if category_id not in label_of_category:
+            raise DataError(
+                f"{path}: an annotation names category id {category_id}, which is not in categories[]"
+            )
+        label = label_of_category[category_id]
+        if label_of_image.setdefault(image_id, label) != label:
+            raise DataError(
+                f"{path}: image id {image_id} ({images[image_id]}) has annotations with two different categories"
+            )
+    ids = sorted(label_of_image)
+    names = [images[i] for i in ids]
+    return FileSource(
+        kind="metadata-json",
+        classes=[name for _, name in categories],
+        labels=np.array([label_of_image[i] for i in ids], dtype=np.int64),
+        names=names,
+        paths=[str(root / n) for n in names],
+        describe={
+            "kind": "metadata-json",
+            "path": str(path.resolve()),
+            "image_root": str(root.resolve()),
+            "category_ids": [cid for cid, _ in categories],
+            "images_without_annotation": len(images) - len(ids),
+        },
+    )

@@ -1,0 +1,93 @@
+"""Stratified train/val/test split: every class represented in every split, seeded.
+
+Each class's samples are shuffled and divided by the fractions with largest-remainder rounding;
+a split with a non-zero fraction gets at least one sample of every class (taken from the largest
+part), so a class with fewer samples than splits is an error naming it. The splits' sample lists
+are then shuffled, so shards are random mixtures of classes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hpcbench.data.manifest import SPLITS, DataError
+
+
+def parse_fractions(text: str) -> dict[str, float]:
+    """``85/2/13`` or ``0.85/0.02/0.13`` or ``90/10`` -> {"train": .85, "val": .02, "test": .13}."""
+    parts = text.replace(",", "/").split("/")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        raise DataError(f"--split {text!r}: expected numbers like 85/2/13") from None
+    if (
+        not 1 <= len(values) <= 3
+        or any(v < 0 for v in values)
+        or sum(values) <= 0
+        or values[0] <= 0
+    ):
+        raise DataError(f"--split {text!r}: give 1 to 3 non-negative parts, train first and > 0")
+    total = sum(values)
+    return {name: v / total for name, v in zip(SPLITS, values, strict=False) if v > 0}
+
+
+def _share(n: int, fractions: list[float]) -> list[int]:
+    raw = [n * f for f in fractions]
+    counts = [int(x) for x in raw]
+    for i in sorted(range(len(raw)), key=lambda i: raw[i] - counts[i], reverse=True)[
+        : n - sum(counts)
+    ]:
+        counts[i] += 1
+    for i, c in enumerate(counts):  # every split gets every class
+        if c == 0:
+            donor = max(range(len(counts)), key=counts.__getitem__)
+            counts[donor] -= 1
+            counts[i] += 1
+    return counts
+
+
+def stratified_split(
+    labels: np.ndarray, fractions: dict[str, float], seed: int, class_names: list[str]
+) -> dict[str, np.ndarray]:
+    """Indices into ``labels`` per split, each shuffled."""
+    rng = np.random.default_rng([seed, 7])
+    names, fr = list(fractions), list(fractions.values())
+    parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    for k in range(len(class_names)):
+        members = np.flatnonzero(labels == k)
+        if len(members) < len(names):
+            raise DataError(
+                f"class {class_names[k]!r} has {len(members)} sample(s); the splits "
+                f"{'/'.join(names)} need at least {len(names)}"
+            )
+        members = rng.permutation(members)
+        at = 0
+        for name, c in zip(names, _share(len(members), fr), strict=True):
+            parts[name].append(members[at : at + c])
+            at += c
+    return {n: rng.permutation(np.concatenate(p)) for n, p in parts.items()}
+
+
+def cap_per_class(
+    labels: np.ndarray, per_class: int | None, limit: int | None, seed: int, num_classes: int
+) -> np.ndarray:
+    """Indices kept by ``--per-class`` and ``--limit`` (classes kept balanced), sorted."""
+    rng = np.random.default_rng([seed, 11])
+    by_class = [rng.permutation(np.flatnonzero(labels == k)) for k in range(num_classes)]
+    if per_class is not None:
+        by_class = [m[:per_class] for m in by_class]
+    if limit is not None and sum(len(m) for m in by_class) > limit:
+        # Round-robin over classes so a debug subset stays stratified.
+        take = [0] * num_classes
+        left = limit
+        while left > 0:
+            progressed = False
+            for k in range(num_classes):
+                if left and take[k] < len(by_class[k]):
+                    take[k] += 1
+                    left -= 1
+                    progressed = True
+            if not progressed:
+                break
+        by_class = [m[:t] for m, t in zip(by_class, take, strict=True)]
+    return np.sort(np.concatenate(by_class)) if by_class else np.empty(0, np.int64)

@@ -1,0 +1,241 @@
+"""``hpcbench prep …``: the data-preparation commands (argparse only; the work is in data_prep/).
+
+Nothing here imports numpy or h5py until a prep command actually runs, so ``hpcbench submit``
+keeps its start-up time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+SOURCES = ("folder", "json", "csv", "arrays", "synthetic")
+
+
+def _conversion_options(p: argparse.ArgumentParser, synthetic: bool) -> None:
+    g = p.add_argument_group("conversion")
+    if synthetic:
+        g.add_argument("--size", default="197x148", help="WIDTHxHEIGHT (default: 197x148)")
+    else:
+        g.add_argument("--size", help="WIDTHxHEIGHT to resize to (required for image files)")
+        g.add_argument(
+            "--resize",
+            default="crop",
+            choices=("crop", "stretch", "pad"),
+            help="crop: cover then centre-crop (default); stretch: ignore aspect; pad: fit, pad black",
+        )
+    colour = g.add_mutually_exclusive_group()
+    colour.add_argument(
+        "--grayscale",
+        action="store_true",
+        default=None,
+        help="one channel" + (" (default)" if synthetic else ""),
+    )
+    colour.add_argument(
+        "--rgb",
+        dest="grayscale",
+        action="store_false",
+        help="three channels" + ("" if synthetic else " (default)"),
+    )
+    g.add_argument(
+        "--dtype",
+        default="uint8",
+        choices=("uint8", "float16"),
+        help="stored pixels (default uint8)",
+    )
+    g.add_argument("--split", default="85/2/13", help="train/val/test fractions (default 85/2/13)")
+    size = g.add_mutually_exclusive_group()
+    size.add_argument("--shard-samples", type=int, metavar="N", help="samples per shard")
+    size.add_argument(
+        "--shard-size", default="64MB", metavar="SIZE", help="shard size (default 64MB)"
+    )
+    g.add_argument(
+        "--limit", type=int, metavar="N", help="at most N samples, classes kept balanced"
+    )
+    g.add_argument("--per-class", type=int, metavar="N", help="at most N samples per class")
+    g.add_argument("--seed", type=int, default=0, help="split/shuffle seed (default 0)")
+    if not synthetic:
+        g.add_argument(
+            "--strict",
+            action="store_true",
+            help="an unreadable image is fatal (default: skipped, listed)",
+        )
+    g.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes (default: all cores; under mpiexec: the ranks)",
+    )
+    g.add_argument("--name", help="dataset name in the manifest (default: the directory name)")
+    g.add_argument("--overwrite", action="store_true", help="replace OUT if it exists (atomically)")
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def add_parser(sub: Any) -> None:
+    prep = sub.add_parser(
+        "prep",
+        help="convert data into HDF5 shards; verify or describe a dataset",
+        description="Convert an image folder, a metadata JSON, a CSV or numpy arrays into a "
+        "sharded HDF5 dataset, or generate the built-in synthetic set (docs/data.md).",
+    )
+    ps = prep.add_subparsers(dest="prep_action", required=True, metavar="SOURCE")
+    p = ps.add_parser(
+        "folder",
+        help="one sub-directory per class",
+        description="Convert an ImageFolder-style tree.",
+    )
+    p.add_argument("source", metavar="DIR")
+    p.add_argument("out", metavar="OUT")
+    _conversion_options(p, False)
+    p = ps.add_parser(
+        "json",
+        help="COCO/Herbarium-style metadata JSON",
+        description="Convert images listed in a metadata JSON.",
+    )
+    p.add_argument("source", metavar="JSON")
+    p.add_argument("out", metavar="OUT")
+    p.add_argument(
+        "--image-root",
+        metavar="DIR",
+        help="where file names resolve (default: the JSON's directory)",
+    )
+    _conversion_options(p, False)
+    p = ps.add_parser(
+        "csv",
+        help="rows of file,label",
+        description="Convert images listed in a CSV of file,label rows.",
+    )
+    p.add_argument("source", metavar="CSV")
+    p.add_argument("out", metavar="OUT")
+    p.add_argument(
+        "--image-root",
+        metavar="DIR",
+        help="where file names resolve (default: the CSV's directory)",
+    )
+    p.add_argument("--path-column", metavar="NAME")
+    p.add_argument("--label-column", metavar="NAME")
+    _conversion_options(p, False)
+    p = ps.add_parser(
+        "arrays", help="numpy .npy/.npz images and labels", description="Convert numpy arrays."
+    )
+    p.add_argument("images", metavar="IMAGES", help=".npy, or .npz with --images-key")
+    p.add_argument(
+        "labels", metavar="LABELS", help=".npy, or .npz with --labels-key (may be the same .npz)"
+    )
+    p.add_argument("out", metavar="OUT")
+    p.add_argument("--images-key", metavar="KEY")
+    p.add_argument("--labels-key", metavar="KEY")
+    p.add_argument("--layout", default="auto", choices=("auto", "nhw", "nhwc", "nchw"))
+    p.add_argument("--class-names", metavar="A,B,…", help="names for labels 0, 1, …")
+    _conversion_options(p, False)
+    p = ps.add_parser(
+        "synthetic",
+        help="the built-in learnable shapes set",
+        description="Generate the built-in learnable dataset (shapes; 9 classes, 9000 samples, 197x148 grayscale by default).",
+    )
+    p.add_argument("out", metavar="OUT")
+    p.add_argument("--samples", type=int, default=9000, help="number of samples (default 9000)")
+    p.add_argument("--classes", type=int, default=9, help="number of classes, 2-16 (default 9)")
+    _conversion_options(p, True)
+    p = ps.add_parser(
+        "verify",
+        help="check shards against the manifest",
+        description="Check every shard (size, sha256, shapes, labels) against the manifest.",
+    )
+    p.add_argument("dataset", metavar="DIR")
+    p.add_argument("--no-hash", action="store_true", help="skip the sha256 check (fast)")
+    p = ps.add_parser(
+        "info",
+        help="summary of a dataset",
+        description="Print a dataset's splits, classes and sizes.",
+    )
+    p.add_argument("dataset", metavar="DIR")
+
+
+def _options(args: argparse.Namespace) -> Any:
+    from data_prep.convert import ConvertOptions, parse_megabytes, parse_size
+
+    grayscale = args.grayscale if args.grayscale is not None else args.prep_action == "synthetic"
+    return ConvertOptions(
+        size=parse_size(args.size) if args.size else None,
+        grayscale=grayscale,
+        dtype=args.dtype,
+        split=args.split,
+        shard_samples=args.shard_samples,
+        shard_mb=parse_megabytes(args.shard_size),
+        limit=args.limit,
+        per_class=args.per_class,
+        seed=args.seed,
+        strict=getattr(args, "strict", False),
+        workers=args.workers,
+        resize=getattr(args, "resize", "crop"),
+        overwrite=args.overwrite,
+        name=args.name,
+        progress=not args.quiet,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from hpcbench.data.manifest import DataError
+
+    try:
+        return _run(args)
+    except DataError as err:
+        print(f"hpcbench prep: error: {err}", file=sys.stderr)
+        return 1 if args.prep_action == "verify" else 2
+    except KeyboardInterrupt:
+        print("hpcbench prep: interrupted; nothing was written", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    import data_prep
+    from hpcbench.data.manifest import Manifest
+
+    action = args.prep_action
+    if action == "info":
+        print(Manifest.load(args.dataset).summary())
+        return 0
+    if action == "verify":
+        from hpcbench.data.verify import unreferenced_files, verify_dataset
+
+        m = verify_dataset(args.dataset, check_hash=not args.no_hash)
+        shards = sum(len(s.shards) for s in m.splits.values())
+        what = "sizes, shapes, labels" + ("" if args.no_hash else ", sha256")
+        print(f"{args.dataset}: OK ({shards} shards; {what} match the manifest)")
+        for name in unreferenced_files(m):
+            print(f"note: {name} is not named in the manifest (left over?)")
+        return 0
+    options = _options(args)
+    if action == "folder":
+        source = data_prep.image_folder(args.source)
+    elif action == "json":
+        source = data_prep.metadata_json(args.source, args.image_root)
+    elif action == "csv":
+        source = data_prep.csv_table(
+            args.source, args.image_root, args.path_column, args.label_column
+        )
+    elif action == "arrays":
+        names = args.class_names.split(",") if args.class_names else None
+        source = data_prep.from_arrays(
+            args.images,
+            args.labels,
+            classes=names,
+            layout=args.layout,
+            images_key=args.images_key,
+            labels_key=args.labels_key,
+        )
+    else:
+        source = data_prep.synthetic(args.samples, args.classes, args.seed)
+    manifest = data_prep.convert(source, args.out, options)
+    from hpcbench.train.env import detect_launch
+
+    if detect_launch().rank == 0:
+        print(manifest.summary())
+        if manifest.skipped:
+            print(
+                f"warning: {manifest.skipped} unreadable image(s) skipped; listed in {args.out}/skipped.txt",
+                file=sys.stderr,
+            )
+    return 0

@@ -1,0 +1,106 @@
+"""One shard file: how it is written and opened, and the sha256 that proves it intact.
+
+A shard is an HDF5 file with two datasets: ``images`` (N×C×H×W, uint8 or float16, contiguous and
+uncompressed, so that any run of consecutive samples is one sequential read of exactly its bytes)
+and ``labels`` (N, int64), plus ``index`` (N, int64: the sample's position in the source listing,
+for tracing a sample back to its file). Why contiguous and not chunked+compressed: measured in
+../shared/notes/performance.md, compressed chunks read 60× the bytes asked for on random access,
+and raw pixels barely compress.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hpcbench.data.manifest import DataError, ShardInfo
+
+HASH_CHUNK = 8 << 20
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(HASH_CHUNK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_shard(
+    path: Path, images: np.ndarray, labels: np.ndarray, index: np.ndarray, attrs: dict[str, Any]
+) -> ShardInfo:
+    """Write one shard (to ``path`` directly: the caller owns a temporary directory)."""
+    import h5py
+
+    if images.ndim != 4 or len(images) != len(labels) or len(labels) != len(index):
+        raise ValueError(
+            f"shard {path.name}: images {images.shape}, labels {labels.shape}, index {index.shape}"
+        )
+    with h5py.File(path, "w", libver=("earliest", "v110")) as f:
+        f.create_dataset("images", data=images)  # contiguous, no filter
+        f.create_dataset("labels", data=labels.astype(np.int64, copy=False))
+        f.create_dataset("index", data=index.astype(np.int64, copy=False))
+        for key, value in attrs.items():
+            f.attrs[key] = value
+    return ShardInfo(path.name, int(len(labels)), path.stat().st_size, file_sha256(path))
+
+
+class OpenShard:
+    """A read-only shard: checked against the manifest when opened, read by row ranges.
+
+    Reads go through h5py's ``read_direct`` into a caller's buffer: no intermediate copy and, for a
+    contiguous dataset, one read of exactly the rows asked for.
+    """
+
+    def __init__(self, path: Path, info: ShardInfo, shape: list[int], dtype: str) -> None:
+        import h5py
+
+        self.path = path
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise DataError(f"{path}: shard named in the manifest is missing") from None
+        if size != info.bytes:
+            raise DataError(
+                f"{path}: {size:,} bytes, the manifest says {info.bytes:,} (truncated or replaced shard)"
+            )
+        try:
+            # locking=False: read-only data on NFS/Lustre, where HDF5's file locks fail.
+            self.file = h5py.File(path, "r", locking=False)
+            self.images = self.file["images"]
+            self.labels_ds = self.file["labels"]
+        except (OSError, KeyError) as err:
+            raise DataError(f"{path}: not a readable shard ({err})") from None
+        want = (info.samples, *shape)
+        if self.images.shape != want or self.images.dtype != np.dtype(dtype):
+            got = f"{self.images.shape} {self.images.dtype}"
+            self.close()
+            raise DataError(f"{path}: images are {got}, the manifest says {want} {dtype}")
+        self.samples = info.samples
+        self._labels: np.ndarray | None = None
+
+    @property
+    def labels(self) -> np.ndarray:
+        if self._labels is None:  # small: read once, keep
+            self._labels = self.labels_ds[()]
+        return self._labels
+
+    def read_rows(self, start: int, stop: int, out: np.ndarray) -> int:
+        """Read rows [start, stop) into ``out`` (shape (stop-start, C, H, W)); return bytes read."""
+        if stop <= start:
+            return 0
+        try:
+            self.images.read_direct(out, source_sel=np.s_[start:stop])
+        except OSError as err:
+            raise DataError(f"{self.path}: read of rows {start}..{stop} failed ({err})") from None
+        return out.nbytes
+
+    def close(self) -> None:
+        try:
+            self.file.close()
+        except Exception:  # noqa: BLE001 - closing a broken file must not mask the real error
+            pass
