@@ -5,7 +5,8 @@ Policies (target W×H, PIL bilinear with its antialiasing filter, on 8-bit pixel
 - ``crop`` (default): scale so the image covers W×H keeping its aspect ratio, then cut the centre
   (torchvision's ``Resize`` + ``CenterCrop``; PIL's ``ImageOps.fit``).
 - ``stretch``: scale each axis independently to W×H (aspect ratio not kept).
-- ``pad``: scale so the image fits inside W×H keeping its aspect ratio, centre it on black.
+- ``pad``: scale so the image fits inside W×H keeping its aspect ratio, centre it on black
+  (PIL's ``ImageOps.pad``).
 
 Colour: ``L`` (grayscale, ITU-R 601-2 luma) or ``RGB``; palette, alpha and 16-bit images are
 converted by PIL's ``convert``. A file that PIL cannot decode completely raises
@@ -56,14 +57,9 @@ def resize(image, size: tuple[int, int], policy: str):  # PIL.Image -> PIL.Image
     if policy == "crop":
         return image.resize(size, bilinear, box=crop_box(*image.size, size))
     if policy == "pad":
-        w, h = image.size
-        scale = min(size[0] / w, size[1] / h)
-        inner = (max(1, round(w * scale)), max(1, round(h * scale)))
-        canvas = Image.new(image.mode, size)
-        canvas.paste(
-            image.resize(inner, bilinear), ((size[0] - inner[0]) // 2, (size[1] - inner[1]) // 2)
-        )
-        return canvas
+        from PIL import ImageOps
+
+        return ImageOps.pad(image, size, bilinear, color=0)
     raise ValueError(f"resize policy must be one of {', '.join(RESIZE_POLICIES)}, got {policy!r}")
 
 

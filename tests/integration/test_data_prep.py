@@ -1,0 +1,379 @@
+"""Converters against real image files and real HDF5 shards: round trips, labels, bad inputs.
+
+Every conversion here writes real PNG/JPEG files with PIL and real HDF5 shards with h5py, and
+reads them back through the shipped code paths (the CLI in a subprocess where the user would).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from PIL import Image, ImageOps
+
+from data_prep import ConvertOptions, convert, csv_table, from_arrays, image_folder, metadata_json
+from hpcbench.data import DataError, Manifest, verify_dataset
+from tests.conftest import REPO, hpcbench, mpiexec_available, require
+
+CLASSES = ["cat", "dog", "fox"]
+
+
+def make_folder(root: Path, per_class: int = 6, seed: int = 0) -> dict[str, str]:
+    """Images of varied size, mode and format; returns relative path -> class name."""
+    rng = np.random.default_rng(seed)
+    truth = {}
+    for k, name in enumerate(CLASSES):
+        (root / name).mkdir(parents=True)
+        for i in range(per_class):
+            w, h = int(rng.integers(20, 60)), int(rng.integers(20, 60))
+            pixels = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+            pixels[..., k] = 255  # a class signal, for nothing but realism
+            img = Image.fromarray(pixels)
+            if i % 3 == 1:
+                img = img.convert("L")
+            ext = ".png" if i % 2 == 0 else ".jpg"
+            rel = f"{name}/img{i}{ext}"
+            img.save(root / rel)
+            truth[rel] = name
+    return truth
+
+
+def stored_samples(manifest: Manifest) -> list[tuple[str, np.ndarray, int, int]]:
+    """(split, image, label, source index) of every stored sample."""
+    out = []
+    for split, info in manifest.splits.items():
+        for shard in info.shards:
+            with h5py.File(manifest.root / shard.file, "r") as f:
+                for img, label, idx in zip(
+                    f["images"][()], f["labels"][()], f["index"][()], strict=True
+                ):
+                    out.append((split, img, int(label), int(idx)))
+    return out
+
+
+@pytest.mark.parametrize("policy", ["crop", "stretch", "pad"])
+def test_image_folder_round_trip_equals_independently_resized_sources(tmp_path, policy):
+    truth = make_folder(tmp_path / "src")
+    m = convert(
+        image_folder(tmp_path / "src"),
+        tmp_path / "ds",
+        ConvertOptions(size=(24, 16), resize=policy, split="50/25/25", progress=False, workers=2),
+    )
+    assert m.classes == CLASSES and m.shape == [3, 16, 24]
+    sources = (tmp_path / "ds" / "sources.txt").read_text().splitlines()
+    samples = stored_samples(m)
+    assert len(samples) == len(truth) == sum(s.samples for s in m.splits.values())
+    for _split, img, label, idx in samples:
+        rel = sources[idx]
+        assert CLASSES[label] == truth[rel]  # the label is the file's own class
+        with Image.open(tmp_path / "src" / rel) as im:
+            im = im.convert("RGB")
+            if policy == "crop":
+                want = ImageOps.fit(im, (24, 16), Image.Resampling.BILINEAR)
+            elif policy == "stretch":
+                want = im.resize((24, 16), Image.Resampling.BILINEAR)
+            else:
+                want = ImageOps.pad(im, (24, 16), Image.Resampling.BILINEAR, color=0)
+        np.testing.assert_array_equal(img, np.asarray(want).transpose(2, 0, 1), err_msg=rel)
+    # every class in every split, counts recorded
+    for info in m.splits.values():
+        assert all(c >= 1 for c in info.class_counts)
+    verify_dataset(tmp_path / "ds")
+
+
+def test_grayscale_float16_and_normalisation_statistics(tmp_path):
+    make_folder(tmp_path / "src")
+    m = convert(
+        image_folder(tmp_path / "src"),
+        tmp_path / "ds",
+        ConvertOptions(size=(16, 16), grayscale=True, dtype="float16", split="2/1", progress=False),
+    )
+    assert m.shape == [1, 16, 16] and m.dtype == "float16" and set(m.splits) == {"train", "val"}
+    train = [img for split, img, _, _ in stored_samples(m) if split == "train"]
+    stack = np.stack(train).astype(np.float64)
+    assert stack.dtype == np.float64 and 0 <= stack.min() and stack.max() <= 1
+    assert m.mean[0] == pytest.approx(stack.mean(), abs=2e-3)
+    assert m.std[0] == pytest.approx(stack.std(), abs=2e-3)
+
+
+def test_metadata_json_and_csv_give_the_labels_they_name(tmp_path):
+    truth = make_folder(tmp_path / "src")
+    cat_ids = {"cat": 17, "dog": 3, "fox": 40}  # non-contiguous, unsorted ids
+    files = sorted(truth)
+    meta = {
+        "images": [{"id": i + 100, "file_name": f} for i, f in enumerate(files)],
+        "annotations": [
+            {"image_id": i + 100, "category_id": cat_ids[truth[f]]} for i, f in enumerate(files)
+        ],
+        "categories": [{"id": v, "name": k} for k, v in cat_ids.items()],
+    }
+    (tmp_path / "src" / "meta.json").write_text(json.dumps(meta))
+    m = convert(
+        metadata_json(tmp_path / "src" / "meta.json"),
+        tmp_path / "j",
+        ConvertOptions(size=(8, 8), progress=False),
+    )
+    assert m.classes == ["dog", "cat", "fox"]  # ordered by category id
+    assert m.source["category_ids"] == [3, 17, 40]
+    names = (tmp_path / "j" / "sources.txt").read_text().splitlines()
+    for _, _, label, idx in stored_samples(m):
+        assert m.classes[label] == truth[names[idx]]
+
+    with open(tmp_path / "src" / "list.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["path", "species"])
+        for f in files:
+            w.writerow([f, truth[f]])
+    m = convert(
+        csv_table(tmp_path / "src" / "list.csv", label_column="species"),
+        tmp_path / "c",
+        ConvertOptions(size=(8, 8), progress=False),
+    )
+    names = (tmp_path / "c" / "sources.txt").read_text().splitlines()
+    assert m.classes == CLASSES
+    for _, _, label, idx in stored_samples(m):
+        assert m.classes[label] == truth[names[idx]]
+
+
+def test_metadata_json_with_conflicting_labels_is_refused(tmp_path):
+    meta = {
+        "images": [{"id": 1, "file_name": "a.png"}, {"id": 2, "file_name": "b.png"}],
+        "annotations": [{"image_id": 1, "category_id": 1}, {"image_id": 1, "category_id": 2}],
+        "categories": [{"id": 1, "name": "x"}, {"id": 2, "name": "y"}],
+    }
+    (tmp_path / "m.json").write_text(json.dumps(meta))
+    with pytest.raises(
+        DataError, match=r"image id 1 \(a.png\) has annotations with two different categories"
+    ):
+        metadata_json(tmp_path / "m.json")
+    meta["annotations"] = [{"image_id": 9, "category_id": 1}]
+    (tmp_path / "m.json").write_text(json.dumps(meta))
+    with pytest.raises(DataError, match="names image id 9"):
+        metadata_json(tmp_path / "m.json")
+
+
+def test_arrays_round_trip_and_limits(tmp_path):
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, (90, 12, 10), dtype=np.uint8)
+    labels = np.arange(90) % 3
+    np.save(tmp_path / "x.npy", images)
+    np.save(tmp_path / "y.npy", labels)
+    m = convert(
+        from_arrays(tmp_path / "x.npy", tmp_path / "y.npy"),
+        tmp_path / "a",
+        ConvertOptions(grayscale=True, progress=False, per_class=20, limit=45),
+    )
+    assert m.shape == [1, 12, 10] and m.classes == ["0", "1", "2"]
+    samples = stored_samples(m)
+    assert (
+        len(samples) == 45
+        and sum(m.splits["train"].class_counts)
+        + sum(m.splits["test"].class_counts)
+        + sum(m.splits["val"].class_counts)
+        == 45
+    )
+    for _, img, label, idx in samples:
+        np.testing.assert_array_equal(img[0], images[idx])
+        assert label == labels[idx]
+    with pytest.raises(DataError, match=r"float images must hold 0..1, found 0..3"):
+        from_arrays(np.linspace(0, 3, 90 * 4).reshape(90, 2, 2), labels)
+
+
+def test_cli_converts_a_folder_and_verify_and_info_report(tmp_path):
+    make_folder(tmp_path / "src")
+    r = hpcbench("prep", "folder", "src", "ds", "--size", "16x12", "--split", "70/30", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "train" in r.stdout and "cat" in r.stdout
+    r = hpcbench("prep", "verify", "ds", cwd=tmp_path)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stderr
+    r = hpcbench("prep", "info", "ds", cwd=tmp_path)
+    assert "16x12 RGB" in r.stdout
+    r = hpcbench("prep", "folder", "src", "ds2", cwd=tmp_path)
+    assert r.returncode == 2 and "--size is required" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = hpcbench("prep", "folder", "src", "ds3", "--size", "1Ox2", cwd=tmp_path)
+    assert r.returncode == 2 and "--size '1Ox2'" in r.stderr
+
+
+def test_mpi_conversion_writes_the_same_shards_as_the_process_pool(tmp_path):
+    require(mpiexec_available(), "mpiexec (pip install mpich)")
+    args = [
+        "prep",
+        "synthetic",
+        "--samples",
+        "360",
+        "--size",
+        "20x16",
+        "--shard-samples",
+        "50",
+        "-q",
+    ]
+    pool = hpcbench(*args, "pool", cwd=tmp_path)
+    assert pool.returncode == 0, pool.stderr
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]}
+    env.pop("PYTHONUNBUFFERED", None)
+    mpi = subprocess.run(
+        ["mpiexec", "-n", "2", sys.executable, "-m", "hpcbench", *args, "mpi"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    assert mpi.returncode == 0, mpi.stderr
+    a, b = Manifest.load(tmp_path / "pool"), Manifest.load(tmp_path / "mpi")
+    assert len(a.splits["train"].shards) == 7  # 306 train samples in shards of 50
+    for split in a.splits:  # byte-identical: rendering and writing do not depend on who does it
+        assert [s.sha256 for s in a.splits[split].shards] == [
+            s.sha256 for s in b.splits[split].shards
+        ]
+    assert leftovers(tmp_path) == []
+
+
+# ---- bad inputs: a clear error naming the file, and nothing half-written -------------------------
+def leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith("."))
+
+
+def test_image_folder_with_an_empty_class_is_refused_naming_it(tmp_path):
+    make_folder(tmp_path / "src")
+    (tmp_path / "src" / "emu").mkdir()
+    (tmp_path / "src" / "emu" / "notes.txt").write_text("no images here")
+    r = hpcbench("prep", "folder", "src", "ds", "--size", "8x8", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "src/emu: class directory has no images" in r.stderr
+    assert not (tmp_path / "ds").exists() and leftovers(tmp_path) == []
+
+
+def test_unreadable_image_is_skipped_and_listed_or_fatal_under_strict(tmp_path):
+    make_folder(tmp_path / "src")
+    good = (tmp_path / "src" / "dog" / "img0.png").read_bytes()
+    (tmp_path / "src" / "dog" / "broken.png").write_bytes(good[: len(good) // 2])  # truncated PNG
+    (tmp_path / "src" / "fox" / "text.jpg").write_text("not a jpeg")
+    r = hpcbench("prep", "folder", "src", "strict", "--size", "8x8", "--strict", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "unreadable image" in r.stderr and ("broken.png" in r.stderr or "text.jpg" in r.stderr)
+    assert not (tmp_path / "strict").exists() and leftovers(tmp_path) == []
+
+    r = hpcbench("prep", "folder", "src", "lenient", "--size", "8x8", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "2 unreadable image(s) skipped" in r.stderr
+    listed = (tmp_path / "lenient" / "skipped.txt").read_text()
+    assert "dog/broken.png\t" in listed and "fox/text.jpg\t" in listed
+    m = Manifest.load(tmp_path / "lenient")
+    assert m.skipped == 2 and sum(s.samples for s in m.splits.values()) == 18
+    names = (tmp_path / "lenient" / "sources.txt").read_text().splitlines()
+    for _, _, label, idx in stored_samples(m):  # no label shifted by the skipped files
+        assert m.classes[label] == names[idx].split("/")[0]
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    r = hpcbench(
+        "prep",
+        "synthetic",
+        "ds",
+        "--samples",
+        "450",
+        "--size",
+        "20x16",
+        "--shard-samples",
+        "100",
+        "-q",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    return tmp_path / "ds"
+
+
+def test_truncated_shard_is_named_by_verify_and_by_the_reader(dataset):
+    shard = dataset / "train-00001.h5"
+    data = shard.read_bytes()
+    shard.write_bytes(data[: len(data) - 500])
+    r = hpcbench("prep", "verify", str(dataset), cwd=dataset.parent)
+    assert r.returncode == 1
+    assert f"{shard}: {len(data) - 500:,} bytes, the manifest says {len(data):,}" in r.stderr
+    from hpcbench.data import ShardedDataset
+
+    ds = ShardedDataset(dataset, "train", batch_size=10, rank=0, world_size=1, shuffle=False)
+    with pytest.raises(DataError, match=r"train-00001.h5: .*\(truncated or replaced shard\)"):
+        list(ds)
+
+
+def test_flipped_bytes_fail_the_sha256_in_verify_and_in_staging(dataset, tmp_path):
+    shard = dataset / "train-00000.h5"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    r = hpcbench("prep", "verify", str(dataset), cwd=dataset.parent)
+    assert (
+        r.returncode == 1 and "train-00000.h5: sha256" in r.stderr and "corrupted shard" in r.stderr
+    )
+    r = hpcbench("prep", "verify", "--no-hash", str(dataset), cwd=dataset.parent)
+    assert r.returncode == 0  # sizes and shapes still agree: only the hash can tell
+    from hpcbench.data import ShardedDataset
+
+    with pytest.raises(DataError, match="train-00000.h5: sha256 .*corrupted shard"):
+        ShardedDataset(
+            dataset, "train", batch_size=10, rank=0, world_size=1, stage_dir=tmp_path / "stage"
+        )
+    assert not [p for p in (tmp_path / "stage").rglob("*") if p.name.endswith(".h5")]
+
+
+def test_manifest_naming_a_missing_shard(dataset):
+    (dataset / "test-00000.h5").unlink()
+    r = hpcbench("prep", "verify", str(dataset), cwd=dataset.parent)
+    assert r.returncode == 1 and "test-00000.h5: shard named in the manifest is missing" in r.stderr
+
+
+def test_broken_manifest_is_named(dataset):
+    (dataset / "manifest.json").write_text("{not json")
+    r = hpcbench("prep", "info", str(dataset), cwd=dataset.parent)
+    assert r.returncode == 2 and "manifest.json: not valid JSON" in r.stderr
+
+
+def test_overwrite_replaces_atomically_and_refuses_without_the_flag(dataset):
+    before = Manifest.load(dataset).dataset_id
+    r = hpcbench(
+        "prep", "synthetic", "ds", "--samples", "450", "--size", "20x16", "-q", cwd=dataset.parent
+    )
+    assert (
+        r.returncode == 2 and "exists" in r.stderr and Manifest.load(dataset).dataset_id == before
+    )
+    r = hpcbench(
+        "prep",
+        "synthetic",
+        "ds",
+        "--samples",
+        "450",
+        "--size",
+        "20x16",
+        "--seed",
+        "5",
+        "-q",
+        "--overwrite",
+        cwd=dataset.parent,
+    )
+    assert r.returncode == 0, r.stderr
+    assert Manifest.load(dataset).dataset_id != before and leftovers(dataset.parent) == []
+    shutil.rmtree(dataset)
+
+
+def test_the_readme_synthetic_defaults_mirror_the_reference_study():
+    import argparse
+
+    from hpcbench.cli import build_parser
+
+    args = build_parser().parse_args(["prep", "synthetic", "out"])
+    assert isinstance(args, argparse.Namespace)
+    assert (args.samples, args.classes, args.size, args.split) == (9000, 9, "197x148", "85/2/13")
+    assert (REPO / "docs" / "data.md").exists()
