@@ -21,7 +21,11 @@ def small_cnn(
     channels[1] = width // 2
 
     def block(cin: int, cout: int) -> list[nn.Module]:
-        return [nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)]
+        return [
+            nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False),
+            nn.BatchNorm2d(cout),
+            nn.ReLU(inplace=True),
+        ]
 
     layers = [m for i in range(blocks) for m in block(channels[i], channels[i + 1])]
     return nn.Sequential(
