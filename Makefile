@@ -1,12 +1,13 @@
 # make demo   install into .venv and run the demo job on the local scheduler
 # make test   install into .venv (plus shellcheck) and run the whole test suite
 # make bench  run the benchmarks (each prints ratios against a peer measured in the same run)
+# make data   generate the built-in synthetic dataset into data/shapes
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo test bench system-deps clean
+.PHONY: demo test bench data system-deps clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +31,11 @@ test: $(STAMP) system-deps
 
 bench: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/cli_startup.py
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/loader.py --data runs/bench-loader
+
+# The built-in dataset (9 classes, 9000 samples, 197x148 grayscale) as HDF5 shards in data/shapes
+data: $(STAMP)
+	@test -f data/shapes/manifest.json || $(VENV)/bin/hpcbench prep synthetic data/shapes
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info
