@@ -242,13 +242,19 @@ def plan(source: Source, options: ConvertOptions, target: Target) -> list[Task]:
 
 
 def convert(
-    source: Source, out: str | os.PathLike[str], options: ConvertOptions | None = None
+    source: Source,
+    out: str | os.PathLike[str],
+    options: ConvertOptions | None = None,
+    use_mpi: bool = True,
 ) -> Manifest:
-    """Convert ``source`` into a sharded dataset at ``out``; return its manifest."""
+    """Convert ``source`` into a sharded dataset at ``out``; return its manifest.
+
+    Under an MPI launcher every rank must call this (they share the shards) unless ``use_mpi``
+    is False, in which case this process converts alone on a process pool."""
     options = options or ConvertOptions()
     options.check()
     out = Path(out)
-    comm = _mpi_comm()
+    comm = _mpi_comm() if use_mpi else None
     rank = comm.Get_rank() if comm is not None else 0
     size = options.size or source.native_size
     if size is None:

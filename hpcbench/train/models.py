@@ -1,18 +1,30 @@
-"""Models by name. The small built-ins live here; torchvision models are adapted in issue 4's
-trainer. ``small_cnn`` is the quick default: four strided conv blocks and a global average pool,
-so it takes any image size and channel count.
+"""Models by name: small built-ins for quick runs and torchvision's classifiers, adapted to the
+dataset's channel count, class count and image size. No pretrained weights (nothing can be
+downloaded on a compute node; and a benchmark compares training from scratch).
+
+- ``small_cnn``: strided conv blocks until the feature map is ~6 pixels across (3-6 blocks),
+  global average pool, linear. The default.
+- ``mlp``: flatten → 192 → classes (the classic 784-192-10 on 28×28 inputs); ``--model mlp:512``
+  sets the hidden width.
+- ``rnn``: a GRU reading the image one row at a time (C×W features per step), last state → linear.
+- torchvision: ``resnet18/34/50/…``, ``efficientnet_b0…``, ``mobilenet_v3_small/large``,
+  ``vit_b_16…`` (square images whose side divides by the patch size), any name in
+  ``torchvision.models.list_models(module=torchvision.models)``.
 """
 
 from __future__ import annotations
 
+import torch
 from torch import nn
+
+from hpcbench.train.config import ConfigError
+
+BUILTINS = ("small_cnn", "mlp", "rnn")
 
 
 def small_cnn(
     in_channels: int, num_classes: int, image_size: tuple[int, int] = (32, 32), width: int = 32
 ) -> nn.Module:
-    """Strided conv blocks until the feature map is about 6 pixels across (3 to 6 blocks), so the
-    receptive field covers objects of any image size; then average pool and a linear layer."""
     side, blocks = min(image_size), 0
     while side > 6 or blocks < 3:
         side, blocks = (side + 1) // 2, blocks + 1
@@ -31,3 +43,81 @@ def small_cnn(
     return nn.Sequential(
         *layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels[-1], num_classes)
     )
+
+
+def mlp(in_features: int, num_classes: int, hidden: int = 192) -> nn.Module:
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(in_features, hidden),
+        nn.ReLU(inplace=True),
+        nn.Linear(hidden, num_classes),
+    )
+
+
+class RowRNN(nn.Module):
+    """A GRU over image rows: step t sees row t of every channel."""
+
+    def __init__(self, channels: int, width: int, num_classes: int, hidden: int = 128) -> None:
+        super().__init__()
+        self.gru = nn.GRU(channels * width, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n, c, h, w = x.shape
+        rows = x.permute(0, 2, 1, 3).reshape(n, h, c * w)
+        _, last = self.gru(rows)
+        return self.head(last[-1])
+
+
+def _adapt_first_conv(model: nn.Module, in_channels: int) -> None:
+    """Replace the first Conv2d that takes 3 channels by one taking ``in_channels``."""
+    if in_channels == 3:
+        return
+    for parent in model.modules():
+        for name, child in parent.named_children():
+            if isinstance(child, nn.Conv2d) and child.in_channels == 3:
+                setattr(
+                    parent,
+                    name,
+                    nn.Conv2d(
+                        in_channels,
+                        child.out_channels,
+                        child.kernel_size,
+                        child.stride,
+                        child.padding,
+                        child.dilation,
+                        child.groups,
+                        child.bias is not None,
+                    ),
+                )
+                return
+    raise ConfigError(f"cannot adapt {type(model).__name__} to {in_channels} input channels")
+
+
+def build_model(name: str, shape: tuple[int, int, int], num_classes: int) -> nn.Module:
+    c, h, w = shape
+    base, _, arg = name.partition(":")
+    if base == "small_cnn":
+        return small_cnn(c, num_classes, (h, w), width=int(arg) if arg else 32)
+    if base == "mlp":
+        return mlp(c * h * w, num_classes, hidden=int(arg) if arg else 192)
+    if base == "rnn":
+        return RowRNN(c, w, num_classes, hidden=int(arg) if arg else 128)
+    import torchvision
+
+    names = torchvision.models.list_models(module=torchvision.models)
+    if base not in names:
+        raise ConfigError(
+            f"--model {name!r}: not a built-in ({', '.join(BUILTINS)}) nor a torchvision classifier (e.g. resnet34, efficientnet_b0, vit_b_16)"
+        )
+    kwargs: dict = {"weights": None, "num_classes": num_classes}
+    if base.startswith("vit_"):
+        if h != w:
+            raise ConfigError(f"--model {base} needs square images, the dataset's are {w}x{h}")
+        kwargs["image_size"] = h
+    try:
+        model = torchvision.models.get_model(base, **kwargs)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"--model {base}: {err}") from None
+    _adapt_first_conv(model, c)
+    return model

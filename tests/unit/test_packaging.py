@@ -35,7 +35,11 @@ def test_wheel_contains_templates_and_renders_from_install(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for template in ("base.sh.j2", "slurm.sbatch.j2", "pbs.qsub.j2", "sge.qsub.j2", "local.sh.j2"):
         assert f"hpcbench/templates/{template}" in names
-    sources = [p.relative_to(REPO).as_posix() for d in ("hpcbench", "data_prep") for p in (REPO / d).rglob("*.py")]
+    sources = [
+        p.relative_to(REPO).as_posix()
+        for d in ("hpcbench", "data_prep")
+        for p in (REPO / d).rglob("*.py")
+    ]
     missing = [s for s in sources if s not in names]
     assert not missing, f"modules left out of the wheel: {missing}"
     target = tmp_path / "site"

@@ -1,0 +1,80 @@
+"""Random access by sample id: the reader behind the trainer's ``global`` data order.
+
+In the ``global`` order every run, whatever its number of ranks, sees the same global batches:
+one seeded permutation of the split per epoch, each global batch cut into per-rank slices (as
+``DistributedSampler`` does). A rank therefore reads samples from every shard. Reads are grouped:
+the ids of a batch are sorted, consecutive rows of a shard become one ``preadv``, and the rows
+are put back in batch order. For datasets much larger than the page cache prefer the ``shards``
+order (:class:`hpcbench.data.reader.ShardedDataset`), which keeps each rank on its own shards.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from hpcbench.data.manifest import Manifest
+from hpcbench.data.shards import OpenShard
+
+
+class SampleReader:
+    """Read samples of one split by id (0 .. samples-1, in shard order)."""
+
+    def __init__(self, manifest: Manifest, split: str, paths: list[Path] | None = None) -> None:
+        self.manifest = manifest
+        self.info = manifest.split(split)
+        self.paths = paths or [manifest.shard_path(s) for s in self.info.shards]
+        self.starts = np.cumsum([0] + [s.samples for s in self.info.shards])
+        self.samples = int(self.starts[-1])
+        self._handles: dict[int, OpenShard] = {}
+        self._pid = os.getpid()
+        self.bytes_read = 0
+        self.files_opened = 0
+        self.shards_read: set[int] = set()
+
+    def _shard(self, i: int) -> OpenShard:
+        if self._pid != os.getpid():
+            self._handles, self._pid = {}, os.getpid()
+        h = self._handles.get(i)
+        if h is None:
+            h = OpenShard(
+                self.paths[i], self.info.shards[i], self.manifest.shape, self.manifest.dtype
+            )
+            self._handles[i] = h
+            self.files_opened += 1
+        return h
+
+    def read(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Images (stored dtype, N×C×H×W) and int64 labels of ``ids``, in that order."""
+        ids = np.asarray(ids, dtype=np.int64)
+        n = len(ids)
+        images = np.empty((n, *self.manifest.shape), dtype=self.manifest.dtype)
+        labels = np.empty(n, dtype=np.int64)
+        if n == 0:
+            return images, labels
+        if ids.min() < 0 or ids.max() >= self.samples:
+            raise IndexError(f"sample ids must be in 0..{self.samples - 1}")
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        staging = np.empty_like(images)
+        shard_of = np.searchsorted(self.starts, sorted_ids, side="right") - 1
+        # runs of consecutive ids within one shard -> one read each
+        breaks = np.flatnonzero((np.diff(sorted_ids) != 1) | (np.diff(shard_of) != 0)) + 1
+        at = 0
+        for run in np.split(np.arange(n), breaks):
+            s = int(shard_of[run[0]])
+            first = int(sorted_ids[run[0]] - self.starts[s])
+            h = self._shard(s)
+            self.bytes_read += h.read_into(first, first + len(run), staging[at : at + len(run)])
+            labels[order[at : at + len(run)]] = h.labels[first : first + len(run)]
+            self.shards_read.add(s)
+            at += len(run)
+        images[order] = staging
+        return images, labels
+
+    def close(self) -> None:
+        for h in self._handles.values():
+            h.close()
+        self._handles = {}

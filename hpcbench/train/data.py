@@ -1,0 +1,191 @@
+"""The trainer's view of a sharded dataset: per-rank batch sizes, each epoch's sample order, and
+iterators over this rank's train batches and evaluation slices.
+
+Two orders (``--data-order``):
+
+- ``global`` (default): per epoch one permutation of the train split, seeded by (seed, epoch);
+  global batch j is ``perm[j*G:(j+1)*G]``, cut into per-rank slices of the ranks' batch sizes in
+  rank order. Any number of ranks, and any strategy, sees the same global batches: the comparison
+  is fair and the results equal. The MPI strategy computes it on rank 0 and Scatters the slices.
+- ``shards``: each rank reads only its own shards (:class:`hpcbench.data.ShardedDataset`);
+  global batches then depend on the number of ranks.
+
+Evaluation: each rank takes a contiguous 1/W of the split; metrics are summed over ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from hpcbench.data.indexed import SampleReader
+from hpcbench.data.manifest import Manifest
+from hpcbench.data.sampler import range_of_rank
+from hpcbench.train.config import ConfigError, TrainConfig
+
+DEFAULT_GLOBAL_BATCH = 128
+
+
+def split_batch(global_batch: int, weights: list[float]) -> list[int]:
+    """Per-rank batch sizes proportional to ``weights``, summing to ``global_batch``."""
+    total = sum(weights)
+    raw = [global_batch * w / total for w in weights]
+    sizes = [int(x) for x in raw]
+    for i in sorted(range(len(raw)), key=lambda i: raw[i] - sizes[i], reverse=True)[
+        : global_batch - sum(sizes)
+    ]:
+        sizes[i] += 1
+    return sizes
+
+
+class TrainData:
+    def __init__(self, config: TrainConfig, rank: int, world_size: int) -> None:
+        self.config, self.rank, self.world_size = config, rank, world_size
+        self.manifest = Manifest.load(config.data)
+        if config.batch_size_per_rank is not None:
+            self.batch_sizes = [config.batch_size_per_rank] * world_size
+        else:
+            weights = config.rank_weights or [1.0] * world_size
+            if len(weights) != world_size:
+                raise ConfigError(
+                    f"--rank-weights has {len(weights)} values for {world_size} ranks"
+                )
+            g = config.global_batch_size or DEFAULT_GLOBAL_BATCH
+            if g < world_size:
+                raise ConfigError(f"--global-batch-size {g} is smaller than the {world_size} ranks")
+            self.batch_sizes = split_batch(g, weights)
+            if min(self.batch_sizes) < 1:
+                raise ConfigError(
+                    f"--rank-weights {weights} leave a rank with no sample of the global batch {g}"
+                )
+        self.global_batch = sum(self.batch_sizes)
+        self.batch_size = self.batch_sizes[rank]
+        self.offset = sum(self.batch_sizes[:rank])
+        # this rank's share of the global batch: its gradient weight
+        self.weight = self.batch_size / self.global_batch
+        train = self.manifest.split("train")
+        paths = None
+        if config.stage_dir:
+            from hpcbench.data.staging import stage_shards
+
+            staged = stage_shards(self.manifest, list(train.shards), config.stage_dir)
+            paths = [staged[s.file] for s in train.shards]
+        if config.data_order == "global":
+            self.reader = SampleReader(self.manifest, "train", paths)
+            self.sharded = None
+            steps = train.samples // self.global_batch
+            if steps == 0:
+                raise ConfigError(
+                    f"the train split has {train.samples} samples, fewer than one global batch of {self.global_batch}"
+                )
+        else:
+            from hpcbench.data.reader import ShardedDataset
+
+            self.reader = None
+            self.sharded = ShardedDataset(
+                config.data,
+                "train",
+                batch_size=self.batch_size,
+                rank=rank,
+                world_size=world_size,
+                seed=config.seed,
+                normalize=False,
+                stage_dir=config.stage_dir,
+            )
+            steps = len(self.sharded)
+        self.steps = min(steps, config.max_steps) if config.max_steps else steps
+        self._eval: dict[str, SampleReader] = {}
+
+    # ---- order ---------------------------------------------------------------------------------
+    def epoch_index(self, epoch: int) -> np.ndarray:
+        """The epoch's global batches: (steps, global batch) sample ids. Same on every rank."""
+        n = self.manifest.split("train").samples
+        perm = np.random.default_rng([self.config.seed, epoch, 17]).permutation(n)
+        return perm[: self.steps * self.global_batch].reshape(self.steps, self.global_batch)
+
+    def rank_slices(self, index: np.ndarray) -> list[np.ndarray]:
+        """``index`` cut into every rank's (steps, batch size) slice, in rank order."""
+        bounds = np.cumsum([0] + self.batch_sizes)
+        return [
+            np.ascontiguousarray(index[:, a:b])
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
+
+    # ---- batches ---------------------------------------------------------------------------------
+    def train_batches(
+        self, epoch: int, my_index: np.ndarray | None
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """This rank's batches of the epoch: uint8/float16 images and int64 labels (numpy)."""
+        if self.sharded is not None:
+            self.sharded.set_epoch(epoch)
+            for step, (x, y) in enumerate(self.sharded):
+                if step >= self.steps:
+                    break
+                yield x.numpy(), y.numpy()
+            return
+        assert self.reader is not None and my_index is not None
+        for ids in my_index:
+            yield self.reader.read(ids)
+
+    def eval_batches(self, split: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        if split not in self.manifest.splits:
+            return
+        reader = self._eval.get(split)
+        if reader is None:
+            reader = self._eval[split] = SampleReader(self.manifest, split)
+        lo, hi = range_of_rank(reader.samples, self.rank, self.world_size)
+        size = self.config.eval_batch_size
+        for start in range(lo, hi, size):
+            yield reader.read(np.arange(start, min(hi, start + size)))
+
+    def io_stats(self) -> dict[str, int]:
+        if self.sharded is not None:
+            s = self.sharded.io_stats()
+            return {
+                "bytes_read": s["bytes_read"],
+                "files_opened": s["files_opened"],
+                "shards_read": len(s["shards_read"]),
+            }
+        assert self.reader is not None
+        out = {
+            "bytes_read": self.reader.bytes_read,
+            "files_opened": self.reader.files_opened,
+            "shards_read": len(self.reader.shards_read),
+        }
+        self.reader.bytes_read = self.reader.files_opened = 0
+        self.reader.shards_read = set()
+        return out
+
+
+def ensure_dataset(config: TrainConfig, rank: int, log) -> None:
+    """Generate the built-in synthetic set at the default path when it is missing (rank 0 writes,
+    the other ranks wait for its manifest)."""
+    import time
+
+    from hpcbench.train.config import DEFAULT_DATA
+
+    root = Path(config.data)
+    if (root / "manifest.json").exists():
+        return
+    if config.data not in (DEFAULT_DATA,) and not config.data.endswith("/" + DEFAULT_DATA):
+        raise ConfigError(
+            f"--data {config.data}: no dataset there (make one with 'hpcbench prep …')"
+        )
+    if rank == 0:
+        from data_prep import ConvertOptions, convert, synthetic
+
+        log(f"generating the built-in synthetic dataset into {root} (once)")
+        convert(
+            synthetic(),
+            root,
+            ConvertOptions(size=(197, 148), grayscale=True, progress=False),
+            use_mpi=False,
+        )
+        return
+    deadline = time.monotonic() + 900
+    while not (root / "manifest.json").exists():
+        if time.monotonic() > deadline:
+            raise ConfigError(f"{root}: rank 0 did not finish generating the dataset in 15 minutes")
+        time.sleep(0.5)

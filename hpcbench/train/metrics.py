@@ -1,0 +1,60 @@
+"""Per-epoch measurements: loss, accuracy and macro-F1 from a confusion matrix accumulated on
+the device (no host sync per step), and phase timers that synchronise the device before reading
+the clock."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from hpcbench.train.runtime import Runtime
+
+
+class Meter:
+    """Sums over one phase of one epoch on this rank; reduced over ranks by the strategy."""
+
+    def __init__(self, num_classes: int, device: torch.device) -> None:
+        self.k = num_classes
+        self.loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        self.confusion = torch.zeros(num_classes * num_classes, dtype=torch.int64, device=device)
+
+    @torch.no_grad()
+    def update(self, logits: torch.Tensor, labels: torch.Tensor, mean_loss: torch.Tensor) -> None:
+        self.loss_sum += mean_loss.double() * len(labels)
+        pred = logits.argmax(1)
+        self.confusion += torch.bincount(labels * self.k + pred, minlength=self.k * self.k)
+
+    def vector(self) -> np.ndarray:
+        """[loss sum, confusion…] as float64, for one all-reduce."""
+        return np.concatenate(
+            [[self.loss_sum.item()], self.confusion.cpu().numpy().astype(np.float64)]
+        )
+
+    @staticmethod
+    def summarise(vector: np.ndarray, k: int) -> dict[str, float]:
+        confusion = vector[1:].reshape(k, k)
+        n = confusion.sum()
+        tp = np.diag(confusion)
+        predicted, actual = confusion.sum(0), confusion.sum(1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            f1 = np.where(predicted + actual > 0, 2 * tp / (predicted + actual), 0.0)
+        present = actual > 0
+        return {
+            "loss": float(vector[0] / n) if n else float("nan"),
+            "accuracy": float(tp.sum() / n) if n else float("nan"),
+            "macro_f1": float(f1[present].mean()) if present.any() else float("nan"),
+            "samples": int(n),
+        }
+
+
+class Clock:
+    """Wall-clock seconds with the device synchronised first (CUDA work is asynchronous)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def __call__(self) -> float:
+        self.runtime.synchronize()
+        return time.perf_counter()

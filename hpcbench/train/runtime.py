@@ -1,0 +1,117 @@
+"""Where this rank runs: its device, threads, torch.distributed backend and rendezvous address.
+
+Built on :func:`hpcbench.train.env.detect_launch` (who started us). Device: ``cuda:<local rank>``
+when that many GPUs are visible (``--device auto``), else the CPU with ``threads`` =
+``$OMP_NUM_THREADS``, ``$SLURM_CPUS_PER_TASK``, or the node's cores divided among its ranks.
+Backend: nccl when every rank of the node has a GPU, else gloo (a CPU rank beside GPU ranks).
+Rendezvous for torch.distributed when torchrun did not provide one: ``$MASTER_ADDR``/``$MASTER_PORT``,
+else the first host of ``$SLURM_JOB_NODELIST``, else rank 0's hostname sent over MPI; the port
+from the job id (as Lightning does), or a free port chosen by rank 0 and sent over MPI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from dataclasses import dataclass
+
+import torch
+
+from hpcbench.train.env import LaunchInfo, detect_launch
+
+MPI_LAUNCHERS = ("openmpi", "mpich")
+
+
+@dataclass
+class Runtime:
+    launch: LaunchInfo
+    device: torch.device
+    threads: int
+    backend: str
+
+    @property
+    def rank(self) -> int:
+        return self.launch.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.launch.world_size
+
+    @property
+    def is_main(self) -> bool:
+        return self.launch.rank == 0
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def _cpu_threads(launch: LaunchInfo) -> int:
+    for name in ("OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
+    return max(1, cores // max(1, launch.local_world_size))
+
+
+def make_runtime(device: str = "auto", threads: int | None = None) -> Runtime:
+    launch = detect_launch()
+    gpus = torch.cuda.device_count() if device in ("auto", "cuda") else 0
+    if device == "cuda" and gpus == 0:
+        from hpcbench.train.config import ConfigError
+
+        raise ConfigError("--device cuda: no GPU is visible (CUDA_VISIBLE_DEVICES, drivers?)")
+    on_gpu = gpus > launch.local_rank
+    dev = torch.device("cuda", launch.local_rank) if on_gpu else torch.device("cpu")
+    if on_gpu:
+        torch.cuda.set_device(dev)
+    n = threads or _cpu_threads(launch)
+    torch.set_num_threads(n)
+    backend = "nccl" if on_gpu and gpus >= launch.local_world_size else "gloo"
+    return Runtime(launch, dev, n, backend)
+
+
+def first_host(nodelist: str) -> str:
+    """First host of a SLURM node list: ``node[03-05,7],gpu1`` -> ``node03``."""
+    m = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
+    if not m:
+        return nodelist
+    prefix, ranges = m.group(1), m.group(2)
+    if not ranges:
+        return prefix
+    return prefix + ranges.split(",")[0].split("-")[0]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def rendezvous(launch: LaunchInfo) -> tuple[str, int]:
+    """MASTER_ADDR and MASTER_PORT for torch.distributed (every rank gets the same pair)."""
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if addr and port:
+        return addr, int(port)
+    job = (
+        os.environ.get("HPCBENCH_JOB_ID")
+        or os.environ.get("SLURM_JOB_ID")
+        or os.environ.get("PBS_JOBID")
+        or os.environ.get("JOB_ID")
+    )
+    digits = re.sub(r"\D", "", job or "")
+    if launch.launcher in MPI_LAUNCHERS:
+        from mpi4py import MPI
+
+        mine = (
+            socket.gethostname(),
+            int(port) if port else (20000 + int(digits) % 20000 if digits else _free_port()),
+        )
+        return MPI.COMM_WORLD.bcast(mine if launch.rank == 0 else None, root=0)
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+    host = addr or (first_host(nodelist) if nodelist else "127.0.0.1")
+    return host, int(port) if port else 20000 + (int(digits) % 20000 if digits else 0)

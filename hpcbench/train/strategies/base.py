@@ -1,0 +1,53 @@
+"""The strategy protocol: what the training loop asks of any way of parallelising it."""
+
+from __future__ import annotations
+
+import numpy as np
+from torch import nn
+
+from hpcbench.train.config import TrainConfig
+from hpcbench.train.runtime import Runtime
+
+
+class Strategy:
+    """One process, no communication: the defaults every strategy starts from."""
+
+    name = "single"
+
+    def __init__(self, config: TrainConfig, runtime: Runtime) -> None:
+        self.config, self.runtime = config, runtime
+        self.model: nn.Module | None = None  # what the training step calls
+        self.eval_model: nn.Module | None = None  # what evaluation calls (no collectives inside)
+        self.loss_scale = 1.0  # multiplies the rank's mean loss before backward
+
+    def setup(self, model: nn.Module, weight: float) -> nn.Module:
+        """Place (and wrap) the model; ``weight`` is this rank's share of the global batch."""
+        self.model = self.eval_model = model.to(self.runtime.device)
+        return self.model
+
+    def before_forward(self) -> None:
+        """Called before each training forward (e.g. to broadcast buffers)."""
+
+    def finish_gradients(self) -> float:
+        """Called right after backward; returns seconds spent waiting for communication that
+        did not overlap the backward pass."""
+        return 0.0
+
+    def share_index(self, data, epoch: int) -> np.ndarray | None:  # noqa: ANN001 - TrainData
+        """This rank's (steps, batch) sample ids of the epoch (global data order)."""
+        if data.sharded is not None:
+            return None
+        return data.rank_slices(data.epoch_index(epoch))[self.runtime.rank]
+
+    def all_reduce(self, values: np.ndarray, op: str = "sum") -> np.ndarray:
+        """Element-wise sum or max over ranks of a float64 array (outside the training step)."""
+        return values
+
+    def barrier(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        """Stop every rank now (after this rank failed)."""
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,85 @@
+"""``ddp``: PyTorch DistributedDataParallel (gloo on CPU, nccl on GPU).
+
+The process group comes from torchrun's variables, or from :func:`hpcbench.train.runtime.rendezvous`
+under srun/mpiexec. Unequal rank weights: DDP averages gradients over ranks, so each rank scales
+its loss by ``weight × world`` and the average becomes the weighted sum. Non-overlapped
+communication is measured with a comm hook wrapping DDP's own allreduce hook: the time from the
+last bucket becoming ready to the end of backward.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+from hpcbench.train.runtime import rendezvous
+from hpcbench.train.strategies.base import Strategy
+
+
+class DDPStrategy(Strategy):
+    name = "ddp"
+
+    def __init__(self, config, runtime) -> None:  # noqa: ANN001
+        super().__init__(config, runtime)
+        if not dist.is_initialized():
+            if runtime.launch.launcher != "torchrun":
+                addr, port = rendezvous(runtime.launch)
+                os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = addr, str(port)
+            dist.init_process_group(
+                runtime.backend,
+                init_method="env://",
+                rank=runtime.rank,
+                world_size=runtime.world_size,
+                timeout=timedelta(minutes=10),
+            )
+        self._last_ready = 0.0
+
+    def setup(self, model: nn.Module, weight: float) -> nn.Module:
+        model = model.to(self.runtime.device)
+        if self.config.sync_bn:
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        self.eval_model = model
+        on_gpu = self.runtime.device.type == "cuda"
+        self.model = nn.parallel.DistributedDataParallel(
+            model,
+            device_ids=[self.runtime.device.index] if on_gpu else None,
+            bucket_cap_mb=self.config.bucket_mb,
+        )
+
+        def timed_allreduce(state, bucket):  # noqa: ANN001
+            self._last_ready = time.perf_counter()
+            return allreduce_hook(state, bucket)
+
+        self.model.register_comm_hook(None, timed_allreduce)
+        self.loss_scale = weight * self.runtime.world_size
+        return self.model
+
+    def finish_gradients(self) -> float:
+        # DDP's backward returned after its last allreduce finished.
+        self.runtime.synchronize()
+        return max(0.0, time.perf_counter() - self._last_ready)
+
+    def all_reduce(self, values: np.ndarray, op: str = "sum") -> np.ndarray:
+        t = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float64)).to(self.runtime.device)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
+        return t.cpu().numpy()
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def abort(self) -> None:
+        if self.runtime.launch.launcher in ("openmpi", "mpich"):
+            from mpi4py import MPI  # no agent to stop the others under mpiexec
+
+            MPI.COMM_WORLD.Abort(1)
+
+    def close(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -1,0 +1,104 @@
+"""Run under mpiexec, torchrun or alone: N training steps of one strategy on the global data order,
+saving rank 0's weights after every step and checking that all replicas are bitwise identical.
+
+    python equivalence.py OUT STRATEGY DATA STEPS [WEIGHTS]
+
+Pickling is forbidden during the steps (mpi4py's pickle and the pickle module both raise), so a
+training step that pickles anything fails the test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+
+@contextlib.contextmanager
+def no_pickling(strategy_name: str):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("something was pickled inside a training step")
+
+    saved = pickle.dumps, pickle.loads, pickle.Pickler, pickle.Unpickler
+    pickle.dumps = pickle.loads = pickle.Pickler = pickle.Unpickler = forbidden  # type: ignore[assignment]
+    mpi = None
+    if strategy_name == "mpi":
+        from mpi4py import MPI as mpi
+
+        mpi.pickle.__init__(forbidden, forbidden)
+    try:
+        yield
+    finally:
+        pickle.dumps, pickle.loads, pickle.Pickler, pickle.Unpickler = saved
+        if mpi is not None:
+            mpi.pickle.__init__()
+
+
+def main() -> int:
+    out, strategy_name, data_dir, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    weights = (
+        [float(w) for w in sys.argv[5].split(",")] if len(sys.argv) > 5 and sys.argv[5] else None
+    )
+    from hpcbench.train.config import TrainConfig
+    from hpcbench.train.data import TrainData
+    from hpcbench.train.loop import Normalizer, make_optimizer, train_step
+    from hpcbench.train.models import build_model
+    from hpcbench.train.runtime import make_runtime
+    from hpcbench.train.strategies import make_strategy
+
+    runtime = make_runtime("cpu", threads=1)
+    config = TrainConfig(
+        data=data_dir,
+        strategy=strategy_name,
+        model="mlp:64",
+        global_batch_size=24,
+        rank_weights=weights,
+        optimizer="sgd",
+        lr=0.05,
+        momentum=0.9,
+        schedule="none",
+        seed=3,
+    )
+    strategy = make_strategy(strategy_name, config, runtime)
+    torch.manual_seed(1234 + runtime.rank)  # different on purpose: rank 0's weights must win
+    data = TrainData(config, runtime.rank, runtime.world_size)
+    model = strategy.setup(
+        build_model(config.model, tuple(data.manifest.shape), data.manifest.num_classes),
+        data.weight,
+    )
+    optimizer = make_optimizer(config, model, data.global_batch)
+    norm, criterion = Normalizer(data.manifest, runtime.device), nn.CrossEntropyLoss()
+    index = strategy.share_index(data, 0)
+    batches = data.train_batches(0, index)
+    trajectory, identical = [], []
+    for _ in range(steps):
+        x, y = norm(*next(batches))
+        with no_pickling(strategy_name):
+            train_step(strategy, optimizer, x, y, criterion)
+        flat = (
+            torch.cat([p.detach().reshape(-1) for p in strategy.eval_model.parameters()])
+            .double()
+            .numpy()
+        )
+        hi = strategy.all_reduce(flat, "max")
+        lo = -strategy.all_reduce(-flat, "max")
+        identical.append(bool(np.array_equal(hi, lo) and np.array_equal(hi, flat)))
+        trajectory.append(flat.astype(np.float32))
+    if runtime.rank == 0:
+        np.savez(
+            Path(out),
+            weights=np.stack(trajectory),
+            identical=np.array(identical),
+            batch_sizes=np.array(data.batch_sizes),
+        )
+    strategy.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
