@@ -28,7 +28,7 @@ SCHEDULERS = ("auto", "slurm", "pbs", "sge", "local")
 LAUNCHERS = ("torchrun", "mpiexec", "srun")
 CONTAINER_RUNTIMES = ("apptainer", "singularity")
 PBS_RESOURCE_STYLES = ("select", "nodes")
-DEFAULT_PROGRAM_MODULE = "hpcbench.probe"
+DEFAULT_PROGRAM_MODULE = "hpcbench.train"
 _PROGRAM_KINDS = frozenset({"module", "script", "command"})
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         strategy = make_strategy(choose(config, runtime), config, runtime)
         results = loop.run(config, runtime, strategy, log)
         if rank == 0:
-            run_dir = Path(config.output_dir or _default_run_dir())
+            run_dir = Path(config.output_dir or _default_run_dir()).resolve()
             paths = write_results(run_dir, results)
             print(summary(results, paths), flush=True)
         strategy.close()

@@ -25,7 +25,7 @@ from hpcbench.data.manifest import Manifest
 from hpcbench.data.sampler import range_of_rank
 from hpcbench.train.config import ConfigError, TrainConfig
 
-DEFAULT_GLOBAL_BATCH = 128
+DEFAULT_GLOBAL_BATCH = 32
 
 
 def split_batch(global_batch: int, weights: list[float]) -> list[int]:

@@ -2,7 +2,8 @@
 
 Each launcher is one small reader of environment variables answering the same questions; the first
 that recognises the environment wins, in this order: torchrun, Open MPI, MPICH/Intel MPI (Hydra or
-PMI-2 under srun), SLURM's srun, and finally a plain single process. Pure Python: no torch, no MPI.
+PMI-2 under srun), SLURM's srun, then mpi4py's COMM_WORLD if the program already initialised MPI,
+and finally a plain single process. Pure Python: no torch; MPI only if already started.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ class LaunchInfo:
     local_rank: int
     local_world_size: int
     node_rank: int
-    launcher: str  # torchrun | openmpi | mpich | slurm | single
+    launcher: str  # torchrun | openmpi | mpich | slurm | mpi4py | single
     hostname: str
 
     def as_dict(self) -> dict:
@@ -114,11 +115,44 @@ READERS: tuple[Callable[[Mapping[str, str]], LaunchInfo | None], ...] = (
 )
 
 
+def _mpi4py_world() -> LaunchInfo | None:
+    """An MPI whose variables we do not know: ask mpi4py, but only if the program already
+    initialised it (importing mpi4py here would start MPI in every plain Python process)."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
+        return None
+    world = mpi.COMM_WORLD
+    if world.Get_size() < 2:
+        return None
+    local = world.Split_type(mpi.COMM_TYPE_SHARED)
+    try:
+        leaders = world.Split(0 if local.Get_rank() == 0 else mpi.UNDEFINED, world.Get_rank())
+        node = leaders.Get_rank() if leaders != mpi.COMM_NULL else -1
+        node = local.bcast(node, root=0)
+        if leaders != mpi.COMM_NULL:
+            leaders.Free()
+        return LaunchInfo(
+            world.Get_rank(),
+            world.Get_size(),
+            local.Get_rank(),
+            local.Get_size(),
+            node,
+            "mpi4py",
+            socket.gethostname(),
+        )
+    finally:
+        local.Free()
+
+
 def detect_launch(env: Mapping[str, str] | None = None) -> LaunchInfo:
     """The launch this process belongs to (a single process when no launcher is recognised)."""
     env = os.environ if env is None else env
     for reader in READERS:
         info = reader(env)
+        if info is not None:
+            return info
+    if env is os.environ:
+        info = _mpi4py_world()
         if info is not None:
             return info
     return LaunchInfo(0, 1, 0, 1, 0, "single", socket.gethostname())

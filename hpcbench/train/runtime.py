@@ -20,7 +20,7 @@ import torch
 
 from hpcbench.train.env import LaunchInfo, detect_launch
 
-MPI_LAUNCHERS = ("openmpi", "mpich")
+MPI_LAUNCHERS = ("openmpi", "mpich", "mpi4py")
 
 
 @dataclass

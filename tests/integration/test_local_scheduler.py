@@ -25,6 +25,7 @@ open(f"finished-{info.rank}", "w").close()
 
 # The acceptance command: 2 nodes x 2 GPUs' worth of ranks on the local scheduler.
 TWO_BY_TWO = ["submit", "--nodes", "2", "--gpus-per-node", "2", "--scheduler", "local", "--wait"]
+PROBE = ["--module", "hpcbench.probe"]
 
 
 def assert_others_were_stopped(workdir):
@@ -39,7 +40,7 @@ def probe_summary(workdir, job_id):
 @pytest.mark.torch
 def test_two_nodes_two_gpus_runs_four_ranks_locally(workdir):
     require(have_module("torch"), "torch (for torchrun)")
-    result = hpcbench(*TWO_BY_TWO, cwd=workdir)
+    result = hpcbench(*TWO_BY_TWO, *PROBE, cwd=workdir)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "job local-1 completed" in result.stdout
     summary = probe_summary(workdir, "local-1")
@@ -81,6 +82,7 @@ def test_mpi_launchers_run_every_rank_locally(workdir, launcher):
         "--scheduler",
         "local",
         "--wait",
+        *PROBE,
         cwd=workdir,
     )
     assert result.returncode == 0, result.stdout + result.stderr

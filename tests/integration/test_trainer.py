@@ -216,3 +216,24 @@ def test_bad_options_are_one_line_errors(tmp_path):
     assert r.returncode == 2 and "no GPU is visible" in r.stderr
     r = run([sys.executable, "-m", "hpcbench.train", "--model", "nonsense"], tmp_path)
     assert r.returncode != 0
+
+
+@pytest.mark.mpi
+def test_launch_detection_falls_back_to_mpi4py_world(tmp_path):
+    """An MPI whose variables hpcbench does not know (simulated by removing MPICH's): the world
+    comes from mpi4py's COMM_WORLD once the program has initialised MPI."""
+    require(mpiexec_available() and have_module("mpi4py"), "mpiexec and mpi4py")
+    code = (
+        "import os, json\n"
+        "from mpi4py import MPI\n"
+        "for k in [k for k in os.environ if k.startswith(('PMI_', 'MPI_', 'OMPI_', 'HYDRA'))]: del os.environ[k]\n"
+        "from hpcbench.train.env import detect_launch\n"
+        "i = detect_launch()\n"
+        "print(json.dumps([i.rank, i.world_size, i.local_rank, i.local_world_size, i.node_rank, i.launcher]))\n"
+    )
+    r = run(["mpiexec", "-n", "2", sys.executable, "-c", code], tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = sorted(
+        json.loads(line[line.index("[") :]) for line in r.stdout.splitlines() if "[" in line
+    )
+    assert got == [[0, 2, 0, 2, 0, "mpi4py"], [1, 2, 1, 2, 0, "mpi4py"]]

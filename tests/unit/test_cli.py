@@ -43,7 +43,7 @@ def test_render_prints_the_scheduler_choice_and_program_args(workdir):
     )
     assert result.returncode == 0
     assert "hpcbench: scheduler pbs (chosen with --scheduler)" in result.stderr
-    assert "python -m hpcbench.probe --epochs 3" in result.stdout
+    assert "python -m hpcbench.train --epochs 3" in result.stdout
     refused = hpcbench("render", "--scheduler", "pbs", "--launcher", "srun", cwd=workdir)
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1] == (

@@ -14,10 +14,10 @@ def write(tmp_path, text: str):
     return p
 
 
-def test_defaults_run_the_probe_on_one_cpu_rank():
+def test_defaults_run_the_trainer_on_one_cpu_rank():
     spec = build_spec({})
     assert spec.resources.world_size == 1
-    assert spec.program.argv() == ["python", "-m", "hpcbench.probe"]
+    assert spec.program.argv() == ["python", "-m", "hpcbench.train"]
     assert spec.launcher.kind == "torchrun"
     assert spec.resources.time_s == 3600
 

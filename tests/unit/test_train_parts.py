@@ -1,0 +1,92 @@
+"""The trainer's pure parts: batch splitting, options, node lists, metrics, strategy choice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hpcbench.train.config import ConfigError, TrainConfig, parse_args
+from hpcbench.train.data import split_batch
+from hpcbench.train.runtime import first_host
+
+
+@pytest.mark.parametrize(
+    "batch,weights,want",
+    [
+        (32, [1, 1], [16, 16]),
+        (32, [1, 1, 1], [11, 11, 10]),
+        (24, [1, 2, 5], [3, 6, 15]),
+        (10, [1, 4, 4], [1, 5, 4]),
+    ],
+)
+def test_split_batch_is_proportional_and_sums_to_the_global_batch(batch, weights, want):
+    got = split_batch(batch, weights)
+    assert sum(got) == batch and got == want
+
+
+def test_options_are_checked_with_one_line_errors():
+    assert parse_args([]).global_batch_size is None
+    with pytest.raises(ConfigError, match="--rank-weights needs --data-order global"):
+        parse_args(["--rank-weights", "1,2", "--data-order", "shards"])
+    with pytest.raises(ConfigError, match="--epochs must be at least 1"):
+        parse_args(["--epochs", "0"])
+    with pytest.raises(SystemExit):
+        parse_args(["--global-batch-size", "8", "--batch-size-per-rank", "4"])
+    cfg = TrainConfig(rank_weights=[1, 0])
+    with pytest.raises(ConfigError, match="positive"):
+        cfg.check()
+
+
+@pytest.mark.parametrize(
+    "nodelist,host",
+    [("node1", "node1"), ("node[1-2]", "node1"), ("gpu[03-05,7],cpu1", "gpu03"), ("a,b", "a")],
+)
+def test_first_host_of_a_slurm_node_list(nodelist, host):
+    assert first_host(nodelist) == host
+
+
+def test_macro_f1_and_accuracy_from_a_confusion_matrix():
+    from hpcbench.train.metrics import Meter
+
+    confusion = np.array([[3, 1, 0], [0, 2, 0], [0, 0, 0]], dtype=np.float64)  # class 2 absent
+    m = Meter.summarise(np.concatenate([[6.0], confusion.reshape(-1)]), 3)
+    assert (
+        m["accuracy"] == pytest.approx(5 / 6)
+        and m["samples"] == 6
+        and m["loss"] == pytest.approx(1.0)
+    )
+    f1_0, f1_1 = 2 * 3 / (3 + 4), 2 * 2 / (3 + 2)
+    assert m["macro_f1"] == pytest.approx((f1_0 + f1_1) / 2)
+
+
+def test_strategy_auto_follows_the_launcher(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from hpcbench.train.env import LaunchInfo
+    from hpcbench.train.runtime import Runtime
+    from hpcbench.train.strategies import choose
+
+    def rt(launcher, world):
+        return Runtime(
+            LaunchInfo(0, world, 0, world, 0, launcher, "h"), torch.device("cpu"), 1, "gloo"
+        )
+
+    auto = TrainConfig()
+    assert choose(auto, rt("single", 1)) == "single"
+    assert choose(auto, rt("mpich", 4)) == "mpi"
+    assert choose(auto, rt("openmpi", 2)) == "mpi"
+    assert choose(auto, rt("torchrun", 2)) == "ddp"
+    assert choose(auto, rt("slurm", 2)) == "ddp"
+    assert choose(TrainConfig(strategy="mpi"), rt("torchrun", 2)) == "mpi"
+
+
+def test_models_adapt_to_channels_classes_and_size():
+    torch = pytest.importorskip("torch")
+    from hpcbench.train.models import build_model
+
+    x = torch.zeros(2, 1, 40, 56)
+    for name in ("small_cnn", "mlp", "rnn", "resnet18", "mobilenet_v3_small"):
+        assert build_model(name, (1, 40, 56), 7)(x).shape == (2, 7), name
+    with pytest.raises(ConfigError, match="needs square images"):
+        build_model("vit_b_16", (1, 40, 56), 7)
+    with pytest.raises(ConfigError, match="not a built-in"):
+        build_model("resnet9000", (1, 40, 56), 7)
