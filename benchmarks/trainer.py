@@ -8,7 +8,7 @@ warms up). It prints medians, the ratio mpi/ddp, each strategy's 2-rank parallel
 (samples/s ÷ (2 × single's)), and the share of the train phase spent in communication that did
 not overlap the backward pass. Then it times a 25 MB float32 allreduce through mpi4py and gloo.
 
-    python benchmarks/trainer.py [--repeats 3] [--steps 40] [--model small_cnn:256] [--size 32x32]
+    python benchmarks/trainer.py [--repeats 3] [--steps 40] [--large-steps 12] [--model small_cnn:256]
 
 Targets on a 2-core CPU machine: mpi/ddp ≥ 1.05 at the small batch and ≥ 0.97 at the large one;
 2-rank efficiency ≥ 0.9; the 25 MB allreduce through mpi4py ≤ 0.5× gloo's time.
@@ -68,7 +68,9 @@ def command(strategy: str, args: list[str]) -> list[str]:
     return [sys.executable, "-m", "hpcbench.train", "--strategy", "single", *args]
 
 
-def train_once(strategy: str, data: Path, batch: int, args: argparse.Namespace, out: Path) -> dict:
+def train_once(
+    strategy: str, data: Path, batch: int, steps: int, args: argparse.Namespace, out: Path
+) -> dict:
     run = [
         "--data",
         str(data),
@@ -79,7 +81,7 @@ def train_once(strategy: str, data: Path, batch: int, args: argparse.Namespace, 
         "--epochs",
         "2",
         "--max-steps",
-        str(args.steps),
+        str(steps),
         "--threads",
         "1",
         "--device",
@@ -129,7 +131,8 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=40, help="training steps per epoch")
+    ap.add_argument("--steps", type=int, default=40, help="steps per epoch, small batch")
+    ap.add_argument("--large-steps", type=int, default=12, help="steps per epoch, large batch")
     ap.add_argument("--model", default="small_cnn:256")
     ap.add_argument("--size", default="32x32")
     ap.add_argument("--batches", default="16,256", help="small,large global batch")
@@ -152,7 +155,7 @@ def main() -> int:
         params = sum(p.numel() for p in build_model(args.model, (1, h, w), 9).parameters())
         print(
             f"trainer benchmark: {args.model} ({params / 1e6:.2f} M parameters, {params * 4 / 2**20:.1f} MiB of "
-            f"gradients), {w}x{h} grayscale, {args.steps} steps/epoch, 1 thread per rank, "
+            f"gradients), {w}x{h} grayscale, {args.steps}/{args.large_steps} steps/epoch (small/large batch), 1 thread per rank, "
             f"median of {args.repeats} interleaved runs (2nd epoch each)"
         )
         ok = True
@@ -162,7 +165,12 @@ def main() -> int:
                 for strategy in results:
                     results[strategy].append(
                         train_once(
-                            strategy, data, batch, args, Path(tmp) / f"{strategy}-{batch}-{rep}"
+                            strategy,
+                            data,
+                            batch,
+                            args.steps if batch == small else args.large_steps,
+                            args,
+                            Path(tmp) / f"{strategy}-{batch}-{rep}",
                         )
                     )
             sps = {s: statistics.median(r["sps"] for r in runs) for s, runs in results.items()}

@@ -90,3 +90,18 @@ def test_models_adapt_to_channels_classes_and_size():
         build_model("vit_b_16", (1, 40, 56), 7)
     with pytest.raises(ConfigError, match="not a built-in"):
         build_model("resnet9000", (1, 40, 56), 7)
+
+
+def test_rendezvous_under_srun_comes_from_the_node_list_and_job_id(monkeypatch):
+    from hpcbench.train.env import LaunchInfo
+    from hpcbench.train.runtime import rendezvous
+
+    for k in ("MASTER_ADDR", "MASTER_PORT", "HPCBENCH_JOB_ID"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[07-08]")
+    monkeypatch.setenv("SLURM_JOB_ID", "123456")
+    launch = LaunchInfo(3, 4, 1, 2, 1, "slurm", "gpu08")
+    assert rendezvous(launch) == ("gpu07", 20000 + 123456 % 20000)
+    monkeypatch.setenv("MASTER_ADDR", "head")
+    monkeypatch.setenv("MASTER_PORT", "29400")
+    assert rendezvous(launch) == ("head", 29400)
