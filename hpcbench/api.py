@@ -127,9 +127,16 @@ def submit(
     scheduler: str | None = None,
     template_dirs: Sequence[str | Path] | None = None,
     cwd: str | Path | None = None,
+    preflight: bool = True,
 ) -> SubmittedJob:
-    """Render the script, keep a copy under ``<output_dir>/scripts/`` and submit it."""
+    """Render the script, keep a copy under ``<output_dir>/scripts/`` and submit it.
+
+    On SLURM the request is first checked against the partition's limits (``preflight``)."""
     name, _ = resolve_scheduler(spec, scheduler)
+    if preflight and name == "slurm":
+        from hpcbench.preflight import check_slurm
+
+        check_slurm(spec)
     text = render_script(spec, name, template_dirs)
     workdir = Path(cwd or os.getcwd()).resolve()
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 1_000_000_000:09d}"
@@ -146,4 +153,19 @@ def submit(
     job_id = sched.submit(script, spec, workdir)
     out, err = sched.log_paths(spec, job_id, workdir)
     job = Job(job_id, name, script, out, err, sched.run_dir(spec, job_id, workdir))
+    from hpcbench import registry
+
+    registry.record(job)
     return SubmittedJob(job, sched)
+
+
+def job(job_id: str, scheduler: str | None = None) -> SubmittedJob:
+    """The handle of a job submitted earlier from this machine (``hpcbench logs`` uses it)."""
+    from hpcbench import registry
+
+    found = registry.lookup(job_id, scheduler)
+    if found is None:
+        raise schedulers.SchedulerError(
+            f"no record of job {job_id} submitted from here (records are in {registry.state_dir() / 'jobs'})"
+        )
+    return SubmittedJob(found, schedulers.get(found.scheduler))

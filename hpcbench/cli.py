@@ -112,11 +112,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="print the script instead of submitting")
     s.add_argument("--wait", action="store_true", help="wait for the job; exit with its status")
     s.add_argument(
+        "--no-preflight",
+        dest="preflight",
+        action="store_false",
+        help="SLURM: skip checking the request against the partition's limits",
+    )
+    s.add_argument(
         "--timeout", type=float, metavar="S", help="with --wait: give up after S seconds"
     )
     st = sub.add_parser("status", help="state of jobs", description="Print the state of jobs.")
     st.add_argument("job_ids", nargs="+", metavar="JOB")
     st.add_argument("--scheduler", choices=SCHEDULERS)
+    lg = sub.add_parser(
+        "logs",
+        help="a job's state and logs",
+        description="Print a job's state, the first failing rank's traceback if it failed, and "
+        "the tail of its log.",
+    )
+    lg.add_argument("job_id", metavar="JOB")
+    lg.add_argument("--scheduler", choices=SCHEDULERS)
+    lg.add_argument("-n", "--lines", type=int, default=30, help="log lines to show (default 30)")
     c = sub.add_parser("cancel", help="cancel jobs", description="Cancel jobs.")
     c.add_argument("job_ids", nargs="+", metavar="JOB")
     c.add_argument("--scheduler", choices=SCHEDULERS)
@@ -176,13 +191,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.action in ("status", "cancel"):
             return _jobs_command(args)
+        if args.action == "logs":
+            return _logs_command(args)
         spec = load_spec(args.spec, overrides_from(args, program_args))
         name, why = api.resolve_scheduler(spec, args.scheduler)
         print(f"hpcbench: scheduler {name} ({why})", file=sys.stderr)
         if args.action == "render" or args.dry_run:
             sys.stdout.write(api.render(spec, name, args.template_dir))
             return 0
-        job = api.submit(spec, name, args.template_dir)
+        job = api.submit(spec, name, args.template_dir, preflight=args.preflight)
         print(f"submitted job {job.job_id} to {name}: {job.job.script_path}")
         print(f"logs: {job.job.stdout_path} and {job.job.stderr_path}")
         print(f"run directory: {job.job.run_dir}")
@@ -208,6 +225,25 @@ def main(argv: list[str] | None = None) -> int:
     except (SpecError, RenderError, SchedulerError, TimeoutError) as err:
         print(f"hpcbench: error: {err}", file=sys.stderr)
         return 2 if isinstance(err, (SpecError, RenderError)) else 1
+
+
+def _logs_command(args: argparse.Namespace) -> int:
+    from hpcbench import api
+    from hpcbench.schedulers.base import tail
+
+    handle = api.job(args.job_id, None if args.scheduler in (None, "auto") else args.scheduler)
+    status = handle.status()
+    code = "" if status.exit_code is None else f" exit={status.exit_code}"
+    print(f"job {handle.job_id} ({handle.job.scheduler}): {status.state}{code}")
+    if status.state in ("FAILED", "TIMEOUT", "CANCELLED"):
+        print(handle.failure_report(status, args.lines))
+    else:
+        for path in (handle.job.stdout_path, handle.job.stderr_path):
+            text = tail(path, args.lines)
+            if text:
+                print(f"--- last lines of {path}\n{text}")
+    print(f"run directory: {handle.job.run_dir}")
+    return 0
 
 
 def _jobs_command(args: argparse.Namespace) -> int:

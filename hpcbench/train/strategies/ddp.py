@@ -82,4 +82,8 @@ class DDPStrategy(Strategy):
 
     def close(self) -> None:
         if dist.is_initialized():
+            # Every rank leaves together: a rank that tears gloo down while rank 0 is still
+            # writing results can make rank 0 abort at exit ("terminate called without an
+            # active exception", seen once under load).
+            dist.barrier()
             dist.destroy_process_group()

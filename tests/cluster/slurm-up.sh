@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# slurm-up.sh: a throwaway SLURM cluster on this one Linux machine, for hpcbench's tests and for
+# trying hpcbench against SLURM (docs/schedulers.md). Needs root; no systemd, no slurmdbd, no cgroups.
+#
+# Two nodes (node1, node2) are two slurmd daemons on this host (ports 6818, 6819; each in its own UTS
+# namespace when allowed, so `srun hostname` says node1/node2), with HPCB_CPUS CPUs and HPCB_GPUS fake
+# GPUs each (GRES whose File= entries are symlinks to /dev/null). Installs Debian's slurm-wlm and
+# munge when missing, writes /etc/slurm/{slurm,gres}.conf, adds the node names to /etc/hosts (MPICH's
+# mpiexec resolves them), starts munged (if none answers), slurmctld and the slurmds with fresh state,
+# and waits until sinfo shows every node idle. Everything it starts is recorded by PID in $HPCB_RUN;
+# slurm-down.sh stops exactly that. Run again while up with the same configuration: it does nothing.
+#
+# Prints one line on success. Exit status: 0 up, 1 failed (with log tails), 3 not root (tests skip).
+# Knobs: HPCB_NODES=2 HPCB_CPUS=$(nproc) HPCB_GPUS=2 HPCB_RUN=/run/hpcbench-slurm HPCB_TIMEOUT=60
+set -euo pipefail
+
+NODES=${HPCB_NODES:-2}
+CPUS=${HPCB_CPUS:-$(nproc)}
+GPUS=${HPCB_GPUS:-2}
+RUN=${HPCB_RUN:-/run/hpcbench-slurm}
+TIMEOUT=${HPCB_TIMEOUT:-60}
+PACKAGES=(slurm-wlm slurmctld slurmd slurm-client munge)
+LOGS=/var/log/slurm
+SPOOL_CTLD=/var/spool/slurmctld
+SPOOL_D=/var/spool/slurmd
+CTLD_PORT=6817
+D_PORT=6818
+
+say() { echo "slurm-up: $*" >&2; }
+fail() {
+  echo "slurm-up: error: $*" >&2
+  for f in "$LOGS/slurmctld.log" "$LOGS"/slurmd-node*.log "$RUN/daemons.log"; do
+    [ -f "$f" ] && { echo "--- last lines of $f" >&2; tail -n 12 "$f" >&2; }
+  done
+  exit 1
+}
+[ "$(id -u)" = 0 ] || { echo "slurm-up: needs root (it installs packages and starts daemons)" >&2; exit 3; }
+[[ $NODES =~ ^[1-8]$ && $CPUS =~ ^[1-9][0-9]*$ && $GPUS =~ ^[0-9]$ ]] || fail "bad HPCB_NODES/HPCB_CPUS/HPCB_GPUS"
+
+# alive PIDFILE COMM: the recorded process runs (not a zombie) and is the expected program
+alive() {
+  local pid state
+  pid=$(cat "$1" 2>/dev/null | tr -dc 0-9) && [ -n "$pid" ] || return 1
+  state=$(awk '/^State:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "$state" != Z ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ]
+}
+munge_works() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
+wait_for() { # SECONDS COMMAND...: retry every 0.2 s
+  local n=$(( $1 * 5 )); shift
+  while ! "$@" >/dev/null 2>&1; do n=$((n - 1)); [ "$n" -gt 0 ] || return 1; sleep 0.2; done
+}
+
+# 1. packages
+if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null \
+   || ! command -v sbatch >/dev/null; then
+  command -v apt-get >/dev/null || fail "slurm is not installed and there is no apt-get"
+  say "installing ${PACKAGES[*]}"
+  mkdir -p "$RUN"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q --no-install-recommends "${PACKAGES[@]}" >"$RUN/apt.log" 2>&1 || {
+    apt-get update -q >>"$RUN/apt.log" 2>&1 || true
+    apt-get install -y -q --no-install-recommends "${PACKAGES[@]}" >>"$RUN/apt.log" 2>&1 \
+      || { tail -n 15 "$RUN/apt.log" >&2; fail "apt-get install failed (log: $RUN/apt.log)"; }
+  }
+fi
+mkdir -p "$RUN" "$RUN/gpu" "$LOGS" /etc/slurm
+
+# 2. the configuration
+names=(); for i in $(seq 1 "$NODES"); do names+=("node$i"); done
+nodelist=node1; [ "$NODES" -gt 1 ] && nodelist="node[1-$NODES]"
+mem=$(awk '/^MemTotal:/ {printf "%d", $2 / 1024 * 0.8}' /proc/meminfo)
+gres=""; [ "$GPUS" -gt 0 ] && gres=" Gres=gpu:$GPUS"
+conf="# written by hpcbench tests/cluster/slurm-up.sh: a throwaway test cluster
+ClusterName=hpcbench
+SlurmctldHost=$(hostname -s)(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$D_PORT
+StateSaveLocation=$SPOOL_CTLD
+SlurmdSpoolDir=$SPOOL_D/%n
+SlurmctldPidFile=$RUN/slurmctld.pid
+SlurmdPidFile=$RUN/slurmd-%n.pid
+SlurmctldLogFile=$LOGS/slurmctld.log
+SlurmdLogFile=$LOGS/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0
+MpiDefault=pmi2
+ReturnToService=2
+GresTypes=gpu
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$LOGS/jobcomp.log
+MinJobAge=600
+SlurmdTimeout=300
+InactiveLimit=0
+KillWait=5
+MailProg=/bin/true"
+for i in $(seq 1 "$NODES"); do
+  conf+="
+NodeName=node$i NodeHostname=node$i NodeAddr=127.0.0.1 Port=$((D_PORT + i - 1)) CPUs=$CPUS RealMemory=$mem$gres State=UNKNOWN"
+done
+conf+="
+PartitionName=debug Nodes=ALL Default=YES MaxTime=1-00:00:00 State=UP OverSubscribe=NO"
+gres_conf="# written by hpcbench tests/cluster/slurm-up.sh: fake GPUs (symlinks to /dev/null)"
+[ "$GPUS" -gt 0 ] && gres_conf+="
+NodeName=$nodelist Name=gpu File=$RUN/gpu/nvidia[0-$((GPUS - 1))]"
+
+# 3. already up with this configuration? then nothing to do
+up=1
+alive "$RUN/slurmctld.pid" slurmctld || up=0
+for n in "${names[@]}"; do alive "$RUN/slurmd-$n.pid" slurmd || up=0; done
+if [ "$up" = 1 ] && [ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" = "$conf" ] && munge_works \
+   && scontrol ping 2>/dev/null | grep -q 'is UP'; then
+  echo "slurm-up: already running ($nodelist)"
+  exit 0
+fi
+# anything of ours half-running goes first
+"$(dirname "${BASH_SOURCE[0]}")/slurm-down.sh" --keep-munge >/dev/null 2>&1 || true
+for port in $CTLD_PORT $(seq "$D_PORT" $((D_PORT + NODES - 1))); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    fail "port $port is taken by a SLURM (or something else) that slurm-up.sh did not start"
+  fi
+done
+
+# 4. munge
+if ! munge_works; then
+  if [ ! -s /etc/munge/munge.key ]; then
+    install -d -o munge -g munge -m 0700 /etc/munge
+    runuser -u munge -- mungekey --create --keyfile=/etc/munge/munge.key || fail "mungekey failed"
+  fi
+  install -d -o munge -g munge -m 0755 /run/munge
+  install -d -o munge -g munge -m 0711 /var/lib/munge
+  install -d -o munge -g munge -m 0700 /var/log/munge
+  runuser -u munge -- munged 2>"$RUN/munged.err" || runuser -u munge -- munged --force 2>"$RUN/munged.err" \
+    || fail "munged did not start: $(cat "$RUN/munged.err")"
+  wait_for 10 test -s /run/munge/munged.pid || fail "munged wrote no pid file"
+  cp /run/munge/munged.pid "$RUN/munged.pid"   # ours: slurm-down.sh stops it
+  wait_for 10 munge_works || fail "munged runs but munge -n | unmunge fails"
+fi
+
+# 5. files and fresh state (job ids restart at 1)
+printf '%s\n' "$conf" >/etc/slurm/slurm.conf
+printf '%s\n' "$gres_conf" >/etc/slurm/gres.conf
+rm -f "$RUN"/gpu/nvidia*
+for g in $(seq 0 $((GPUS - 1))); do ln -s /dev/null "$RUN/gpu/nvidia$g"; done
+rm -rf "${SPOOL_CTLD:?}" "${SPOOL_D:?}"
+mkdir -p "$SPOOL_CTLD"; for n in "${names[@]}"; do mkdir -p "$SPOOL_D/$n"; done
+[ -f "$LOGS/jobcomp.log" ] && mv -f "$LOGS/jobcomp.log" "$LOGS/jobcomp.log.old"
+hosts_line="127.0.0.1 ${names[*]} # hpcbench-slurm"
+if ! grep -qxF "$hosts_line" /etc/hosts; then
+  hosts=$(grep -v '# hpcbench-slurm$' /etc/hosts || true)
+  printf '%s\n%s\n' "$hosts" "$hosts_line" >/etc/hosts   # in place: /etc/hosts may be a bind mount
+fi
+
+# 6. daemons (they detach; their output goes to $RUN/daemons.log)
+: >"$RUN/daemons.log"
+slurmctld </dev/null >>"$RUN/daemons.log" 2>&1 || fail "slurmctld did not start"
+ping_up() { scontrol ping 2>/dev/null | grep -q 'is UP'; }
+wait_for "$TIMEOUT" ping_up || fail "slurmctld does not answer after ${TIMEOUT}s"
+uts=0; unshare --uts true 2>/dev/null && uts=1
+for n in "${names[@]}"; do
+  if [ "$uts" = 1 ]; then
+    unshare --uts sh -c "hostname $n && exec slurmd -N $n" </dev/null >>"$RUN/daemons.log" 2>&1
+  else
+    slurmd -N "$n" </dev/null >>"$RUN/daemons.log" 2>&1
+  fi || fail "slurmd -N $n did not start"
+done
+
+# 7. every node idle (a node left drained by an earlier run is resumed once)
+all_idle() {
+  local states; states=$(sinfo -h -N -o '%N %t' 2>/dev/null | sort -u)
+  [ "$(printf '%s\n' "$states" | awk '$2 == "idle"' | wc -l)" -ge "$NODES" ]
+}
+if ! wait_for 15 all_idle; then
+  for n in "${names[@]}"; do scontrol update nodename="$n" state=resume >/dev/null 2>&1 || true; done
+  wait_for "$TIMEOUT" all_idle || { sinfo -N -o '%N %t %E' >&2 || true; fail "nodes not idle after ${TIMEOUT}s"; }
+fi
+echo "slurm-up: SLURM $(sinfo -V | awk '{print $2}') up: partition debug, $nodelist, $CPUS CPUs and $GPUS fake GPU(s) each"

@@ -1,0 +1,232 @@
+"""hpcbench against a real two-node SLURM (tests/cluster/slurm-up.sh): submit, watch, cancel,
+read logs, preflight; the trainer across nodes with torchrun and with MPI (srun + PMI-2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import have_module, hpcbench, require
+
+pytestmark = [pytest.mark.slurm]
+
+TRAIN = [
+    "--epochs",
+    "1",
+    "--max-steps",
+    "4",
+    "--global-batch-size",
+    "16",
+    "--eval-batch-size",
+    "64",
+]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    from data_prep import ConvertOptions, convert, synthetic
+
+    root = tmp_path_factory.mktemp("slurmdata") / "shapes"
+    convert(synthetic(450, 9), root, ConvertOptions(size=(16, 16), grayscale=True, progress=False))
+    return root
+
+
+def submitted_id(stdout: str) -> str:
+    m = re.search(r"submitted job (\S+) to slurm", stdout)
+    assert m, stdout
+    return m.group(1)
+
+
+def recorder(workdir: Path, tool: str) -> Path:
+    """A wrapper named ``tool`` first on PATH that logs each call, then runs the real one."""
+    bindir = workdir / "recorders"
+    bindir.mkdir(exist_ok=True)
+    real = f"/usr/bin/{tool}"
+    log = workdir / f"{tool}.calls"
+    (bindir / tool).write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec {real} "$@"\n')
+    (bindir / tool).chmod(0o755)
+    return bindir
+
+
+def test_two_nodes_two_gpus_torchrun_trains_and_writes_metrics(slurm_cluster, workdir, data):
+    require(have_module("torch"), "torch")
+    r = hpcbench(
+        "submit",
+        "--scheduler",
+        "slurm",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "2",
+        "--wait",
+        "--timeout",
+        "300",
+        "--",
+        "--data",
+        str(data),
+        *TRAIN,
+        cwd=workdir,
+        timeout=400,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = submitted_id(r.stdout)
+    metrics = json.loads((workdir / "runs" / f"hpcbench-{job}" / "metrics.json").read_text())
+    assert metrics["run"]["world_size"] == 4 and metrics["run"]["strategy"] == "ddp"
+    assert metrics["provenance"]["launcher"] == "torchrun"
+    assert (
+        metrics["provenance"]["job_id"] == job and metrics["provenance"]["nodelist"] == "node[1-2]"
+    )
+    assert metrics["test"]["samples"] == 54  # every test sample evaluated once over 4 ranks
+
+
+def test_mpi_strategy_over_srun_on_two_nodes(slurm_cluster, workdir, data):
+    require(have_module("mpi4py"), "mpi4py")
+    r = hpcbench(
+        "submit",
+        "--scheduler",
+        "slurm",
+        "--nodes",
+        "2",
+        "--tasks-per-node",
+        "2",
+        "--launcher",
+        "srun",
+        "--wait",
+        "--timeout",
+        "300",
+        "--",
+        "--data",
+        str(data),
+        "--strategy",
+        "mpi",
+        *TRAIN,
+        cwd=workdir,
+        timeout=400,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = submitted_id(r.stdout)
+    metrics = json.loads((workdir / "runs" / f"hpcbench-{job}" / "metrics.json").read_text())
+    assert metrics["run"]["world_size"] == 4 and metrics["run"]["strategy"] == "mpi"
+    assert "MPICH" in metrics["provenance"]["mpi"] or "Open MPI" in metrics["provenance"]["mpi"]
+
+
+def test_a_failing_rank_fails_the_job_and_logs_show_its_traceback(slurm_cluster, workdir, data):
+    r = hpcbench(
+        "submit",
+        "--scheduler",
+        "slurm",
+        "--nodes",
+        "2",
+        "--tasks-per-node",
+        "1",
+        "--launcher",
+        "srun",
+        "--env",
+        "HPCBENCH_FAIL_AT=1:2",
+        "--wait",
+        "--timeout",
+        "300",
+        "--",
+        "--data",
+        str(data),
+        "--strategy",
+        "mpi",
+        "--epochs",
+        "3",
+        cwd=workdir,
+        timeout=400,
+    )
+    assert r.returncode != 0
+    assert "failure drill: rank 1 fails at step 2" in r.stderr
+    job = submitted_id(r.stdout)
+    logs = hpcbench("logs", job, cwd=workdir)
+    assert logs.returncode == 0, logs.stderr
+    assert f"job {job} (slurm): FAILED" in logs.stdout
+    assert "first failing rank 1:" in logs.stdout and "RuntimeError: failure drill" in logs.stdout
+
+
+def test_cancel_a_running_job(slurm_cluster, workdir):
+    r = hpcbench("submit", "--scheduler", "slurm", "--program", "sleep 120", cwd=workdir)
+    assert r.returncode == 0, r.stderr
+    job = submitted_id(r.stdout)
+    for _ in range(100):
+        if "RUNNING" in hpcbench("status", job, "--scheduler", "slurm", cwd=workdir).stdout:
+            break
+        time.sleep(0.2)
+    assert hpcbench("cancel", job, "--scheduler", "slurm", cwd=workdir).returncode == 0
+    for _ in range(100):
+        state = hpcbench("status", job, "--scheduler", "slurm", cwd=workdir).stdout
+        if "CANCELLED" in state:
+            break
+        time.sleep(0.2)
+    assert state.startswith(f"{job}\tCANCELLED"), state
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--nodes", "3"], "--nodes 3: partition debug allows at most 2 (TotalNodes=2)"),
+        (
+            ["--gpus-per-node", "3"],
+            "--gpus-per-node 3: the nodes of partition debug have at most 2 GPU(s)",
+        ),
+        (["--time", "2-00:00:00"], "partition debug allows at most 1-00:00:00 (MaxTime)"),
+        (
+            ["--tasks-per-node", "2", "--cpus-per-task", "2"],
+            "= 4 CPUs per node: partition debug's nodes have",
+        ),
+        (["--partition", "gpu"], "partition 'gpu' does not exist (partitions: debug)"),
+    ],
+)
+def test_preflight_refuses_what_the_partition_cannot_run_before_sbatch(
+    slurm_cluster, workdir, flags, message
+):
+    bindir = recorder(workdir, "sbatch")
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    r = hpcbench(
+        "submit", "--scheduler", "slurm", *flags, "--program", "true", cwd=workdir, env=env
+    )
+    assert r.returncode == 1
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 2  # scheduler line + error
+    assert not (workdir / "sbatch.calls").exists()
+
+
+def test_a_request_sbatch_rejects_shows_sbatchs_message(slurm_cluster, workdir):
+    r = hpcbench(
+        "submit",
+        "--scheduler",
+        "slurm",
+        "--constraint",
+        "nosuchfeature",
+        "--program",
+        "true",
+        cwd=workdir,
+    )
+    assert r.returncode == 1
+    assert "sbatch" in r.stderr and "Invalid feature specification" in r.stderr
+
+
+def test_status_of_twenty_jobs_is_one_squeue_call(slurm_cluster, workdir):
+    ids = []
+    for _ in range(20):
+        r = hpcbench(
+            "submit", "--scheduler", "slurm", "--program", "sleep 30", "--no-preflight", cwd=workdir
+        )
+        assert r.returncode == 0, r.stderr
+        ids.append(submitted_id(r.stdout))
+    bindir = recorder(workdir, "squeue")
+    recorder(workdir, "sacct")
+    recorder(workdir, "scontrol")
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    r = hpcbench("status", *ids, "--scheduler", "slurm", cwd=workdir, env=env)
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.strip().splitlines()) == 20
+    assert {line.split("\t")[1] for line in r.stdout.splitlines()} <= {"PENDING", "RUNNING"}
+    assert len((workdir / "squeue.calls").read_text().splitlines()) == 1
+    assert not (workdir / "sacct.calls").exists() and not (workdir / "scontrol.calls").exists()
+    hpcbench("cancel", *ids, "--scheduler", "slurm", cwd=workdir)
