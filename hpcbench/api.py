@@ -159,6 +159,25 @@ def submit(
     return SubmittedJob(job, sched)
 
 
+def submitit_executor(spec: JobSpec, folder: str | Path | None = None, cluster: str | None = None):  # noqa: ANN201
+    """A ``submitit.AutoExecutor`` configured from ``spec`` (see :mod:`hpcbench.submitit_jobs`)."""
+    from hpcbench.submitit_jobs import executor
+
+    return executor(spec, folder, cluster)
+
+
+def submit_training(
+    spec: JobSpec,
+    trainer_args: Sequence[str] | None = None,
+    folder: str | Path | None = None,
+    cluster: str | None = None,
+):  # noqa: ANN201
+    """Submit the trainer as a submitit function; ``job.result()`` returns its metrics dict."""
+    from hpcbench.submitit_jobs import submit_training as _submit
+
+    return _submit(spec, list(trainer_args or []), folder, cluster)
+
+
 def job(job_id: str, scheduler: str | None = None) -> SubmittedJob:
     """The handle of a job submitted earlier from this machine (``hpcbench logs`` uses it)."""
     from hpcbench import registry

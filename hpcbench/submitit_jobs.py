@@ -1,0 +1,132 @@
+"""The same jobs through submitit, for notebooks: a job spec becomes a configured
+``submitit.AutoExecutor``, and the trainer is submitted as a function whose ``result()`` is the
+run's metrics dict.
+
+    from hpcbench import api
+    spec = api.load_spec("jobs/demo.toml", nodes=1, gpus_per_node=2)
+    job = api.submit_training(spec, ["--epochs", "3"], folder="runs/submitit")
+    metrics = job.result()          # rank 0's results: test accuracy, phases, throughput, …
+
+Multi-task jobs (one task per GPU, ``tasks_per_node`` or ``gpus_per_node`` > 1) run DDP: each
+task reads its place from ``submitit.JobEnvironment`` (global rank, local rank, host names) and
+torch.distributed rendezvouses on the first host, at a port derived from the job id.
+
+Without SLURM accounting (no slurmdbd), submitit's ``sacct`` polls fail; ``result()`` still
+returns for jobs that finish, but waits forever for a job that dies without a result (cancelled,
+killed). On such clusters put a ``sacct`` first on PATH that adds ``--completion``
+(``exec /usr/bin/sacct --completion "$@"``), which reads the job completion log (docs/notebooks.md).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+from hpcbench.spec import JobSpec
+
+
+def setup_lines(spec: JobSpec) -> list[str]:
+    """The spec's environment as shell lines for submitit's ``slurm_setup`` (values quoted)."""
+    env = spec.environment
+    lines = [f"module load {shlex.quote(m)}" for m in env.modules]
+    if env.venv:
+        lines.append(f"source {shlex.quote(str(Path(env.venv) / 'bin' / 'activate'))}")
+    if env.conda_env:
+        lines.append(f"conda activate {shlex.quote(env.conda_env)}")
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in env.variables.items()]
+    lines.append(f"export OMP_NUM_THREADS={spec.resources.cpus_per_task}")
+    return lines + list(env.setup)
+
+
+def executor(
+    spec: JobSpec, folder: str | os.PathLike[str] | None = None, cluster: str | None = None
+):  # noqa: ANN201
+    """A ``submitit.AutoExecutor`` configured from ``spec`` (SLURM parameters when on SLURM)."""
+    import submitit
+
+    r = spec.resources
+    folder = folder or Path(r.output_dir) / "submitit" / "%j"
+    ex = submitit.AutoExecutor(folder=folder, cluster=cluster)
+    params: dict[str, Any] = {
+        "name": r.job_name,
+        "nodes": r.nodes,
+        "tasks_per_node": r.ranks_per_node,
+        "cpus_per_task": r.cpus_per_task,
+        "timeout_min": max(1, math.ceil(r.time_s / 60)),
+    }
+    if r.gpus_per_node:
+        params["gpus_per_node"] = r.gpus_per_node
+    if r.memory_mb:
+        params["mem_gb"] = max(1, math.ceil(r.memory_mb / 1024))
+    if ex.cluster == "slurm":
+        params["slurm_setup"] = setup_lines(spec)
+        for key, value in (
+            ("slurm_partition", r.partition),
+            ("slurm_account", r.account),
+            ("slurm_qos", r.qos),
+            ("slurm_constraint", r.constraint),
+        ):
+            if value:
+                params[key] = value
+        if r.exclusive:
+            params["slurm_exclusive"] = True
+    ex.update_parameters(**params)
+    return ex
+
+
+def train_task(argv: list[str]) -> dict[str, Any]:
+    """What each submitit task runs: place this task from submitit's environment, then train."""
+    import submitit
+
+    from hpcbench.train.entry import run_training
+
+    env = submitit.JobEnvironment()
+    if env.num_tasks > 1:
+        per_node = max(1, env.num_tasks // max(1, env.num_nodes))
+        digits = "".join(c for c in str(env.job_id) if c.isdigit()) or "0"
+        os.environ.update(
+            RANK=str(env.global_rank),
+            WORLD_SIZE=str(env.num_tasks),
+            LOCAL_RANK=str(env.local_rank),
+            LOCAL_WORLD_SIZE=str(per_node),
+            GROUP_RANK=str(env.node),
+            MASTER_ADDR=env.hostnames[0],
+            MASTER_PORT=str(20000 + int(digits) % 20000),
+        )
+    return run_training(list(argv))
+
+
+class TrainingJob:
+    """A submitit job running the trainer: ``result()`` is rank 0's metrics dict for one task or
+    many (submitit itself wants ``results()`` for multi-task jobs); everything else is the
+    submitit job's (``state``, ``done()``, ``cancel()``, ``stdout()``, ``job_id`` …)."""
+
+    def __init__(self, job: Any) -> None:
+        self.job = job
+
+    def result(self) -> dict[str, Any]:
+        return self.job.results()[0]
+
+    def results(self) -> list[dict[str, Any]]:
+        return self.job.results()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.job, name)
+
+    def __repr__(self) -> str:
+        return f"TrainingJob({self.job!r})"
+
+
+def submit_training(
+    spec: JobSpec,
+    trainer_args: list[str] | None = None,
+    folder: str | os.PathLike[str] | None = None,
+    cluster: str | None = None,
+):  # noqa: ANN201
+    """Submit the trainer through submitit; ``job.result()`` is rank 0's metrics dict."""
+    ex = executor(spec, folder, cluster)
+    args = list(spec.program.args) + list(trainer_args or [])
+    return TrainingJob(ex.submit(train_task, args))
