@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hpcbench.schedulers.base import (
+    CANCELLED,
     COMPLETED,
     FAILED,
     PENDING,
@@ -62,8 +63,22 @@ class SgeScheduler(Scheduler):
         )
         code = int(fields.get("exit_status", "1").split()[0])
         failed = fields.get("failed", "0").split()[0] != "0"
-        return JobStatus(COMPLETED if code == 0 and not failed else FAILED, code)
+        if code == 0 and not failed:
+            return JobStatus(COMPLETED, 0)
+        if _cancel_mark(job_id).exists():  # qacct does not say who killed it; we remember qdel
+            return JobStatus(CANCELLED, code, "deleted with qdel")
+        return JobStatus(FAILED, code)
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         if job_ids:
             run_command(["qdel", *job_ids], "qdel")
+            for job_id in job_ids:
+                mark = _cancel_mark(job_id)
+                mark.parent.mkdir(parents=True, exist_ok=True)
+                mark.touch()
+
+
+def _cancel_mark(job_id: str) -> Path:
+    from hpcbench.schedulers.local import state_dir
+
+    return state_dir() / "sge-cancelled" / "".join(c for c in job_id if c.isalnum() or c in "-_.")
