@@ -69,16 +69,21 @@ class SlurmScheduler(Scheduler):
     def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
         if not job_ids:
             return {}
-        out = run_command(
-            [
+        try:
+            out = run_command(
+                [
+                    "squeue",
+                    "--noheader",
+                    "--states=all",
+                    f"--jobs={','.join(job_ids)}",
+                    "--Format=JobID:|,State:|,Reason:|,exit_code",
+                ],
                 "squeue",
-                "--noheader",
-                "--states=all",
-                f"--jobs={','.join(job_ids)}",
-                "--Format=JobID:|,State:|,Reason:|,exit_code",
-            ],
-            "squeue",
-        )
+            )
+        except SchedulerError as err:
+            if "Invalid job id" not in str(err):  # every id has left squeue (MinJobAge)
+                raise
+            out = ""
         found: dict[str, JobStatus] = {}
         for line in out.splitlines():
             parts = [p.strip() for p in line.split("|")]
@@ -87,9 +92,42 @@ class SlurmScheduler(Scheduler):
             state = _STATE_MAP.get(parts[1].split()[0] if parts[1] else "", UNKNOWN)
             code = decode_wait_status(parts[3]) if state not in (PENDING, RUNNING) else None
             found[parts[0]] = JobStatus(state, code, "" if parts[2] == "None" else parts[2])
-        for job_id in job_ids:
-            found.setdefault(job_id, JobStatus(UNKNOWN, None, "no longer known to squeue"))
+        missing = [j for j in job_ids if j not in found]
+        if missing:
+            found.update(self._from_accounting(missing))
         return found
+
+    def _from_accounting(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """Jobs squeue has forgotten: one sacct call, where the cluster keeps accounting."""
+        gone = {
+            j: JobStatus(UNKNOWN, None, "no longer in squeue, and no accounting (sacct)")
+            for j in job_ids
+        }
+        try:
+            out = run_command(
+                [
+                    "sacct",
+                    "--noheader",
+                    "--parsable2",
+                    "--allocations",
+                    f"--jobs={','.join(job_ids)}",
+                    "--format=JobID,State,ExitCode",
+                ],
+                "sacct",
+            )
+        except (
+            SchedulerError
+        ):  # "Slurm accounting storage is disabled" on clusters without slurmdbd
+            return gone
+        for line in out.splitlines():
+            parts = line.split("|")
+            if len(parts) >= 3 and parts[0] in gone:
+                state = _STATE_MAP.get(parts[1].split()[0] if parts[1] else "", UNKNOWN)
+                code = parts[2].split(":")[0]
+                gone[parts[0]] = JobStatus(
+                    state, int(code) if code.isdigit() else None, "from sacct"
+                )
+        return gone
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         if job_ids:

@@ -9,6 +9,7 @@ last bucket becoming ready to the end of backward.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from datetime import timedelta
@@ -81,9 +82,13 @@ class DDPStrategy(Strategy):
             MPI.COMM_WORLD.Abort(1)
 
     def close(self) -> None:
+        # The DDP wrapper and its comm hook (which refers back to this object) form a cycle; left
+        # to the collector it may be freed at interpreter exit, after the process group, and its
+        # C++ reducer then aborts the process ("terminate called without an active exception",
+        # seen under load). Free it now, then leave together.
+        self.model = None
+        self.eval_model = None
+        gc.collect()
         if dist.is_initialized():
-            # Every rank leaves together: a rank that tears gloo down while rank 0 is still
-            # writing results can make rank 0 abort at exit ("terminate called without an
-            # active exception", seen once under load).
             dist.barrier()
             dist.destroy_process_group()

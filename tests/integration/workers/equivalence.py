@@ -89,6 +89,7 @@ def main() -> int:
         lo = -strategy.all_reduce(-flat, "max")
         identical.append(bool(np.array_equal(hi, lo) and np.array_equal(hi, flat)))
         trajectory.append(flat.astype(np.float32))
+    del model, optimizer, batches  # the strategy owns the last references; close() frees them
     if runtime.rank == 0:
         np.savez(
             Path(out),
