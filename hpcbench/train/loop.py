@@ -187,6 +187,15 @@ def run(config: TrainConfig, runtime: Runtime, strategy: Strategy, log=print) ->
         f"{'x'.join(str(s) for s in manifest.shape)}); global batch {data.global_batch} "
         f"({'/'.join(map(str, data.batch_sizes))} per rank), {data.steps} steps/epoch, {config.epochs} epoch(s)"
     )
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
+    wanted = runtime.launch.local_world_size * runtime.threads
+    if runtime.device.type == "cpu" and wanted > cores:
+        log(
+            f"note: {runtime.launch.local_world_size} rank(s) x {runtime.threads} thread(s) on {cores} core(s): "
+            "the node is oversubscribed; communication times include waiting for descheduled ranks"
+        )
     bar_mode = config.progress == "bar" or (config.progress == "auto" and sys.stderr.isatty())
     epochs: list[dict[str, Any]] = []
     totals = {"train_s": 0.0, "data_s": 0.0, "compute_s": 0.0, "comm_s": 0.0, "val_s": 0.0}
