@@ -45,14 +45,18 @@ def run_training(argv: list[str] | None = None) -> dict[str, Any]:
         return results
     except BaseException as err:
         if strategy is not None and runtime.world_size > 1:
-            report(err)  # before MPI_Abort ends this process
+            report(err, rank)  # before MPI_Abort ends this process
             err.hpcbench_reported = True  # type: ignore[attr-defined]
+            # MPI_Abort tears the launcher down at once; give it a moment to relay this rank's
+            # output first (without it the traceback was cut off now and then).
+            time.sleep(1.0)
             strategy.abort()
         raise
 
 
-def report(err: BaseException) -> None:
-    """One line for an error the user can fix, the traceback for anything else."""
+def report(err: BaseException, rank: int | None = None) -> None:
+    """One line for an error the user can fix; else that line first (it survives a cut-off
+    log), then the traceback."""
     import sys
     import traceback
 
@@ -62,5 +66,9 @@ def report(err: BaseException) -> None:
     if isinstance(err, (ConfigError, DataError)):
         print(f"hpcbench train: error: {err}", file=sys.stderr, flush=True)
     else:
+        who = f"rank {rank} " if rank is not None else ""
+        print(
+            f"hpcbench train: {who}failed: {type(err).__name__}: {err}", file=sys.stderr, flush=True
+        )
         traceback.print_exception(err)
         sys.stderr.flush()
