@@ -12,7 +12,6 @@ Nothing here imports torch: it runs on login nodes.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench import schedulers
+from hpcbench.atomic import write_atomically
 from hpcbench.logs import first_rank_error
 from hpcbench.render import render_script
 from hpcbench.schedulers.base import Job, JobStatus, Scheduler, tail
@@ -54,20 +54,6 @@ def render(
     """The batch script text (for the detected scheduler unless one is named)."""
     name, _ = resolve_scheduler(spec, scheduler)
     return render_script(spec, name, template_dirs)
-
-
-def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @dataclass

@@ -80,38 +80,32 @@ def add_parser(sub: Any) -> None:
         "sharded HDF5 dataset, or generate the built-in synthetic set (docs/data.md).",
     )
     ps = prep.add_subparsers(dest="prep_action", required=True, metavar="SOURCE")
-    p = ps.add_parser(
-        "folder",
-        help="one sub-directory per class",
-        description="Convert an ImageFolder-style tree.",
+
+    def file_source(name: str, metavar: str, help_text: str, description: str) -> Any:
+        p = ps.add_parser(name, help=help_text, description=description)
+        p.add_argument("source", metavar=metavar)
+        p.add_argument("out", metavar="OUT")
+        if name != "folder":
+            p.add_argument(
+                "--image-root",
+                metavar="DIR",
+                help=f"where file names resolve (default: the {metavar}'s directory)",
+            )
+        return p
+
+    p = file_source(
+        "folder", "DIR", "one sub-directory per class", "Convert an ImageFolder-style tree."
     )
-    p.add_argument("source", metavar="DIR")
-    p.add_argument("out", metavar="OUT")
     _conversion_options(p, False)
-    p = ps.add_parser(
+    p = file_source(
         "json",
-        help="COCO/Herbarium-style metadata JSON",
-        description="Convert images listed in a metadata JSON.",
-    )
-    p.add_argument("source", metavar="JSON")
-    p.add_argument("out", metavar="OUT")
-    p.add_argument(
-        "--image-root",
-        metavar="DIR",
-        help="where file names resolve (default: the JSON's directory)",
+        "JSON",
+        "COCO/Herbarium-style metadata JSON",
+        "Convert images listed in a metadata JSON.",
     )
     _conversion_options(p, False)
-    p = ps.add_parser(
-        "csv",
-        help="rows of file,label",
-        description="Convert images listed in a CSV of file,label rows.",
-    )
-    p.add_argument("source", metavar="CSV")
-    p.add_argument("out", metavar="OUT")
-    p.add_argument(
-        "--image-root",
-        metavar="DIR",
-        help="where file names resolve (default: the CSV's directory)",
+    p = file_source(
+        "csv", "CSV", "rows of file,label", "Convert images listed in a CSV of file,label rows."
     )
     p.add_argument("--path-column", metavar="NAME")
     p.add_argument("--label-column", metavar="NAME")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hpcbench.atomic import write_atomically
 from hpcbench.schedulers.base import Job
 from hpcbench.schedulers.local import state_dir
 
@@ -17,8 +18,6 @@ def _path(scheduler: str, job_id: str) -> Path:
 
 
 def record(job: Job) -> None:
-    from hpcbench.api import write_atomically
-
     data = {
         "job_id": job.job_id,
         "scheduler": job.scheduler,

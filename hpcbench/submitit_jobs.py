@@ -82,11 +82,11 @@ def train_task(argv: list[str]) -> dict[str, Any]:
     import submitit
 
     from hpcbench.train.entry import run_training
+    from hpcbench.train.runtime import job_port
 
     env = submitit.JobEnvironment()
     if env.num_tasks > 1:
         per_node = max(1, env.num_tasks // max(1, env.num_nodes))
-        digits = "".join(c for c in str(env.job_id) if c.isdigit()) or "0"
         os.environ.update(
             RANK=str(env.global_rank),
             WORLD_SIZE=str(env.num_tasks),
@@ -94,7 +94,7 @@ def train_task(argv: list[str]) -> dict[str, Any]:
             LOCAL_WORLD_SIZE=str(per_node),
             GROUP_RANK=str(env.node),
             MASTER_ADDR=env.hostnames[0],
-            MASTER_PORT=str(20000 + int(digits) % 20000),
+            MASTER_PORT=str(job_port(str(env.job_id)) or 20000),
         )
     return run_training(list(argv))
 

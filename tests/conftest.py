@@ -33,6 +33,19 @@ def have_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
+def need_module(name: str):  # noqa: ANN201 - the module
+    """Import a module the tests need: skip (the whole test module) without it on a developer
+    machine, fail in CI, where the Makefile installs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if IN_CI:
+            pytest.fail(f"CI must have {name} (the Makefile installs it)", pytrace=False)
+        pytest.skip(f"needs {name}", allow_module_level=True)
+
+
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
     """A fresh directory to submit from, with its own local-scheduler state."""

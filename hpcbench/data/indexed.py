@@ -74,6 +74,17 @@ class SampleReader:
         images[order] = staging
         return images, labels
 
+    def take_io_stats(self) -> dict[str, int]:
+        """Bytes read, files opened and shards read since the last call; the counters restart."""
+        out = {
+            "bytes_read": self.bytes_read,
+            "files_opened": self.files_opened,
+            "shards_read": len(self.shards_read),
+        }
+        self.bytes_read = self.files_opened = 0
+        self.shards_read = set()
+        return out
+
     def close(self) -> None:
         for h in self._handles.values():
             h.close()

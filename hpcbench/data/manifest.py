@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hpcbench.atomic import write_atomically
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "hpcbench-shards"
@@ -70,6 +71,16 @@ class Manifest:
     def sample_bytes(self) -> int:
         c, h, w = self.shape
         return c * h * w * (1 if self.dtype == "uint8" else 2)
+
+    def normalization(self):  # noqa: ANN201 - numpy arrays
+        """(scale, shift), float32 of shape (C, 1, 1), such that ``stored * scale + shift`` is
+        ``(x - mean) / std`` on the 0..1 scale, whatever the stored dtype."""
+        import numpy as np
+
+        mean = np.asarray(self.mean, dtype=np.float32).reshape(-1, 1, 1)
+        std = np.asarray(self.std, dtype=np.float32).reshape(-1, 1, 1)
+        unit = np.float32(1 / 255 if self.dtype == "uint8" else 1.0)
+        return unit / std, -mean / std
 
     def split(self, name: str) -> SplitInfo:
         if name not in self.splits:
@@ -233,17 +244,4 @@ def _fmt(values: list[float]) -> str:
 
 
 def write_json_atomically(path: Path, data: Any) -> Path:
-    """Write JSON to a temporary name in the same directory, then rename over ``path``."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would hide a shared dataset from the group
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomically(path, json.dumps(data, indent=1) + "\n")

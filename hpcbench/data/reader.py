@@ -113,12 +113,7 @@ class ShardedDataset(IterableDataset):
         self._handles: dict[int, OpenShard] = {}
         self._buffer: np.ndarray | None = None
         self._pid = os.getpid()
-        mean = torch.tensor(self.manifest.mean, dtype=torch.float32).view(-1, 1, 1)
-        std = torch.tensor(self.manifest.std, dtype=torch.float32).view(-1, 1, 1)
-        # Folding 1/255 into the scale: x*scale + shift == (x/255 - mean)/std in one pass.
-        to_unit = 1 / 255 if self.manifest.dtype == "uint8" else 1.0
-        self._scale, self._shift = to_unit / std, -mean / std
-        self._scale_np, self._shift_np = self._scale.numpy(), self._shift.numpy()
+        self._scale, self._shift = self.manifest.normalization()
 
     # ---- what the trainer asks --------------------------------------------------------------
     @property
@@ -225,13 +220,13 @@ class ShardedDataset(IterableDataset):
         # Two passes (multiply with the cast, then add) into a fresh float32 array: steadier and
         # faster than torch's .to(float32) then mul_/add_ (three passes; benchmarks/loader.py).
         out = np.empty(x.shape, dtype=np.float32)
-        np.multiply(x, self._scale_np, out=out, dtype=np.float32)
-        out += self._shift_np
+        np.multiply(x, self._scale, out=out, dtype=np.float32)
+        out += self._shift
         return torch.from_numpy(out)
 
     def normalizer(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(scale, shift) such that ``stored * scale + shift`` is the normalised float image."""
-        return self._scale.clone(), self._shift.clone()
+        return torch.from_numpy(self._scale.copy()), torch.from_numpy(self._shift.copy())
 
     def close(self) -> None:
         for h in self._handles.values():

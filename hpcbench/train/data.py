@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from hpcbench.data.indexed import SampleReader
-from hpcbench.data.manifest import Manifest
+from hpcbench.data.manifest import MANIFEST_NAME, Manifest
 from hpcbench.data.sampler import range_of_rank
 from hpcbench.train.config import ConfigError, TrainConfig
 
@@ -66,13 +66,13 @@ class TrainData:
         # this rank's share of the global batch: its gradient weight
         self.weight = self.batch_size / self.global_batch
         train = self.manifest.split("train")
-        paths = None
-        if config.stage_dir:
-            from hpcbench.data.staging import stage_shards
-
-            staged = stage_shards(self.manifest, list(train.shards), config.stage_dir)
-            paths = [staged[s.file] for s in train.shards]
         if config.data_order == "global":
+            paths = None
+            if config.stage_dir:  # every rank reads from every shard in this order
+                from hpcbench.data.staging import stage_shards
+
+                staged = stage_shards(self.manifest, list(train.shards), config.stage_dir)
+                paths = [staged[s.file] for s in train.shards]
             self.reader = SampleReader(self.manifest, "train", paths)
             self.sharded = None
             steps = train.samples // self.global_batch
@@ -141,6 +141,7 @@ class TrainData:
             yield reader.read(np.arange(start, min(hi, start + size)))
 
     def io_stats(self) -> dict[str, int]:
+        """This epoch's reads on this rank (the counters restart with each epoch)."""
         if self.sharded is not None:
             s = self.sharded.io_stats()
             return {
@@ -149,14 +150,7 @@ class TrainData:
                 "shards_read": len(s["shards_read"]),
             }
         assert self.reader is not None
-        out = {
-            "bytes_read": self.reader.bytes_read,
-            "files_opened": self.reader.files_opened,
-            "shards_read": len(self.reader.shards_read),
-        }
-        self.reader.bytes_read = self.reader.files_opened = 0
-        self.reader.shards_read = set()
-        return out
+        return self.reader.take_io_stats()
 
 
 def ensure_dataset(config: TrainConfig, rank: int, log) -> None:
@@ -167,9 +161,9 @@ def ensure_dataset(config: TrainConfig, rank: int, log) -> None:
     from hpcbench.train.config import DEFAULT_DATA
 
     root = Path(config.data)
-    if (root / "manifest.json").exists():
+    if (root / MANIFEST_NAME).exists():
         return
-    if config.data not in (DEFAULT_DATA,) and not config.data.endswith("/" + DEFAULT_DATA):
+    if root.parts[-2:] != Path(DEFAULT_DATA).parts:  # only the default place is generated
         raise ConfigError(
             f"--data {config.data}: no dataset there (make one with 'hpcbench prep …')"
         )
@@ -185,7 +179,7 @@ def ensure_dataset(config: TrainConfig, rank: int, log) -> None:
         )
         return
     deadline = time.monotonic() + 900
-    while not (root / "manifest.json").exists():
+    while not (root / MANIFEST_NAME).exists():
         if time.monotonic() > deadline:
             raise ConfigError(f"{root}: rank 0 did not finish generating the dataset in 15 minutes")
         time.sleep(0.5)

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from hpcbench import __version__
-from hpcbench.train.config import ConfigError, TrainConfig
+from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData, ensure_dataset
 from hpcbench.train.metrics import Clock, Meter
 from hpcbench.train.models import build_model
@@ -92,10 +92,11 @@ class Normalizer:
     """Stored pixels (uint8 or float16) -> normalised float32 on the device."""
 
     def __init__(self, manifest, device: torch.device) -> None:  # noqa: ANN001
-        mean = torch.tensor(manifest.mean, dtype=torch.float32, device=device).view(1, -1, 1, 1)
-        std = torch.tensor(manifest.std, dtype=torch.float32, device=device).view(1, -1, 1, 1)
-        unit = 1 / 255 if manifest.dtype == "uint8" else 1.0
-        self.scale, self.shift = unit / std, -mean / std
+        scale, shift = manifest.normalization()
+        self.scale, self.shift = (
+            torch.from_numpy(scale).to(device),
+            torch.from_numpy(shift).to(device),
+        )
         self.device = device
 
     def __call__(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -305,10 +306,3 @@ def run(config: TrainConfig, runtime: Runtime, strategy: Strategy, log=print) ->
         "test": test,
     }
     return results
-
-
-def check_world(runtime: Runtime, strategy_name: str) -> None:
-    if strategy_name in ("ddp", "mpi") and runtime.world_size == 1:
-        return  # a one-rank ddp/mpi run is legal (it measures the wrapper's cost)
-    if strategy_name == "single" and runtime.world_size > 1:
-        raise ConfigError("--strategy single with several ranks")

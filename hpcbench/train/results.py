@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from hpcbench.atomic import write_atomically
 from hpcbench.data.manifest import write_json_atomically
 
 CSV_COLUMNS = [
@@ -31,18 +30,6 @@ CSV_COLUMNS = [
 ]
 
 
-def write_text_atomically(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_results(run_dir: Path, results: dict[str, Any]) -> tuple[Path, Path]:
     run_dir.mkdir(parents=True, exist_ok=True)
     out = io.StringIO()
@@ -51,7 +38,7 @@ def write_results(run_dir: Path, results: dict[str, Any]) -> tuple[Path, Path]:
     for row in results["epochs"]:
         w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
     csv_path = run_dir / "epochs.csv"
-    write_text_atomically(csv_path, out.getvalue())
+    write_atomically(csv_path, out.getvalue())
     return write_json_atomically(run_dir / "metrics.json", results), csv_path
 
 

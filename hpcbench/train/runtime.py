@@ -92,26 +92,29 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def job_port(job_id: str | None) -> int | None:
+    """The rendezvous port of a job: 20000 + its id's digits mod 20000 (as the rendered scripts
+    compute it), so that every rank of one job derives the same port and two jobs rarely share one."""
+    digits = re.sub(r"\D", "", job_id or "")
+    return 20000 + int(digits) % 20000 if digits else None
+
+
 def rendezvous(launch: LaunchInfo) -> tuple[str, int]:
     """MASTER_ADDR and MASTER_PORT for torch.distributed (every rank gets the same pair)."""
     addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
     if addr and port:
         return addr, int(port)
-    job = (
+    job = job_port(
         os.environ.get("HPCBENCH_JOB_ID")
         or os.environ.get("SLURM_JOB_ID")
         or os.environ.get("PBS_JOBID")
         or os.environ.get("JOB_ID")
     )
-    digits = re.sub(r"\D", "", job or "")
     if launch.launcher in MPI_LAUNCHERS:
         from mpi4py import MPI
 
-        mine = (
-            socket.gethostname(),
-            int(port) if port else (20000 + int(digits) % 20000 if digits else _free_port()),
-        )
+        mine = (socket.gethostname(), int(port) if port else (job or _free_port()))
         return MPI.COMM_WORLD.bcast(mine if launch.rank == 0 else None, root=0)
     nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
     host = addr or (first_host(nodelist) if nodelist else "127.0.0.1")
-    return host, int(port) if port else 20000 + (int(digits) % 20000 if digits else 0)
+    return host, int(port) if port else (job or 20000)

@@ -1,70 +1,101 @@
-"""The real test SLURM cluster: brought up once per session by tests/cluster/slurm-up.sh and
-stopped at the end by slurm-down.sh (only if this session started it). In CI a cluster that
-cannot start fails the tests; on a laptop without root they skip with the reason."""
+"""The real test clusters: SLURM (tests/cluster/slurm-up.sh) and Grid Engine (sge-up.sh), each
+brought up once per session and stopped at the end by its down script, which stops only what
+its up script started. In CI a cluster that cannot start fails the tests; on a laptop without
+root they skip with the reason. Also the small dataset and trainer options the cluster jobs use."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import IN_CI
+from tests.conftest import IN_CI, hpcbench
 
 HERE = Path(__file__).parent
+# A training job short enough for a test: 4 steps of one epoch, then validation and test.
+TRAIN_ARGS = [
+    "--epochs",
+    "1",
+    "--max-steps",
+    "4",
+    "--global-batch-size",
+    "16",
+    "--eval-batch-size",
+    "64",
+]
+TEST_SAMPLES = 54  # of the dataset below: 13 % of 450, stratified over 9 classes
+
+
+def _cluster(up_script: str, down_script: str, what: str) -> Iterator[str]:
+    run = {"capture_output": True, "text": True, "stdin": subprocess.DEVNULL}
+    up = subprocess.run(["bash", str(HERE / up_script)], timeout=600, **run)
+    if up.returncode == 3 and not IN_CI:
+        pytest.skip(f"{what} needs root (tests/cluster/{up_script})")
+    if up.returncode != 0:
+        pytest.fail(f"tests/cluster/{up_script} failed:\n{up.stdout}\n{up.stderr[-3000:]}")
+    yield up.stdout.strip()
+    if "already running" not in up.stdout:  # a cluster someone else started stays up
+        subprocess.run(["bash", str(HERE / down_script)], timeout=120, **run)
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    up = subprocess.run(
-        ["bash", str(HERE / "slurm-up.sh")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
-    if up.returncode == 3 and not IN_CI:
-        pytest.skip("the test SLURM cluster needs root (tests/cluster/slurm-up.sh)")
-    if up.returncode != 0:
-        pytest.fail(f"tests/cluster/slurm-up.sh failed:\n{up.stdout}\n{up.stderr[-3000:]}")
-    started_here = "already running" not in up.stdout
-    yield up.stdout.strip()
-    if started_here:
-        subprocess.run(
-            ["bash", str(HERE / "slurm-down.sh")],
-            capture_output=True,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
+    yield from _cluster("slurm-up.sh", "slurm-down.sh", "the test SLURM cluster")
 
 
 @pytest.fixture(scope="session")
-def sge_cluster():
-    """A single-host Grid Engine (tests/cluster/sge-up.sh), stopped at the end by sge-down.sh."""
-    up = subprocess.run(
-        ["bash", str(HERE / "sge-up.sh")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
-    if up.returncode == 3 and not IN_CI:
-        pytest.skip("the test Grid Engine needs root (tests/cluster/sge-up.sh)")
-    if up.returncode != 0:
-        pytest.fail(f"tests/cluster/sge-up.sh failed:\n{up.stdout}\n{up.stderr[-3000:]}")
-    import os
+def sge_cluster(monkeypatch_session):
+    monkeypatch_session.setenv("SGE_ROOT", "/var/lib/gridengine")
+    monkeypatch_session.setenv("SGE_CELL", "default")
+    yield from _cluster("sge-up.sh", "sge-down.sh", "the test Grid Engine")
 
-    saved = {k: os.environ.get(k) for k in ("SGE_ROOT", "SGE_CELL")}
-    os.environ.update(SGE_ROOT="/var/lib/gridengine", SGE_CELL="default")
-    yield up.stdout.strip()
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    subprocess.run(
-        ["bash", str(HERE / "sge-down.sh")],
-        capture_output=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
+
+@pytest.fixture(scope="session")
+def monkeypatch_session():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+@pytest.fixture(scope="session")
+def cluster_data(tmp_path_factory) -> Path:
+    """450 synthetic 16×16 samples, on the filesystem every test node shares (this host's)."""
+    from data_prep import ConvertOptions, convert, synthetic
+
+    root = tmp_path_factory.mktemp("clusterdata") / "shapes"
+    convert(synthetic(450, 9), root, ConvertOptions(size=(16, 16), grayscale=True, progress=False))
+    return root
+
+
+def submitted_id(stdout: str, scheduler: str) -> str:
+    m = re.search(rf"submitted job (\S+) to {scheduler}", stdout)
+    assert m, stdout
+    return m.group(1)
+
+
+def train_on(scheduler: str, workdir: Path, data: Path, *flags: str, trainer: tuple[str, ...] = ()):  # noqa: ANN201
+    """Submit the trainer with ``--wait``; return (job id, its metrics.json as a dict)."""
+    r = hpcbench(
+        "submit",
+        "--scheduler",
+        scheduler,
+        *flags,
+        "--wait",
+        "--timeout",
+        "300",
+        "--",
+        "--data",
+        str(data),
+        *trainer,
+        *TRAIN_ARGS,
+        cwd=workdir,
+        timeout=400,
     )
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir = re.search(r"run directory: (.+)", r.stdout)
+    assert run_dir, r.stdout
+    metrics = json.loads((Path(run_dir.group(1).strip()) / "metrics.json").read_text())
+    return submitted_id(r.stdout, scheduler), metrics

@@ -47,7 +47,9 @@ echo "$host" >"$COMMON/act_qmaster"
 
 # 3. qmaster
 qpid=/var/spool/gridengine/qmaster/qmaster.pid
+started=0
 if ! alive "$qpid" sge_qmaster; then
+  started=1
   install -d -o sgeadmin -g sgeadmin /run/gridengine /var/spool/gridengine/execd
   sge_qmaster </dev/null >"$RUN/qmaster.out" 2>&1 || fail "sge_qmaster: $(cat "$RUN/qmaster.out")"
   retry 20 alive "$qpid" sge_qmaster || fail "sge_qmaster is not running (/var/spool/gridengine/qmaster/messages)"
@@ -92,6 +94,7 @@ qconf -sq all.q | grep -qE '^pe_list .*\bsmp\b' || qconf -mattr queue pe_list sm
 # 5. execd
 epid() { ls /var/spool/gridengine/execd/*/execd.pid 2>/dev/null | head -n 1; }
 if ! { [ -n "$(epid)" ] && alive "$(epid)" sge_execd; }; then
+  started=1
   sge_execd </dev/null >"$RUN/execd.out" 2>&1 || fail "sge_execd: $(cat "$RUN/execd.out")"
   retry 20 sh -c '[ -n "$(ls /var/spool/gridengine/execd/*/execd.pid 2>/dev/null)" ]' || fail "sge_execd wrote no pid file"
   cp "$(epid)" "$RUN/execd.pid"
@@ -103,4 +106,5 @@ if ! retry 5 ready; then
   qmod -c all.q >/dev/null 2>&1 || true
   retry 30 ready || { qstat -f >&2; fail "queue all.q not ready"; }
 fi
+[ "$started" = 1 ] || { echo "sge-up: already running (queue all.q@$host)"; exit 0; }
 echo "sge-up: Grid Engine up: queue all.q@$host, $SLOTS slots, parallel environment smp"

@@ -6,75 +6,29 @@ user would name the cluster's."""
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from tests.cluster.conftest import TEST_SAMPLES, submitted_id, train_on
 from tests.conftest import hpcbench
 
-pytestmark = [pytest.mark.slurm]
-TRAIN = [
-    "--epochs",
-    "1",
-    "--max-steps",
-    "4",
-    "--global-batch-size",
-    "16",
-    "--eval-batch-size",
-    "64",
-]
+pytestmark = [pytest.mark.sge]
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    from data_prep import ConvertOptions, convert, synthetic
-
-    root = tmp_path_factory.mktemp("sgedata") / "shapes"
-    convert(synthetic(450, 9), root, ConvertOptions(size=(16, 16), grayscale=True, progress=False))
-    return root
-
-
-def job_id_and_run_dir(stdout: str) -> tuple[str, Path]:
-    job = re.search(r"submitted job (\S+) to sge", stdout)
-    run_dir = re.search(r"run directory: (.+)", stdout)
-    assert job and run_dir, stdout
-    return job.group(1), Path(run_dir.group(1).strip())
-
-
-def test_sge_job_trains_on_two_ranks(sge_cluster, workdir, data):
-    r = hpcbench(
-        "submit",
-        "--scheduler",
-        "sge",
-        "--tasks-per-node",
-        "2",
-        "--python",
-        sys.executable,
-        "--wait",
-        "--timeout",
-        "300",
-        "--",
-        "--data",
-        str(data),
-        *TRAIN,
-        cwd=workdir,
-        timeout=400,
+def test_sge_job_trains_on_two_ranks(sge_cluster, workdir, cluster_data):
+    _, metrics = train_on(
+        "sge", workdir, cluster_data, "--tasks-per-node", "2", "--python", sys.executable
     )
-    assert r.returncode == 0, r.stdout + r.stderr
-    _, run_dir = job_id_and_run_dir(r.stdout)
-    metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["run"]["world_size"] == 2 and metrics["run"]["strategy"] == "ddp"
-    assert metrics["test"]["samples"] == 54
+    assert metrics["test"]["samples"] == TEST_SAMPLES
 
 
 def test_sge_status_and_cancel(sge_cluster, workdir):
     r = hpcbench("submit", "--scheduler", "sge", "--program", "sleep 120", cwd=workdir)
     assert r.returncode == 0, r.stderr
-    job, _ = job_id_and_run_dir(r.stdout)
+    job = submitted_id(r.stdout, "sge")
     state = ""
     for _ in range(100):
         state = hpcbench("status", job, "--scheduler", "sge", cwd=workdir).stdout

@@ -3,43 +3,16 @@ read logs, preflight; the trainer across nodes with torchrun and with MPI (srun 
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.cluster.conftest import TEST_SAMPLES, submitted_id, train_on
 from tests.conftest import have_module, hpcbench, require
 
 pytestmark = [pytest.mark.slurm]
-
-TRAIN = [
-    "--epochs",
-    "1",
-    "--max-steps",
-    "4",
-    "--global-batch-size",
-    "16",
-    "--eval-batch-size",
-    "64",
-]
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    from data_prep import ConvertOptions, convert, synthetic
-
-    root = tmp_path_factory.mktemp("slurmdata") / "shapes"
-    convert(synthetic(450, 9), root, ConvertOptions(size=(16, 16), grayscale=True, progress=False))
-    return root
-
-
-def submitted_id(stdout: str) -> str:
-    m = re.search(r"submitted job (\S+) to slurm", stdout)
-    assert m, stdout
-    return m.group(1)
 
 
 def recorder(workdir: Path, tool: str) -> Path:
@@ -53,69 +26,39 @@ def recorder(workdir: Path, tool: str) -> Path:
     return bindir
 
 
-def test_two_nodes_two_gpus_torchrun_trains_and_writes_metrics(slurm_cluster, workdir, data):
+def test_two_nodes_two_gpus_torchrun_trains_and_writes_metrics(
+    slurm_cluster, workdir, cluster_data
+):
     require(have_module("torch"), "torch")
-    r = hpcbench(
-        "submit",
-        "--scheduler",
-        "slurm",
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "2",
-        "--wait",
-        "--timeout",
-        "300",
-        "--",
-        "--data",
-        str(data),
-        *TRAIN,
-        cwd=workdir,
-        timeout=400,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    job = submitted_id(r.stdout)
-    metrics = json.loads((workdir / "runs" / f"hpcbench-{job}" / "metrics.json").read_text())
+    job, metrics = train_on("slurm", workdir, cluster_data, "--nodes", "2", "--gpus-per-node", "2")
     assert metrics["run"]["world_size"] == 4 and metrics["run"]["strategy"] == "ddp"
     assert metrics["provenance"]["launcher"] == "torchrun"
-    assert (
-        metrics["provenance"]["job_id"] == job and metrics["provenance"]["nodelist"] == "node[1-2]"
-    )
-    assert metrics["test"]["samples"] == 54  # every test sample evaluated once over 4 ranks
+    assert metrics["provenance"]["job_id"] == job
+    assert metrics["provenance"]["nodelist"] == "node[1-2]"
+    assert metrics["test"]["samples"] == TEST_SAMPLES  # every test sample once over 4 ranks
 
 
-def test_mpi_strategy_over_srun_on_two_nodes(slurm_cluster, workdir, data):
+def test_mpi_strategy_over_srun_on_two_nodes(slurm_cluster, workdir, cluster_data):
     require(have_module("mpi4py"), "mpi4py")
-    r = hpcbench(
-        "submit",
-        "--scheduler",
+    _, metrics = train_on(
         "slurm",
+        workdir,
+        cluster_data,
         "--nodes",
         "2",
         "--tasks-per-node",
         "2",
         "--launcher",
         "srun",
-        "--wait",
-        "--timeout",
-        "300",
-        "--",
-        "--data",
-        str(data),
-        "--strategy",
-        "mpi",
-        *TRAIN,
-        cwd=workdir,
-        timeout=400,
+        trainer=("--strategy", "mpi"),
     )
-    assert r.returncode == 0, r.stdout + r.stderr
-    job = submitted_id(r.stdout)
-    metrics = json.loads((workdir / "runs" / f"hpcbench-{job}" / "metrics.json").read_text())
     assert metrics["run"]["world_size"] == 4 and metrics["run"]["strategy"] == "mpi"
     assert "MPICH" in metrics["provenance"]["mpi"] or "Open MPI" in metrics["provenance"]["mpi"]
 
 
-def test_a_failing_rank_fails_the_job_and_logs_show_its_traceback(slurm_cluster, workdir, data):
+def test_a_failing_rank_fails_the_job_and_logs_show_its_traceback(
+    slurm_cluster, workdir, cluster_data
+):
     r = hpcbench(
         "submit",
         "--scheduler",
@@ -133,7 +76,7 @@ def test_a_failing_rank_fails_the_job_and_logs_show_its_traceback(slurm_cluster,
         "300",
         "--",
         "--data",
-        str(data),
+        str(cluster_data),
         "--strategy",
         "mpi",
         "--epochs",
@@ -143,7 +86,7 @@ def test_a_failing_rank_fails_the_job_and_logs_show_its_traceback(slurm_cluster,
     )
     assert r.returncode != 0
     assert "failure drill: rank 1 fails at step 2" in r.stderr
-    job = submitted_id(r.stdout)
+    job = submitted_id(r.stdout, "slurm")
     logs = hpcbench("logs", job, cwd=workdir)
     assert logs.returncode == 0, logs.stderr
     assert f"job {job} (slurm): FAILED" in logs.stdout
@@ -153,7 +96,7 @@ def test_a_failing_rank_fails_the_job_and_logs_show_its_traceback(slurm_cluster,
 def test_cancel_a_running_job(slurm_cluster, workdir):
     r = hpcbench("submit", "--scheduler", "slurm", "--program", "sleep 120", cwd=workdir)
     assert r.returncode == 0, r.stderr
-    job = submitted_id(r.stdout)
+    job = submitted_id(r.stdout, "slurm")
     for _ in range(100):
         if "RUNNING" in hpcbench("status", job, "--scheduler", "slurm", cwd=workdir).stdout:
             break
@@ -218,7 +161,7 @@ def test_status_of_twenty_jobs_is_one_squeue_call(slurm_cluster, workdir):
             "submit", "--scheduler", "slurm", "--program", "sleep 30", "--no-preflight", cwd=workdir
         )
         assert r.returncode == 0, r.stderr
-        ids.append(submitted_id(r.stdout))
+        ids.append(submitted_id(r.stdout, "slurm"))
     bindir = recorder(workdir, "squeue")
     recorder(workdir, "sacct")
     recorder(workdir, "scontrol")

@@ -13,28 +13,10 @@ import time
 import pytest
 
 from hpcbench import api
+from tests.cluster.conftest import TEST_SAMPLES, TRAIN_ARGS
 from tests.conftest import have_module, require
 
 pytestmark = [pytest.mark.slurm]
-TRAIN = [
-    "--epochs",
-    "1",
-    "--max-steps",
-    "4",
-    "--global-batch-size",
-    "16",
-    "--eval-batch-size",
-    "64",
-]
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    from data_prep import ConvertOptions, convert, synthetic
-
-    root = tmp_path_factory.mktemp("submititdata") / "shapes"
-    convert(synthetic(450, 9), root, ConvertOptions(size=(16, 16), grayscale=True, progress=False))
-    return root
 
 
 @pytest.fixture
@@ -55,7 +37,7 @@ def finished(job, seconds: float = 300) -> None:
 
 @pytest.mark.parametrize("tasks", [1, 2])
 def test_submitit_runs_the_trainer_and_returns_its_metrics(
-    slurm_cluster, completion_sacct, data, tmp_path, tasks
+    slurm_cluster, completion_sacct, cluster_data, tmp_path, tasks
 ):
     require(have_module("submitit") and have_module("torch"), "submitit and torch")
     spec = api.load_spec(
@@ -70,14 +52,14 @@ def test_submitit_runs_the_trainer_and_returns_its_metrics(
     assert ex.cluster == "slurm"
     job = api.submit_training(
         spec,
-        ["--data", str(data), *TRAIN, "--output-dir", str(tmp_path / "run")],
+        ["--data", str(cluster_data), *TRAIN_ARGS, "--output-dir", str(tmp_path / "run")],
         folder=tmp_path / "submitit" / "%j",
     )
     finished(job)
     metrics = job.result()
     assert metrics["run"]["world_size"] == tasks
     assert metrics["run"]["strategy"] == ("ddp" if tasks > 1 else "single")
-    assert metrics["test"]["samples"] == 54
+    assert metrics["test"]["samples"] == TEST_SAMPLES
     assert (tmp_path / "run" / "metrics.json").exists()
     # submitit's own state comes from sacct: through the --completion shim it reaches COMPLETED
     for _ in range(60):

@@ -369,11 +369,9 @@ def test_overwrite_replaces_atomically_and_refuses_without_the_flag(dataset):
 
 
 def test_the_readme_synthetic_defaults_mirror_the_reference_study():
-    import argparse
 
     from hpcbench.cli import build_parser
 
     args = build_parser().parse_args(["prep", "synthetic", "out"])
-    assert isinstance(args, argparse.Namespace)
     assert (args.samples, args.classes, args.size, args.split) == (9000, 9, "197x148", "85/2/13")
     assert (REPO / "docs" / "data.md").exists()

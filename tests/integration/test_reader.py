@@ -3,17 +3,15 @@ staging, and that the built-in synthetic set is genuinely learnable."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 from data_prep import ConvertOptions, convert, synthetic
 from hpcbench.data import Manifest, ShardedDataset
 from hpcbench.data.sampler import rank_pieces
+from tests.conftest import need_module
 
-pytest.importorskip("torch")
-import torch  # noqa: E402
+torch = need_module("torch")
 
 
 @pytest.fixture(scope="module")
@@ -130,9 +128,7 @@ def test_staging_copies_own_shards_once_and_reads_from_the_copy(dataset, tmp_pat
     stage = tmp_path / "stage"
     ds = ShardedDataset(dataset, "train", batch_size=32, rank=0, world_size=4, stage_dir=stage)
     staged = sorted(p.name for p in stage.rglob("*.h5"))
-    assert staged == sorted(
-        ds.io_stats()["shards_read"] or [ds.info.shards[i].file for i in ds.plan.shards]
-    )
+    assert staged == sorted(ds.info.shards[i].file for i in ds.plan.shards)
     assert all(str(p).startswith(str(stage)) for i, p in enumerate(ds.paths) if i in ds.plan.shards)
     mtimes = {p: p.stat().st_mtime_ns for p in stage.rglob("*.h5")}
     ShardedDataset(
@@ -160,6 +156,7 @@ def test_a_small_cnn_learns_the_synthetic_set_to_90_percent(tmp_path):
     train = ShardedDataset(root, "train", batch_size=32, rank=0, world_size=1)
     test = ShardedDataset(root, "test", batch_size=256, rank=0, world_size=1)
     model = small_cnn(1, 9, (48, 48))
+    assert accuracy(model, test) < 0.3  # the bar is not met by chance (1/9) before training
     epochs = 12
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, 3e-3, total_steps=epochs * len(train))
@@ -171,10 +168,11 @@ def test_a_small_cnn_learns_the_synthetic_set_to_90_percent(tmp_path):
             torch.nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
             sched.step()
+    assert accuracy(model, test) >= 0.90, f"test accuracy {accuracy(model, test):.3f}"
+
+
+def accuracy(model, data: ShardedDataset) -> float:
     model.eval()
     with torch.no_grad():
-        correct = sum(int((model(x).argmax(1) == y).sum()) for x, y in test)
-    accuracy = correct / test.plan.samples
-    assert accuracy >= 0.90, f"test accuracy {accuracy:.3f}"
-    # and it is not trivial: chance is 1/9, an untrained model is far below the bar
-    assert os.cpu_count()
+        correct = sum(int((model(x).argmax(1) == y).sum()) for x, y in data)
+    return correct / data.plan.samples

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import have_module, mpiexec_available, require
+from tests.conftest import have_module, mpiexec_available, need_module, require
 
-torch = pytest.importorskip("torch")
+torch = need_module("torch")
 
 WORKER = Path(__file__).parent / "workers" / "equivalence.py"
 REPO = Path(__file__).resolve().parents[2]
@@ -202,7 +202,7 @@ def test_a_failing_rank_stops_the_whole_run_with_its_traceback(strategy, small_d
     assert not (tmp_path / "run" / "metrics.json").exists()
 
 
-def test_bad_options_are_one_line_errors(tmp_path):
+def test_bad_options_are_one_line_errors(small_data, tmp_path):
     r = run([sys.executable, "-m", "hpcbench.train", "--data", str(tmp_path / "nothing")], tmp_path)
     assert (
         r.returncode == 2
@@ -214,8 +214,12 @@ def test_bad_options_are_one_line_errors(tmp_path):
         tmp_path,
     )
     assert r.returncode == 2 and "no GPU is visible" in r.stderr
-    r = run([sys.executable, "-m", "hpcbench.train", "--model", "nonsense"], tmp_path)
-    assert r.returncode != 0
+    r = run(
+        [sys.executable, "-m", "hpcbench.train", "--model", "nonsense", "--data", str(small_data)],
+        tmp_path,
+    )
+    assert r.returncode == 2 and "--model 'nonsense': not a built-in" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.mpi

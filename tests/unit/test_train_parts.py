@@ -7,7 +7,11 @@ import pytest
 
 from hpcbench.train.config import ConfigError, TrainConfig, parse_args
 from hpcbench.train.data import split_batch
-from hpcbench.train.runtime import first_host
+from tests.conftest import need_module
+
+torch = need_module("torch")  # hpcbench.train.runtime and the models need it
+
+from hpcbench.train.runtime import first_host  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -60,7 +64,6 @@ def test_macro_f1_and_accuracy_from_a_confusion_matrix():
 
 
 def test_strategy_auto_follows_the_launcher(monkeypatch):
-    torch = pytest.importorskip("torch")
     from hpcbench.train.env import LaunchInfo
     from hpcbench.train.runtime import Runtime
     from hpcbench.train.strategies import choose
@@ -80,7 +83,6 @@ def test_strategy_auto_follows_the_launcher(monkeypatch):
 
 
 def test_models_adapt_to_channels_classes_and_size():
-    torch = pytest.importorskip("torch")
     from hpcbench.train.models import build_model
 
     x = torch.zeros(2, 1, 40, 56)

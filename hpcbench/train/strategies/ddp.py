@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-from hpcbench.train.runtime import rendezvous
+from hpcbench.train.runtime import MPI_LAUNCHERS, rendezvous
 from hpcbench.train.strategies.base import Strategy
 
 
@@ -76,7 +76,7 @@ class DDPStrategy(Strategy):
         dist.barrier()
 
     def abort(self) -> None:
-        if self.runtime.launch.launcher in ("openmpi", "mpich"):
+        if self.runtime.launch.launcher in MPI_LAUNCHERS:
             from mpi4py import MPI  # no agent to stop the others under mpiexec
 
             MPI.COMM_WORLD.Abort(1)
