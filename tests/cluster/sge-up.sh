@@ -51,6 +51,7 @@ started=0
 if ! alive "$qpid" sge_qmaster; then
   started=1
   install -d -o sgeadmin -g sgeadmin /run/gridengine /var/spool/gridengine/execd
+  rm -f "$qpid"   # a stale one (a crashed qmaster) would be taken for the new one
   sge_qmaster </dev/null >"$RUN/qmaster.out" 2>&1 || fail "sge_qmaster: $(cat "$RUN/qmaster.out")"
   retry 20 alive "$qpid" sge_qmaster || fail "sge_qmaster is not running (/var/spool/gridengine/qmaster/messages)"
   cp "$qpid" "$RUN/qmaster.pid"
@@ -95,6 +96,7 @@ qconf -sq all.q | grep -qE '^pe_list .*\bsmp\b' || qconf -mattr queue pe_list sm
 epid() { ls /var/spool/gridengine/execd/*/execd.pid 2>/dev/null | head -n 1; }
 if ! { [ -n "$(epid)" ] && alive "$(epid)" sge_execd; }; then
   started=1
+  rm -f /var/spool/gridengine/execd/*/execd.pid   # stale ones: we must record the new daemon
   sge_execd </dev/null >"$RUN/execd.out" 2>&1 || fail "sge_execd: $(cat "$RUN/execd.out")"
   retry 20 sh -c '[ -n "$(ls /var/spool/gridengine/execd/*/execd.pid 2>/dev/null)" ]' || fail "sge_execd wrote no pid file"
   cp "$(epid)" "$RUN/execd.pid"
