@@ -9,6 +9,7 @@ before the launch; nothing from ``$SLURM_*`` is ever expanded at render time.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -30,12 +31,42 @@ class LaunchError(ValueError):
     """A launcher that cannot work with the chosen scheduler; one line naming the field."""
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_TILDE_PREFIX = re.compile(r"^~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)")
+
+
+def quote_word(value: str) -> str:
+    """One inert shell word holding ``value``, written on one line of the script.
+
+    Plain values get :func:`shlex.quote`. A value holding a newline or another control character
+    is written as bash's ``$'...'`` with those characters as ``\\xHH`` escapes, so the script text
+    never carries a raw newline from a value: no later line of the file can begin with what
+    followed it (Grid Engine reads every line starting with ``#$`` as its options).
+    """
+    if "\x00" in value:
+        raise ValueError(f"{value[:40]!r}: a NUL byte cannot be passed through a shell")
+    if not _CONTROL.search(value):
+        return shlex.quote(value)
+    body = value.replace("\\", "\\\\").replace("'", "\\'")
+    return "$'" + _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", body) + "'"
+
+
+def path_word(value: str) -> Word:
+    """A path that may start with ``~`` or ``~user``: expanded by the shell on the compute node
+    (the rest of the path stays quoted), as it would be typed at a prompt."""
+    match = _TILDE_PREFIX.match(value)
+    if not match:
+        return value
+    rest = value[match.end() :]
+    return ShellVar(match.group(0) + ("/" + quote_word(rest[1:]) if rest[1:] else rest))
+
+
 def shell_join(words: Iterable[Word], width: int | None = None) -> str:
     """Join words into one shell command line, quoting every literal.
 
     With ``width``, long lines are continued with `` \\`` so that a script stays readable.
     """
-    quoted = [w.text if isinstance(w, ShellVar) else shlex.quote(w) for w in words]
+    quoted = [w.text if isinstance(w, ShellVar) else quote_word(w) for w in words]
     if width is None:
         return " ".join(quoted)
     lines = [""]
@@ -55,13 +86,20 @@ def container_prefix(spec: JobSpec) -> list[Word]:
     if spec.resources.gpus_per_node:
         words.append("--nv")
     for bind in c.binds:
-        words += ["--bind", bind]
-    return [*words, *c.options, c.image]
+        words += ["--bind", path_word(bind)]
+    return [*words, *c.options, path_word(c.image)]
 
 
 def program_words(spec: JobSpec) -> list[Word]:
     """What each rank runs, inside the container if there is one."""
-    return [*container_prefix(spec), *spec.program.argv()]
+    p = spec.program
+    if p.command:
+        argv: list[Word] = [*p.command, *p.args]
+    elif p.script:
+        argv = [path_word(p.python), path_word(p.script), *p.args]
+    else:
+        argv = [path_word(p.python), "-m", p.module or "", *p.args]
+    return [*container_prefix(spec), *argv]
 
 
 def torchrun_words(spec: JobSpec, *, standalone: bool) -> list[Word]:
@@ -72,7 +110,7 @@ def torchrun_words(spec: JobSpec, *, standalone: bool) -> list[Word]:
     """
     r, p = spec.resources, spec.program
     words: list[Word] = [*container_prefix(spec)]
-    words += [p.python, "-m", "torch.distributed.run"]
+    words += [path_word(p.python), "-m", "torch.distributed.run"]
     words += [f"--nnodes={r.nodes}", f"--nproc-per-node={r.ranks_per_node}"]
     if standalone:
         words.append("--standalone")
@@ -88,7 +126,7 @@ def torchrun_words(spec: JobSpec, *, standalone: bool) -> list[Word]:
     if p.command:
         words += ["--no-python", *p.command, *p.args]
     elif p.script:
-        words += [p.script, *p.args]
+        words += [path_word(p.script), *p.args]
     else:
         words += ["-m", p.module or "", *p.args]
     return words

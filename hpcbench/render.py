@@ -18,21 +18,32 @@ built-ins are also reachable as ``hpcbench/<name>``, so a user's ``slurm.sbatch.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.sandbox
 
 from hpcbench import __version__
-from hpcbench.launchers import LaunchError, ShellVar, launch_words, shell_join, torchrun_words
+from hpcbench.launchers import (
+    LaunchError,
+    ShellVar,
+    launch_words,
+    path_word,
+    quote_word,
+    shell_join,
+    torchrun_words,
+)
+from hpcbench.script_check import ScriptCheckError, check_directives
 from hpcbench.spec import JobSpec, format_memory, format_time_hms, format_time_slurm
 
 TEMPLATE_DIR_VAR = "HPCBENCH_TEMPLATE_DIR"
 LINE_WIDTH = 96  # launch lines are wrapped with backslash continuations past this
+LOCAL_MAX_RANKS = 1024  # the local scheduler starts every rank on this one machine
 TEMPLATE_NAMES = {
     "slurm": "slurm.sbatch.j2",
     "pbs": "pbs.qsub.j2",
@@ -41,6 +52,7 @@ TEMPLATE_NAMES = {
 }
 _SAFE_DIRECTIVE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+log = logging.getLogger("hpcbench")
 
 
 class RenderError(ValueError):
@@ -77,7 +89,16 @@ def shq(value: Any) -> str:
     """Quote one value as a single inert shell word."""
     if value is None or isinstance(value, jinja2.Undefined):
         raise RenderError("a template tried to quote an empty value (None)")
-    return shlex.quote(str(value))
+    try:
+        return quote_word(str(value))
+    except ValueError as err:
+        raise RenderError(str(err)) from None
+
+
+def shpath(value: Any) -> str:
+    """Quote a path as one shell word; a leading ``~``/``~user`` expands on the compute node."""
+    word = path_word(str(value))
+    return word.text if isinstance(word, ShellVar) else shq(word)
 
 
 def shjoin(words: Sequence[str | ShellVar]) -> str:
@@ -107,13 +128,20 @@ def _unsupported(field: str, scheduler: str, hint: str = "") -> None:
 
 
 def make_environment(template_dirs: Sequence[str | Path] | None = None) -> jinja2.Environment:
+    """The Jinja environment: the user's directories first, then the built-ins.
+
+    It is sandboxed: a template can shape the script's text, but it cannot call into Python (no
+    ``os.popen`` through ``__class__`` tricks, no attribute of ours that starts with ``_``) while
+    it is rendered on a login node. What a template writes into the script still runs on the
+    compute node, like any job script the user writes: templates are trusted as code there.
+    """
     builtin = jinja2.FileSystemLoader(str(builtin_template_dir()))
     loaders: list[jinja2.BaseLoader] = [
         jinja2.FileSystemLoader([str(d) for d in user_template_dirs(template_dirs)]),
         jinja2.PrefixLoader({"hpcbench": builtin}),
         builtin,
     ]
-    env = jinja2.Environment(
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
         loader=jinja2.ChoiceLoader(loaders),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
@@ -121,9 +149,18 @@ def make_environment(template_dirs: Sequence[str | Path] | None = None) -> jinja
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(shq=shq, shjoin=shjoin, directive=directive, comment=comment)
+    env.filters.update(shq=shq, shpath=shpath, shjoin=shjoin, directive=directive, comment=comment)
     env.globals.update(unsupported=_unsupported)
     return env
+
+
+def user_template(scheduler: str, template_dirs: Sequence[str | Path] | None = None) -> Path | None:
+    """The user's template that replaces the built-in one for ``scheduler``, if there is one."""
+    for d in user_template_dirs(template_dirs):
+        candidate = d / TEMPLATE_NAMES[scheduler]
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def summary(spec: JobSpec) -> str:
@@ -140,6 +177,11 @@ def summary(spec: JobSpec) -> str:
 
 def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
     r = spec.resources
+    if scheduler == "local" and r.world_size > LOCAL_MAX_RANKS:
+        raise RenderError(
+            f"resources.nodes: the local scheduler starts every rank on this machine; "
+            f"{r.world_size} ranks is more than {LOCAL_MAX_RANKS}"
+        )
     try:
         launch = launch_words(spec, scheduler)
     except LaunchError as err:
@@ -183,16 +225,32 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
 def render_script(
     spec: JobSpec, scheduler: str, template_dirs: Sequence[str | Path] | None = None
 ) -> str:
-    """The batch script for ``scheduler`` (``slurm``, ``pbs``, ``sge`` or ``local``)."""
+    """The batch script for ``scheduler`` (``slurm``, ``pbs``, ``sge`` or ``local``).
+
+    A template found in the user's directories is named on stderr (through the ``hpcbench``
+    logger), and every rendered script is checked line by line: no line after the directive
+    header may be one that a scheduler reads as a directive (see :mod:`hpcbench.script_check`).
+    """
     if scheduler not in TEMPLATE_NAMES:
         raise RenderError(
             f"scheduler: no template for {scheduler!r} (known: {', '.join(TEMPLATE_NAMES)})"
         )
     env = make_environment(template_dirs)
+    if (custom := user_template(scheduler, template_dirs)) is not None:
+        log.warning("hpcbench: using the user template %s", custom)
     try:
         template = env.get_template(TEMPLATE_NAMES[scheduler])
-        return template.render(template_context(spec, scheduler))
+        text = template.render(template_context(spec, scheduler))
+    except jinja2.sandbox.SecurityError as err:
+        raise RenderError(
+            f"template {TEMPLATE_NAMES[scheduler]}: refused by the sandbox: {err}"
+        ) from None
     except jinja2.TemplateError as err:
         where = getattr(err, "filename", None) or TEMPLATE_NAMES[scheduler]
         line = getattr(err, "lineno", None)
         raise RenderError(f"template {where}{f':{line}' if line else ''}: {err}") from None
+    try:
+        check_directives(text, scheduler)
+    except ScriptCheckError as err:
+        raise RenderError(str(err)) from None
+    return text

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -32,6 +33,14 @@ DEFAULT_PROGRAM_MODULE = "hpcbench.train"
 _PROGRAM_KINDS = frozenset({"module", "script", "command"})
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A leading ~ or ~user, expanded for path fields (a user name as POSIX allows it portably).
+_TILDE = re.compile(r"^~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)")
+# Upper bounds. A file name component is at most 255 bytes, and the job name becomes part of log
+# file names; one argument of a command line is at most 128 KiB on Linux (MAX_ARG_STRLEN).
+MAX_NAME_CHARS = 128
+MAX_LINE_CHARS = 4096
+MAX_TEXT_CHARS = 128 * 1024 - 1
+MAX_COUNTS = {"nodes": 100_000, "gpus_per_node": 64, "tasks_per_node": 1024, "cpus_per_task": 8192}
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -85,10 +94,14 @@ def _kind(kind: str, **extra: Any) -> dict[str, Any]:
 class Resources:
     """What the job asks the scheduler for. Counts are per node unless the name says otherwise."""
 
-    nodes: int = field(default=1, metadata=_kind("posint"))
-    gpus_per_node: int = field(default=0, metadata=_kind("nonnegint"))
-    tasks_per_node: int | None = field(default=None, metadata=_kind("posint"))
-    cpus_per_task: int = field(default=1, metadata=_kind("posint"))
+    nodes: int = field(default=1, metadata=_kind("posint", max=MAX_COUNTS["nodes"]))
+    gpus_per_node: int = field(
+        default=0, metadata=_kind("nonnegint", max=MAX_COUNTS["gpus_per_node"])
+    )
+    tasks_per_node: int | None = field(
+        default=None, metadata=_kind("posint", max=MAX_COUNTS["tasks_per_node"])
+    )
+    cpus_per_task: int = field(default=1, metadata=_kind("posint", max=MAX_COUNTS["cpus_per_task"]))
     memory_mb: int | None = field(default=None, metadata=_kind("memory", key="memory"))
     time_s: int = field(default=3600, metadata=_kind("time", key="time"))
     partition: str | None = field(default=None, metadata=_kind("line"))
@@ -96,8 +109,8 @@ class Resources:
     qos: str | None = field(default=None, metadata=_kind("line"))
     constraint: str | None = field(default=None, metadata=_kind("line"))
     exclusive: bool = field(default=False, metadata=_kind("bool"))
-    job_name: str = field(default="hpcbench", metadata=_kind("line"))
-    output_dir: str = field(default="runs", metadata=_kind("line"))
+    job_name: str = field(default="hpcbench", metadata=_kind("line", max_len=MAX_NAME_CHARS))
+    output_dir: str = field(default="runs", metadata=_kind("outdir"))
 
     @property
     def ranks_per_node(self) -> int:
@@ -123,19 +136,19 @@ class Resources:
 class Container:
     """An Apptainer/Singularity image every rank runs in."""
 
-    image: str = field(default="", metadata=_kind("text", required=True))
+    image: str = field(default="", metadata=_kind("path", required=True))
     runtime: str = field(default="apptainer", metadata=_kind("choice", choices=CONTAINER_RUNTIMES))
-    binds: list[str] = field(default_factory=list, metadata=_kind("textlist"))
-    options: list[str] = field(default_factory=list, metadata=_kind("textlist"))
+    binds: list[str] = field(default_factory=list, metadata=_kind("pathlist"))
+    options: list[str] = field(default_factory=list, metadata=_kind("linelist"))
 
 
 @dataclass
 class Environment:
     """How the job's shell is prepared before launch."""
 
-    modules: list[str] = field(default_factory=list, metadata=_kind("textlist"))
-    venv: str | None = field(default=None, metadata=_kind("text"))
-    conda_env: str | None = field(default=None, metadata=_kind("text"))
+    modules: list[str] = field(default_factory=list, metadata=_kind("linelist", noopt=True))
+    venv: str | None = field(default=None, metadata=_kind("path"))
+    conda_env: str | None = field(default=None, metadata=_kind("path"))
     container: Container | None = field(default=None, metadata=_kind("table", cls=Container))
     variables: dict[str, str] = field(default_factory=dict, metadata=_kind("envdict"))
     # Shell lines run as written, before launch: the one place where the spec holds code on purpose.
@@ -149,16 +162,16 @@ class Launcher:
     kind: str = field(default="torchrun", metadata=_kind("choice", choices=LAUNCHERS))
     port: int | None = field(default=None, metadata=_kind("port"))
     srun_mpi: str | None = field(default=None, metadata=_kind("line"))
-    args: list[str] = field(default_factory=list, metadata=_kind("textlist"))
+    args: list[str] = field(default_factory=list, metadata=_kind("linelist"))
 
 
 @dataclass
 class Program:
     """What every rank runs: ``python -m MODULE``, ``python SCRIPT`` or a whole COMMAND, plus args."""
 
-    python: str = field(default="python", metadata=_kind("text"))
+    python: str = field(default="python", metadata=_kind("path"))
     module: str | None = field(default=None, metadata=_kind("module"))
-    script: str | None = field(default=None, metadata=_kind("text"))
+    script: str | None = field(default=None, metadata=_kind("path"))
     command: list[str] | None = field(default=None, metadata=_kind("textlist"))
     args: list[str] = field(default_factory=list, metadata=_kind("textlist"))
 
@@ -285,6 +298,51 @@ def format_memory(mb: int, unit_suffix: str = "") -> str:
 # ----------------------------------------------------------------------------------- validation
 
 
+def _check_string(kind: str, meta: dict[str, Any], value: str) -> str:
+    """Check one string of a text, line, path or module field; raise ValueError with the problem."""
+    if "\x00" in value:
+        raise ValueError("must not hold a NUL byte (no shell can pass one on)")
+    single_line = kind in ("line", "linelist", "path", "pathlist", "outdir", "module")
+    if single_line and _CONTROL.search(value):
+        raise ValueError("must be a single line without control characters")
+    limit = meta.get("max_len", MAX_LINE_CHARS if single_line else MAX_TEXT_CHARS)
+    if len(value) > limit:
+        raise ValueError(f"is {len(value)} characters long, the limit is {limit}")
+    if kind == "module" and not _MODULE_NAME.match(value):
+        raise ValueError("expected a dotted Python module name like 'hpcbench.train'")
+    if (meta.get("noopt") or kind in ("path", "pathlist")) and value.startswith("-"):
+        raise ValueError(
+            f"must not start with '-' (it would be read as an option); write ./{value}"
+        )
+    if kind in ("path", "pathlist", "outdir") and value.startswith("~") and not _TILDE.match(value):
+        raise ValueError("a leading ~ must be followed by / or a user name (~/x, ~alice/x)")
+    if kind == "outdir":
+        return _check_output_dir(value)
+    return value
+
+
+def _check_output_dir(value: str) -> str:
+    """``output_dir`` reaches scheduler path patterns, so characters they interpret are refused.
+
+    SLURM reads a ``\\`` anywhere in ``--output`` as "no substitution", and Grid Engine expands
+    ``$HOME``, ``$JOB_ID``… in ``-o``/``-e``: logs would land elsewhere than hpcbench looks for
+    them. A leading ``~`` is expanded here, on the submitting machine, which is also where the
+    logs are read.
+    """
+    for char, name, why in (
+        ("\\", "a backslash", "SLURM reads it as 'no substitution'"),
+        ("$", "'$'", "Grid Engine expands it"),
+    ):
+        if char in value:
+            raise ValueError(f"must not hold {name} ({why} in log paths); give the path itself")
+    if value.startswith("~"):
+        expanded = os.path.expanduser(value)
+        if expanded.startswith("~"):
+            raise ValueError(f"no such user for {value.split('/', 1)[0]!r}")
+        return expanded
+    return value
+
+
 def _check_value(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) -> Any:
     """Convert and check one value; raise ValueError with the problem (no field name)."""
     if kind in ("posint", "nonnegint", "port"):
@@ -301,6 +359,8 @@ def _check_value(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) ->
             raise ValueError("must be 0 or more")
         if kind == "port" and not 1024 <= value <= 65535:
             raise ValueError("a port must be between 1024 and 65535")
+        if "max" in meta and value > meta["max"]:
+            raise ValueError(f"must be at most {meta['max']}")
         return value
     if kind == "bool":
         if not isinstance(value, bool):
@@ -310,24 +370,26 @@ def _check_value(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) ->
         return parse_time(value)
     if kind == "memory":
         return parse_memory(value)
-    if kind in ("text", "line", "module"):
+    if kind in ("text", "line", "path", "outdir", "module"):
         if not isinstance(value, str):
             raise ValueError("expected a string")
         if not value:
             raise ValueError("must not be empty")
-        if kind == "line" and _CONTROL.search(value):
-            raise ValueError("must be a single line without control characters")
-        if kind == "module" and not _MODULE_NAME.match(value):
-            raise ValueError("expected a dotted Python module name like 'hpcbench.train'")
-        return value
-    if kind in ("textlist", "linelist"):
+        return _check_string(kind, meta, value)
+    if kind in ("textlist", "linelist", "pathlist"):
         if isinstance(value, str):
             raise ValueError('expected a list of strings, e.g. ["a", "b"]')
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ValueError("expected a list of strings")
-        if kind == "linelist" and any(_CONTROL.search(v) for v in value):
-            raise ValueError("entries must be single lines without control characters")
-        return list(value)
+        if len(value) > 4096:
+            raise ValueError(f"holds {len(value)} entries, the limit is 4096")
+        checked = []
+        for i, entry in enumerate(value):
+            try:
+                checked.append(_check_string(kind, meta, entry))
+            except ValueError as err:
+                raise ValueError(f"entry {i + 1} {err}") from None
+        return checked
     if kind == "envdict":
         if not isinstance(value, dict):
             raise ValueError('expected a table of NAME = "value"')
@@ -336,6 +398,10 @@ def _check_value(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) ->
                 raise ValueError(f"{name!r} is not a valid environment variable name")
             if not isinstance(val, (str, int, float)) or isinstance(val, bool):
                 raise ValueError(f"{name}: expected a string value")
+            try:
+                _check_string("text", meta, str(val))
+            except ValueError as err:
+                raise ValueError(f"{name} {err}") from None
         return {k: str(v) for k, v in value.items()}
     if kind == "choice":
         choices = meta["choices"]
@@ -407,6 +473,12 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
         raise SpecError(f"{p}: is a directory, expected a TOML spec file") from None
     except tomllib.TOMLDecodeError as err:
         raise SpecError(f"{p}: not valid TOML: {err}") from None
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{p}: not valid TOML: not UTF-8 text (byte {err.start})") from None
+    except RecursionError:
+        raise SpecError(f"{p}: not valid TOML: nested too deeply") from None
+    except OSError as err:
+        raise SpecError(f"{p}: cannot read the spec file: {err.strerror}") from None
 
 
 def build_spec(

@@ -45,26 +45,42 @@ with open(os.environ["HPCB_RECORD"], "a") as fh:
 """
 
 
+def as_path(value: str) -> str:
+    """The value as a path field accepts it: one starting with '-' is refused (it would be read as
+    an option), so the test gives it as ./VALUE, as the error message tells a user to."""
+    return f"./{value}" if value.startswith("-") else value
+
+
+def as_output_dir(value: str) -> str:
+    """The value without '$' and '\\', which output_dir refuses (scheduler path patterns)."""
+    return as_path(value).replace("$", "S").replace("\\", "B")
+
+
 def hostile_spec(
     value: str, scheduler: str, launcher: str, program: str, tmp: Path, line_value: str
 ) -> dict:
     venv = tmp / "venvs" / value.replace("/", "_")
     (venv / "bin").mkdir(parents=True, exist_ok=True)
     (venv / "bin" / "activate").write_text("export HPCB_ACTIVATED=yes\n")
-    resources = {"nodes": 2, "tasks_per_node": 2, "job_name": line_value, "output_dir": line_value}
+    resources = {
+        "nodes": 2,
+        "tasks_per_node": 2,
+        "job_name": line_value,
+        "output_dir": as_output_dir(line_value),
+    }
     if scheduler in ("slurm", "pbs", "sge"):
         resources["partition"] = line_value
         resources["account"] = line_value
     if scheduler == "slurm":
         resources.update(qos=line_value, constraint=line_value)
-    prog = {"script": value} if program == "script" else {"command": [value, "arg"]}
+    prog = {"script": as_path(value)} if program == "script" else {"command": [value, "arg"]}
     return {
         "resources": resources,
         "environment": {
-            "modules": [value],
+            "modules": [as_path(value)],
             "venv": str(venv),
-            "conda_env": value,
-            "container": {"image": value, "binds": [value], "options": [value]},
+            "conda_env": as_path(value),
+            "container": {"image": as_path(value), "binds": [as_path(value)], "options": [value]},
             "variables": {"HOSTILE": value},
         },
         "launcher": {
@@ -137,25 +153,36 @@ def test_hostile_values_are_inert_and_arrive_intact(sandbox, scheduler, launcher
         calls = run_script(tmp, env, render_script(spec, scheduler))
         assert not list(tmp.rglob(CANARY)), f"{value!r} executed something"
         by_name = {c["name"]: c for c in calls}
-        assert by_name["module"]["argv"] == ["load", value]
-        assert ["activate", value] in [c["argv"] for c in calls if c["name"] == "conda"]
+        assert by_name["module"]["argv"] == ["load", as_path(value)]
+        assert ["activate", as_path(value)] in [c["argv"] for c in calls if c["name"] == "conda"]
         launch = [c for c in calls if c["argv"][-2:] == [value, "--x"]]
         assert launch, f"no launch call ended with the program args: {calls}"
         for call in launch:
             assert call["env"] == {"HOSTILE": value, "HPCB_ACTIVATED": "yes"}
             assert value in call["argv"][:-2]  # container image, binds and launcher args too
         # The job's run directory was made under the literal output_dir.
-        assert (tmp / "work" / value).is_dir()
+        assert (tmp / "work" / as_output_dir(value)).is_dir()
 
 
+@pytest.mark.parametrize("scheduler", ["slurm", "pbs", "sge", "local"])
 @pytest.mark.parametrize("value", MULTILINE)
-def test_multiline_values_are_inert_in_the_body(sandbox, value):
+def test_multiline_values_are_inert_in_the_body(sandbox, scheduler, value):
+    # Only data for the program may hold a newline: its arguments, command and environment values.
     tmp, env = sandbox
-    for scheduler in ("slurm", "local"):
-        spec = build_spec(hostile_spec(value, scheduler, "mpiexec", "script", tmp, "plain"))
-        calls = run_script(tmp, env, render_script(spec, scheduler))
-        assert not list(tmp.rglob(CANARY))
-        assert any(c["argv"][-2:] == [value, "--x"] for c in calls)
+    data = {
+        "resources": {"nodes": 2, "tasks_per_node": 2},
+        "environment": {"variables": {"HOSTILE": value}},
+        "launcher": {"kind": "mpiexec"},
+        "program": {"command": ["python", value], "args": [value, "--x"]},
+        "scheduler": {"sge_pe": "mpi"} if scheduler == "sge" else {},
+    }
+    text = render_script(build_spec(data), scheduler)
+    assert value not in text, "a raw newline from a value reached the script text"
+    calls = run_script(tmp, env, text)
+    assert not list(tmp.rglob(CANARY))
+    launch = [c for c in calls if c["argv"][-2:] == [value, "--x"]]
+    assert launch and all(c["argv"][-3] == value for c in launch), calls
+    assert all(c["env"]["HOSTILE"] == value for c in launch)
 
 
 @pytest.mark.parametrize(
@@ -166,7 +193,7 @@ def test_newlines_cannot_reach_a_directive_line(field, value):
     # A newline would end the '#SBATCH' comment and start a line of code: such values are refused.
     with pytest.raises(SpecError, match=f"resources.{field}: must be a single line"):
         build_spec({"resources": {field: value}})
-    with pytest.raises(SpecError, match="scheduler.directives: entries must be single lines"):
+    with pytest.raises(SpecError, match="scheduler.directives: entry 1 must be a single line"):
         build_spec({"scheduler": {"directives": [value]}})
 
 
@@ -179,7 +206,7 @@ def test_every_directive_stays_one_comment_line():
                 "account": value,
                 "qos": value,
                 "constraint": value,
-                "output_dir": value,
+                "output_dir": as_output_dir(value),
             }
         }
         text = render_script(build_spec(data), "slurm")

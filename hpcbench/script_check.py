@@ -1,0 +1,72 @@
+"""The last check on a rendered batch script: only its header can hold scheduler directives.
+
+Each scheduler reads its options from comment lines of the script, by its own rule:
+
+* SLURM (``#SBATCH``), PBS/Torque (``#PBS``), LSF (``#BSUB``) and Moab (``#MSUB``) read them from
+  the leading block of comments and stop at the first command;
+* Grid Engine reads *every* line that begins with ``#$``, wherever it is in the file;
+* Flux reads ``#flux:`` lines.
+
+hpcbench writes its directives in that leading block. After it, no line may begin (leading
+blanks ignored, any letter case) with any scheduler's prefix: such a line could come only from a
+value or a setup line, and one scheduler or another would obey it. The check runs on every
+rendered script, whatever template produced it, so it holds by construction and not by the care
+of each template.
+"""
+
+from __future__ import annotations
+
+DIRECTIVE_PREFIXES = {
+    "slurm": "#SBATCH",
+    "pbs": "#PBS",
+    "sge": "#$",
+    "lsf": "#BSUB",
+    "moab": "#MSUB",
+    "flux": "#flux:",
+}
+
+
+class ScriptCheckError(ValueError):
+    """A rendered script with a directive-like line outside its header; one line."""
+
+
+def header_length(lines: list[str]) -> int:
+    """How many lines (shebang included) form the leading block of comments and blank lines."""
+    for number, line in enumerate(lines):
+        if number == 0 and line.startswith("#!"):
+            continue
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return number
+    return len(lines)
+
+
+def directive_of(line: str) -> str | None:
+    """The scheduler that would read ``line`` as a directive (ignoring position), or None."""
+    text = line.lstrip().lower()
+    for scheduler, prefix in DIRECTIVE_PREFIXES.items():
+        if text.startswith(prefix.lower()):
+            return scheduler
+    return None
+
+
+def check_directives(text: str, scheduler: str) -> None:
+    """Raise :class:`ScriptCheckError` if a line after the header reads as a directive, or if a
+    header line holds a directive of another scheduler than ``scheduler``."""
+    lines = text.split("\n")
+    end = header_length(lines)
+    for number, line in enumerate(lines, start=1):
+        reader = directive_of(line)
+        if reader is None:
+            continue
+        if number > end:
+            raise ScriptCheckError(
+                f"rendered {scheduler} script, line {number}: {line.strip()[:80]!r} would be read "
+                f"by {reader} as a directive; no value or setup line may start a line with "
+                f"{DIRECTIVE_PREFIXES[reader]!r}"
+            )
+        if reader != scheduler:
+            raise ScriptCheckError(
+                f"rendered {scheduler} script, line {number}: {line.strip()[:80]!r} is a {reader} "
+                f"directive in a {scheduler} script"
+            )
