@@ -21,23 +21,40 @@ from __future__ import annotations
 
 import math
 import os
-import shlex
 from pathlib import Path
 from typing import Any
 
-from hpcbench.spec import JobSpec
+from hpcbench.launchers import ShellVar, path_word, quote_word
+from hpcbench.script_check import directive_of
+from hpcbench.spec import JobSpec, SpecError
+
+
+def _path(value: str) -> str:
+    word = path_word(value)
+    return word.text if isinstance(word, ShellVar) else quote_word(word)
 
 
 def setup_lines(spec: JobSpec) -> list[str]:
-    """The spec's environment as shell lines for submitit's ``slurm_setup`` (values quoted)."""
+    """The spec's environment as shell lines for submitit's ``slurm_setup`` (values quoted).
+
+    submitit writes these lines right after its ``#SBATCH`` header, so a setup line that reads
+    as a directive of any scheduler is refused: sbatch would obey it.
+    """
     env = spec.environment
-    lines = [f"module load {shlex.quote(m)}" for m in env.modules]
+    lines = [f"module load {quote_word(m)}" for m in env.modules]
     if env.venv:
-        lines.append(f"source {shlex.quote(str(Path(env.venv) / 'bin' / 'activate'))}")
+        lines.append(f"source {_path(env.venv)}/bin/activate")
     if env.conda_env:
-        lines.append(f"conda activate {shlex.quote(env.conda_env)}")
-    lines += [f"export {name}={shlex.quote(value)}" for name, value in env.variables.items()]
+        lines.append(f"conda activate {_path(env.conda_env)}")
+    lines += [f"export {name}={quote_word(value)}" for name, value in env.variables.items()]
     lines.append(f"export OMP_NUM_THREADS={spec.resources.cpus_per_task}")
+    for line in env.setup:
+        for part in line.splitlines():
+            if (reader := directive_of(part)) is not None:
+                raise SpecError(
+                    f"environment.setup: {part.strip()[:80]!r} would be read by {reader} as a "
+                    "directive; setup lines must not start with a scheduler's directive prefix"
+                )
     return lines + list(env.setup)
 
 

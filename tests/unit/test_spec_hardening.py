@@ -237,3 +237,21 @@ def test_written_files_honour_the_umask(tmp_path):
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, cwd=REPO)
     assert stat.S_IMODE((tmp_path / "script.sh").stat().st_mode) == 0o700
     assert stat.S_IMODE((tmp_path / "record.json").stat().st_mode) == 0o600
+
+
+# ------------------------------------------------------------------------------ submitit set-up
+
+
+def test_submitit_setup_lines_keep_values_on_one_line_and_refuse_directives():
+    from hpcbench.submitit_jobs import setup_lines
+
+    spec = build_spec(
+        {"environment": {"variables": {"NOTE": "a\n#SBATCH --time=999:00:00"}, "venv": "~/v"}}
+    )
+    lines = setup_lines(spec)
+    assert all("\n" not in line for line in lines)
+    assert "export NOTE=$'a\\x0a#SBATCH --time=999:00:00'" in lines
+    assert "source ~/v/bin/activate" in lines
+    bad = build_spec({"environment": {"setup": ["true", "#SBATCH --time=999:00:00"]}})
+    with pytest.raises(SpecError, match="environment.setup: .* would be read by slurm"):
+        setup_lines(bad)
