@@ -14,7 +14,7 @@ Then, for W = 1, 2, 4, every rank's epoch is read once more and the bytes its pr
 
     python benchmarks/loader.py [--samples 9000] [--size 197x148] [--repeats 5] [--data DIR]
 
-Targets (issue 3): reader ≥ 20× ImageFolder, ≥ 1.0× memmap, amplification ≤ 1.05.
+Targets: reader ≥ 20× ImageFolder, ≥ 1.0× memmap, amplification ≤ 1.05.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Images: N×H×W (grayscale), N×H×W×C (channels last, C = 1, 3 or 4) or N×C×H×W (channels first,
 C = 1 or 3) — the layout is inferred from where a 1/3/4-sized axis sits, or given. uint8 arrays
-are 0..255; float arrays must hold 0..1 (anything else is an error naming the value range found).
+are 0..255; float arrays must hold finite values in 0..1 (anything else is an error naming the
+value range found, or the first NaN/infinite element).
 Labels: N integers >= 0; class names default to "0".."K-1". Items go through the same resize and
 colour path as image files, so a converted array and a converted PNG of it are equal.
 """
@@ -18,6 +19,7 @@ import numpy as np
 
 from data_prep.images import UnreadableImage, array_to_chw
 from data_prep.source import Source, Target
+from hpcbench.data.files import NotRegularFile, regular_size
 from hpcbench.data.manifest import DataError
 
 LAYOUTS = ("auto", "nhw", "nhwc", "nchw")
@@ -38,9 +40,12 @@ class ArraySource(Source):
 def _load(path: str | os.PathLike[str], key: str | None) -> np.ndarray:
     path = Path(path)
     try:
+        regular_size(path)  # a FIFO would block np.load for ever
         data = np.load(path, mmap_mode="r", allow_pickle=False)
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
+    except NotRegularFile:
+        raise DataError(f"{path}: not a regular file (expected a .npy/.npz file)") from None
     except (ValueError, OSError) as err:
         raise DataError(f"{path}: not a numpy .npy/.npz file ({err})") from None
     if isinstance(data, np.lib.npyio.NpzFile):
@@ -82,21 +87,33 @@ def from_arrays(
     labels_key: str | None = None,
 ) -> ArraySource:
     where = {"kind": "arrays"}
+    inputs = []
+    image_name, label_name = "images", "labels"
     if not isinstance(images, np.ndarray):
         where["images"] = str(Path(images).resolve())
+        image_name = os.fspath(images)
+        inputs.append(image_name)
         images = _load(images, images_key)
     if not isinstance(labels, np.ndarray):
         where["labels"] = str(Path(labels).resolve())
+        label_name = os.fspath(labels)
+        inputs.append(label_name)
         labels = _load(labels, labels_key)
     if layout not in LAYOUTS:
         raise DataError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    if np.issubdtype(images.dtype, np.floating):
+        _check_finite(images, image_name)
     images = _channels_last(images, layout)
     labels = np.asarray(labels)
     if labels.ndim != 1 or len(labels) != len(images):
-        raise DataError(f"labels of shape {labels.shape} do not match {len(images)} images")
+        raise DataError(
+            f"{label_name}: labels of shape {labels.shape} do not match {len(images)} images "
+            "(expected one integer per image)"
+        )
     if not np.issubdtype(labels.dtype, np.integer) or (len(labels) and labels.min() < 0):
         raise DataError(
-            f"labels must be integers >= 0 (got dtype {labels.dtype}, min {labels.min() if len(labels) else '-'})"
+            f"{label_name}: labels must be integers >= 0 (got dtype {labels.dtype}, "
+            f"min {labels.min() if len(labels) else '-'})"
         )
     if images.dtype != np.uint8:
         if not np.issubdtype(images.dtype, np.floating):
@@ -121,4 +138,21 @@ def from_arrays(
         describe=where,
         native_size=(images.shape[2], images.shape[1]),
         images=images,
+        inputs=inputs,
     )
+
+
+def _check_finite(images: np.ndarray, name: str, rows: int = 1024) -> None:
+    """Raise DataError naming the first NaN or infinite element (read ``rows`` items at a time,
+    so a memory-mapped file is never loaded whole)."""
+    if images.ndim == 0:
+        return  # not images at all: the layout check says so
+    for at in range(0, len(images), rows):
+        bad = ~np.isfinite(np.asarray(images[at : at + rows]))
+        if bad.any():
+            index = [int(i) for i in np.argwhere(bad)[0]]
+            index[0] += at
+            value = images[tuple(index)]
+            raise DataError(
+                f"{name}: images{index} is {value}; float images must hold finite values in 0..1"
+            )

@@ -8,17 +8,25 @@
    its sha256, and returns its class counts and pixel sums.
 3. Publish: the manifest (normalisation from the train sums), ``skipped.txt`` and ``sources.txt``
    are written into the temporary directory, which is renamed to the output at the very end.
-   Any error removes the temporary directory: no half-written dataset is ever visible.
+   Any error (and SIGINT/SIGTERM, which the CLI turns into exceptions) removes the temporary
+   directory: no half-written dataset is ever visible.
+
+The output is checked before anything is written: it may not be, contain or lie inside what the
+source reads (symbolic links resolved), and ``overwrite`` replaces only an existing hpcbench
+dataset (a directory whose ``manifest.json`` says ``"format": "hpcbench-shards"``), never any
+other directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import logging
 import math
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -31,7 +39,16 @@ from data_prep.images import RESIZE_POLICIES, UnreadableImage
 from data_prep.source import Source, Target
 from data_prep.split import cap_per_class, parse_fractions, stratified_split
 from hpcbench import __version__
-from hpcbench.data.manifest import DTYPES, DataError, Manifest, ShardInfo, SplitInfo
+from hpcbench.data.files import printable
+from hpcbench.data.manifest import (
+    DTYPES,
+    FORMAT_NAME,
+    MANIFEST_NAME,
+    DataError,
+    Manifest,
+    ShardInfo,
+    SplitInfo,
+)
 from hpcbench.data.shards import write_shard
 
 log = logging.getLogger(__name__)
@@ -139,6 +156,14 @@ def _init_worker(
     _ctx.update(source=source, target=target, options=options, tmp=tmp, counter=counter)
 
 
+def _init_pool_worker(*args: Any) -> None:
+    """A pool worker leaves interrupts to its parent, which stops the pool and cleans up: it
+    ignores SIGINT (Ctrl-C reaches the whole process group) and dies quietly on SIGTERM."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _init_worker(*args)
+
+
 def _count(n: int) -> None:
     counter = _ctx.get("counter")
     if counter is not None:
@@ -205,10 +230,10 @@ def _run_task(task: Task) -> TaskResult:
 # ---- the coordinating side ------------------------------------------------------------------------
 def _mpi_comm() -> Any | None:
     """COMM_WORLD when this process is one of several MPI ranks, else None."""
-    from hpcbench.train.env import detect_launch
+    from hpcbench.launch import detect_launch, is_mpi_launch
 
     info = detect_launch()
-    if info.world_size < 2 or info.launcher not in ("openmpi", "mpich", "slurm"):
+    if not is_mpi_launch(info, srun_counts=True):
         return None
     from mpi4py import MPI
 
@@ -219,6 +244,81 @@ def _mpi_comm() -> Any | None:
             "(is mpi4py built against the MPI that launched it?)"
         )
     return comm
+
+
+EXTRA_FILES = ("skipped.txt", "sources.txt")  # what a conversion writes beside manifest and shards
+
+
+def dataset_files(path: Path) -> set[str] | None:
+    """The names a conversion wrote into ``path`` (its manifest, the shards it lists,
+    skipped.txt, sources.txt) when ``path`` is a real directory holding a valid hpcbench
+    manifest, else None."""
+    if path.is_symlink() or not path.is_dir():
+        return None
+    try:
+        manifest = Manifest.load(path)
+    except DataError:
+        return None
+    shards = {s.file for split in manifest.splits.values() for s in split.shards}
+    return {MANIFEST_NAME, *EXTRA_FILES, *shards}
+
+
+def dataset_problem(path: Path) -> str | None:
+    """Why ``--overwrite`` may not replace ``path``, or None when it is a dataset of ours and
+    holds nothing else (a directory hpcbench wrote whole, so removing it loses nothing else)."""
+    ours = dataset_files(path)
+    if ours is None:
+        return (
+            f"exists and is not an hpcbench dataset (no valid {MANIFEST_NAME} with "
+            f'"format": "{FORMAT_NAME}")'
+        )
+    with os.scandir(path) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.name not in ours or not entry.is_file(follow_symlinks=False):
+                return f"holds {printable(entry.name)}, which hpcbench did not write there"
+    return None
+
+
+def is_dataset(path: Path) -> bool:
+    """True when ``path`` is a dataset directory that ``--overwrite`` may replace."""
+    return dataset_problem(path) is None
+
+
+def _read_paths(source: Source) -> list[str]:
+    """Every file and directory the conversion reads, as given (item files included: a class
+    folder or list entry may be a link into the output)."""
+    return [*source.inputs, *(getattr(source, "paths", None) or [])]
+
+
+def check_output(out: Path, source: Source, overwrite: bool) -> None:
+    """Raise DataError unless writing (and with ``overwrite``, replacing) ``out`` is safe."""
+    real_out = Path(os.path.realpath(out))
+    for given in _read_paths(source):
+        real = Path(os.path.realpath(given))
+        if real == real_out or real.is_relative_to(real_out):
+            raise DataError(
+                f"{out}: is or contains the source {printable(given)}; choose an output "
+                "directory outside it"
+            )
+    for given in source.scanned:
+        if real_out.is_relative_to(os.path.realpath(given)):
+            raise DataError(
+                f"{out}: inside the source directory {given}; choose an output directory outside it"
+            )
+    if not os.path.lexists(out):
+        return
+    if not overwrite:
+        raise DataError(f"{out}: exists (choose another directory or pass --overwrite)")
+    if out.is_symlink():
+        raise DataError(
+            f"{out}: a symbolic link; --overwrite replaces only a real dataset directory"
+        )
+    problem = dataset_problem(out)
+    if problem:
+        raise DataError(
+            f"{out}: {problem}; --overwrite replaces only a directory holding an hpcbench "
+            "dataset and nothing else: remove it yourself or choose another directory"
+        )
 
 
 def plan(source: Source, options: ConvertOptions, target: Target) -> list[Task]:
@@ -262,8 +362,7 @@ def convert(
             "--size is required for image files (e.g. --size 224x224): sources differ in size"
         )
     target = Target(tuple(size), "L" if options.grayscale else "RGB", options.resize)
-    if out.exists() and not options.overwrite:
-        raise DataError(f"{out}: exists (choose another directory or pass --overwrite)")
+    check_output(out, source, options.overwrite)
     tasks = plan(source, options, target)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     if comm is not None:
@@ -339,7 +438,7 @@ def _run_everywhere(
         bar.close()
         return results
     with mp.get_context("fork" if sys.platform == "linux" else "spawn").Pool(
-        workers, initializer=_init_worker, initargs=(source, target, options, tmp, counter)
+        workers, initializer=_init_pool_worker, initargs=(source, target, options, tmp, counter)
     ) as pool:
         pending = pool.map_async(_run_task, tasks, chunksize=1)
         while not pending.ready():
@@ -349,6 +448,46 @@ def _run_everywhere(
     bar.update(counter.value)
     bar.close()
     return results
+
+
+def _swap_in(tmp: Path, out: Path) -> None:
+    """Rename ``tmp`` to ``out``; an existing ``out`` (a dataset: checked before converting, and
+    again here) is moved aside first and removed after. SIGINT/SIGTERM wait until the renames
+    are done, so an interrupt never leaves neither the old dataset nor the new one."""
+    blocked = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    try:
+        if not os.path.lexists(out):
+            os.replace(tmp, out)
+            return
+        ours = dataset_files(out)
+        problem = dataset_problem(out)
+        if ours is None or problem:
+            raise DataError(f"{out}: changed while converting and {problem}; left as it is")
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        os.replace(out, old)
+        try:
+            os.replace(tmp, out)
+        except OSError:
+            os.replace(old, out)
+            raise
+        _remove_dataset(old, ours)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _remove_dataset(old: Path, ours: set[str]) -> None:
+    """Remove the replaced dataset: only the files hpcbench wrote, then the directory; anything
+    that appeared there meanwhile is left, with a warning."""
+    for name in ours:
+        with contextlib.suppress(FileNotFoundError):
+            (old / name).unlink()
+    try:
+        old.rmdir()
+    except OSError:
+        log.warning(
+            "hpcbench prep: %s held files hpcbench did not write; left there for you to check", old
+        )
 
 
 def _publish(
@@ -403,13 +542,7 @@ def _publish(
     if source.names is not None:
         (tmp / "sources.txt").write_text("".join(n.replace("\n", " ") + "\n" for n in source.names))
     manifest.save(tmp)
-    old = None
-    if out.exists():  # --overwrite: swap in the new dataset, then drop the old one
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        os.replace(out, old)
-    os.replace(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    _swap_in(tmp, out)
     manifest.root = out
     log.info("wrote %s", out)
     return manifest

@@ -14,7 +14,8 @@ import csv
 import os
 from pathlib import Path
 
-from data_prep.source import FileSource, label_index
+from data_prep.source import FileSource, image_directories, label_index
+from hpcbench.data.files import open_regular
 from hpcbench.data.manifest import DataError
 
 PATH_NAMES = ("file", "path", "filename", "file_name", "image", "image_path")
@@ -29,10 +30,12 @@ def csv_table(
 ) -> FileSource:
     path = Path(path)
     try:
-        with open(path, newline="") as fh:
+        with open(open_regular(path), newline="") as fh:
             rows = list(csv.reader(fh))
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
     except (UnicodeDecodeError, csv.Error) as err:
         raise DataError(f"{path}: not a readable CSV ({err})") from None
     rows = [r for r in rows if any(cell.strip() for cell in r)]
@@ -68,11 +71,13 @@ def csv_table(
         classes, labels = label_index(values, str(path))
     except ValueError as err:
         raise DataError(str(err)) from None
+    paths = [str(root / f) for f in files]
     return FileSource(
         kind="csv",
         classes=classes,
         labels=labels,
         names=files,
-        paths=[str(root / f) for f in files],
+        paths=paths,
         describe={"kind": "csv", "path": str(path.resolve()), "image_root": str(root.resolve())},
+        inputs=[str(path), *image_directories(paths)],
     )

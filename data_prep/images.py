@@ -10,12 +10,19 @@ Policies (target W×H, PIL bilinear with its antialiasing filter, on 8-bit pixel
 
 Colour: ``L`` (grayscale, ITU-R 601-2 luma) or ``RGB``; palette, alpha and 16-bit images are
 converted by PIL's ``convert``. A file that PIL cannot decode completely raises
-:class:`UnreadableImage`, never a partial image.
+:class:`UnreadableImage`, never a partial image; so does anything that is not a regular file
+(a FIFO would block the worker forever) and an image larger than PIL's decompression-bomb limit
+(``Image.MAX_IMAGE_PIXELS``, 89 Mpixels: a small file could otherwise claim gigabytes of memory).
 """
 
 from __future__ import annotations
 
+import os
+import warnings
+
 import numpy as np
+
+from hpcbench.data.files import NotRegularFile, open_regular
 
 RESIZE_POLICIES = ("crop", "stretch", "pad")
 IMAGE_EXTENSIONS = (
@@ -82,10 +89,26 @@ def load_image(path: str, size: tuple[int, int], mode: str, policy: str) -> np.n
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as im:
-            im.load()  # decode now: a truncated file raises here, not later
-            out = resize(to_mode(im, mode), size, policy)
-    except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as err:
+        fd = open_regular(path)
+    except NotRegularFile:
+        raise UnreadableImage("not a regular file") from None
+    except OSError as err:
+        raise UnreadableImage(f"{type(err).__name__}: {err}") from None
+    try:
+        with os.fdopen(fd, "rb") as fh, warnings.catch_warnings():
+            # Above MAX_IMAGE_PIXELS PIL only warns; above twice that it raises. Both: refuse.
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(fh) as im:
+                im.load()  # decode now: a truncated file raises here, not later
+                out = resize(to_mode(im, mode), size, policy)
+    except (
+        OSError,
+        UnidentifiedImageError,
+        ValueError,
+        SyntaxError,
+        Image.DecompressionBombError,
+        Image.DecompressionBombWarning,
+    ) as err:
         raise UnreadableImage(f"{type(err).__name__}: {err}") from None
     arr = np.asarray(out, dtype=np.uint8)
     return arr[None] if arr.ndim == 2 else arr.transpose(2, 0, 1)

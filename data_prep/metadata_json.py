@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep.source import FileSource
+from data_prep.source import FileSource, image_directories
+from hpcbench.data.files import open_regular
 from hpcbench.data.manifest import DataError
 
 
@@ -28,10 +29,15 @@ def metadata_json(
 ) -> FileSource:
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        with os.fdopen(open_regular(path), "rb") as fh:
+            data = json.loads(fh.read())
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
+    except RecursionError:
+        raise DataError(f"{path}: not valid metadata (JSON nested too deeply)") from None
+    except (ValueError, UnicodeDecodeError) as err:
         raise DataError(f"{path}: not valid JSON ({err})") from None
     root = Path(image_root) if image_root is not None else path.parent
     try:
@@ -64,12 +70,14 @@ def metadata_json(
             )
     ids = sorted(label_of_image)
     names = [images[i] for i in ids]
+    paths = [str(root / n) for n in names]
     return FileSource(
         kind="metadata-json",
         classes=[name for _, name in categories],
         labels=np.array([label_of_image[i] for i in ids], dtype=np.int64),
         names=names,
-        paths=[str(root / n) for n in names],
+        paths=paths,
+        inputs=[str(path), *image_directories(paths)],
         describe={
             "kind": "metadata-json",
             "path": str(path.resolve()),

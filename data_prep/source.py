@@ -7,6 +7,7 @@ yields ``(item, array)`` or ``(item, UnreadableImage)``; arrays are C×H×W uint
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,10 @@ class Source:
     names: list[str] | None = None  # file per item (paths as given), for reports and sources.txt
     describe: dict[str, Any] = field(default_factory=dict)
     native_size: tuple[int, int] | None = None  # (W, H) when every item has one size
+    # Paths read (files or directories): the output may neither be nor contain one of them.
+    inputs: list[str] = field(default_factory=list)
+    # Directories listed recursively: the output may not lie inside one of them either.
+    scanned: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -59,6 +64,11 @@ class FileSource(Source):
                 yield int(i), load_image(self.paths[i], target.size, target.mode, target.policy)
             except UnreadableImage as err:
                 yield int(i), err
+
+
+def image_directories(paths: list[str]) -> list[str]:
+    """The distinct directories holding ``paths`` (what a listed source reads)."""
+    return sorted({os.path.dirname(os.path.abspath(p)) for p in paths})
 
 
 def label_index(values: list[str], where: str) -> tuple[list[str], np.ndarray]:

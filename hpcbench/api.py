@@ -5,28 +5,43 @@
     job = api.submit(spec, scheduler="local")
     status = job.wait()
     print(status.state, job.stdout())
+    metrics = job.result()        # rank 0's metrics.json, or JobFailed with the failing traceback
 
-Nothing here imports torch: it runs on login nodes.
+Every way of submitting returns the same handle, :class:`hpcbench.job.Job`. Nothing here imports
+torch: it runs on login nodes.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcbench import schedulers
 from hpcbench.atomic import write_atomically
-from hpcbench.logs import first_rank_error
+from hpcbench.job import Job, JobFailed
 from hpcbench.render import render_script
-from hpcbench.schedulers.base import Job, JobStatus, Scheduler, tail
-from hpcbench.spec import FIELD_KEYWORDS, JobSpec
+from hpcbench.schedulers.base import JobRecord
+from hpcbench.spec import FIELD_KEYWORDS, JobSpec, SpecError
 from hpcbench.spec import load_spec as _load_spec
 
-SCRIPT_SUFFIX = {"slurm": ".sbatch", "pbs": ".pbs", "sge": ".sge", "local": ".sh"}
+if TYPE_CHECKING:
+    import submitit
+
+__all__ = [
+    "Job",
+    "JobFailed",
+    "job",
+    "load_spec",
+    "render",
+    "resolve_scheduler",
+    "submit",
+    "submit_training",
+    "submitit_executor",
+]
 
 
 def load_spec(path: str | Path | None = None, **fields: Any) -> JobSpec:
@@ -56,96 +71,75 @@ def render(
     return render_script(spec, name, template_dirs)
 
 
-@dataclass
-class SubmittedJob:
-    """A handle on a submitted job, in the manner of submitit's ``Job``."""
-
-    job: Job
-    scheduler: Scheduler
-
-    @property
-    def job_id(self) -> str:
-        return self.job.job_id
-
-    def status(self) -> JobStatus:
-        return self.scheduler.statuses([self.job_id])[self.job_id]
-
-    @property
-    def state(self) -> str:
-        return self.status().state
-
-    def wait(self, timeout: float | None = None) -> JobStatus:
-        return self.scheduler.wait([self.job], timeout)[self.job_id]
-
-    def cancel(self) -> None:
-        self.scheduler.cancel([self.job_id])
-
-    def stdout(self) -> str:
-        return _read(self.job.stdout_path)
-
-    def stderr(self) -> str:
-        return _read(self.job.stderr_path)
-
-    def failure_report(self, status: JobStatus, lines: int = 30) -> str:
-        """How the job ended, the first failing rank's traceback, else the tail of its error log."""
-        code = "" if status.exit_code is None else f" with exit code {status.exit_code}"
-        why = f" ({status.reason})" if status.reason else ""
-        report = [f"job {self.job_id} {status.state.lower()}{code}{why}"]
-        err = first_rank_error(self.stderr()) or first_rank_error(self.stdout())
-        if err is not None and err.traceback:
-            who = f"rank {err.rank}" if err.rank is not None else "a rank"
-            report += [f"first failing {who}:", err.traceback]
-        elif err_tail := (tail(self.job.stderr_path, lines) or tail(self.job.stdout_path, lines)):
-            report += [f"last lines of {self.job.stderr_path}:", err_tail]
-        report.append(f"logs: {self.job.stdout_path} and {self.job.stderr_path}")
-        return "\n".join(report)
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
-
-
 def submit(
     spec: JobSpec,
     scheduler: str | None = None,
     template_dirs: Sequence[str | Path] | None = None,
     cwd: str | Path | None = None,
     preflight: bool = True,
-) -> SubmittedJob:
+) -> Job:
     """Render the script, keep a copy under ``<output_dir>/scripts/`` and submit it.
 
-    On SLURM the request is first checked against the partition's limits (``preflight``)."""
+    With ``preflight`` the request is first checked against what the scheduler allows (on
+    SLURM, the partition's limits)."""
     name, _ = resolve_scheduler(spec, scheduler)
-    if preflight and name == "slurm":
-        from hpcbench.preflight import check_slurm
-
-        check_slurm(spec)
+    sched = schedulers.get(name)
+    if preflight:
+        sched.preflight(spec)
     text = render_script(spec, name, template_dirs)
     workdir = Path(cwd or os.getcwd()).resolve()
+    # Batch systems do not create the log directory; a job whose log path is missing dies unseen.
+    _make_output_dir(workdir / spec.resources.output_dir)
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 1_000_000_000:09d}"
     script = (
         workdir
         / spec.resources.output_dir
         / "scripts"
-        / (f"{spec.resources.file_name}-{stamp}{SCRIPT_SUFFIX[name]}")
+        / (f"{spec.resources.file_name}-{stamp}{sched.script_suffix}")
     )
-    write_atomically(script, text, 0o755)
-    # Batch systems do not create the log directory; a job whose log path is missing dies unseen.
-    (workdir / spec.resources.output_dir).mkdir(parents=True, exist_ok=True)
-    sched = schedulers.get(name)
+    try:
+        write_atomically(script, text, 0o755)  # less the umask: the copy may hold --env secrets
+    except OSError as err:
+        raise schedulers.SchedulerError(
+            f"cannot write the script copy {err.filename or script}: {err.strerror}"
+        ) from None
     job_id = sched.submit(script, spec, workdir)
     out, err = sched.log_paths(spec, job_id, workdir)
-    job = Job(job_id, name, script, out, err, sched.run_dir(spec, job_id, workdir))
+    record = JobRecord(job_id, name, script, out, err, sched.run_dir(spec, job_id, workdir))
+    return Job(record, sched, _remember(record))
+
+
+def _make_output_dir(path: Path) -> None:
+    """Create the output directory, or say in one line (naming the field) why it cannot be."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise SpecError(f"resources.output_dir: {path} exists and is not a directory") from None
+    except OSError as err:
+        where = "" if err.filename in (None, str(path)) else f" ({err.filename})"
+        raise SpecError(
+            f"resources.output_dir: cannot create {path}{where}: {err.strerror}"
+        ) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise SpecError(
+            f"resources.output_dir: {path} is not writable: {os.strerror(errno.EACCES)}"
+        )
+
+
+def _remember(job: JobRecord) -> str:
+    """Record the job for ``hpcbench logs``; '' on success, else why it failed (the job runs)."""
     from hpcbench import registry
 
-    registry.record(job)
-    return SubmittedJob(job, sched)
+    try:
+        registry.record(job)
+    except OSError as err:
+        return f"{err.filename or registry.state_dir() / 'jobs'}: {err.strerror}"
+    return ""
 
 
-def submitit_executor(spec: JobSpec, folder: str | Path | None = None, cluster: str | None = None):  # noqa: ANN201
+def submitit_executor(
+    spec: JobSpec, folder: str | Path | None = None, cluster: str | None = None
+) -> submitit.AutoExecutor:
     """A ``submitit.AutoExecutor`` configured from ``spec`` (see :mod:`hpcbench.submitit_jobs`)."""
     from hpcbench.submitit_jobs import executor
 
@@ -157,20 +151,33 @@ def submit_training(
     trainer_args: Sequence[str] | None = None,
     folder: str | Path | None = None,
     cluster: str | None = None,
-):  # noqa: ANN201
+) -> Job:
     """Submit the trainer as a submitit function; ``job.result()`` returns its metrics dict."""
     from hpcbench.submitit_jobs import submit_training as _submit
 
     return _submit(spec, list(trainer_args or []), folder, cluster)
 
 
-def job(job_id: str, scheduler: str | None = None) -> SubmittedJob:
+def job(job_id: str, scheduler: str | None = None) -> Job:
     """The handle of a job submitted earlier from this machine (``hpcbench logs`` uses it)."""
     from hpcbench import registry
 
+    check_job_id(job_id, scheduler)
     found = registry.lookup(job_id, scheduler)
     if found is None:
         raise schedulers.SchedulerError(
             f"no record of job {job_id} submitted from here (records are in {registry.state_dir() / 'jobs'})"
         )
-    return SubmittedJob(found, schedulers.get(found.scheduler))
+    return Job(found, schedulers.get(found.scheduler))
+
+
+def check_job_id(job_id: str, scheduler: str | None = None) -> None:
+    """Refuse (JobIdError) an id of no scheduler's form, or not of the named scheduler's form."""
+    if scheduler:
+        schedulers.get(scheduler).check_ids([job_id])
+        return
+    if not any(cls.id_pattern.fullmatch(job_id) for cls in schedulers.SCHEDULER_CLASSES.values()):
+        raise schedulers.JobIdError(
+            f"job id {job_id!r} is not a job id (expected local-<number>, or the id a cluster's "
+            "scheduler printed, e.g. 1234, 1234_5 or 1234.server)"
+        )

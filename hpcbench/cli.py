@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcbench import __version__
 from hpcbench.spec import FIELD_KEYWORDS, LAUNCHERS, SCHEDULERS
+
+if TYPE_CHECKING:
+    from hpcbench.schedulers.base import Scheduler
 
 
 def _env_pair(text: str) -> tuple[str, str]:
@@ -16,6 +19,16 @@ def _env_pair(text: str) -> tuple[str, str]:
     if not sep:
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
     return name, value
+
+
+def _line_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of lines, 0 or more, got {text!r}")
+    return count
 
 
 def _job_options() -> argparse.ArgumentParser:
@@ -131,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lg.add_argument("job_id", metavar="JOB")
     lg.add_argument("--scheduler", choices=SCHEDULERS)
-    lg.add_argument("-n", "--lines", type=int, default=30, help="log lines to show (default 30)")
+    lg.add_argument(
+        "-n", "--lines", type=_line_count, default=30, help="log lines to show (default 30)"
+    )
     c = sub.add_parser("cancel", help="cancel jobs", description="Cancel jobs.")
     c.add_argument("job_ids", nargs="+", metavar="JOB")
     c.add_argument("--scheduler", choices=SCHEDULERS)
@@ -184,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     # Imported here so that `hpcbench --help` stays instant; none of these imports torch.
     from hpcbench import api
     from hpcbench.render import RenderError
-    from hpcbench.schedulers import SchedulerError
+    from hpcbench.schedulers import JobIdError, SchedulerError
     from hpcbench.schedulers.base import tail
     from hpcbench.spec import SpecError, load_spec
 
@@ -200,9 +215,15 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(api.render(spec, name, args.template_dir))
             return 0
         job = api.submit(spec, name, args.template_dir, preflight=args.preflight)
-        print(f"submitted job {job.job_id} to {name}: {job.job.script_path}")
-        print(f"logs: {job.job.stdout_path} and {job.job.stderr_path}")
-        print(f"run directory: {job.job.run_dir}")
+        print(f"submitted job {job.job_id} to {name}: {job.record.script_path}", flush=True)
+        print(f"logs: {job.record.stdout_path} and {job.record.stderr_path}")
+        print(f"run directory: {job.record.run_dir}", flush=True)
+        if job.record_error:
+            print(
+                f"hpcbench: warning: job {job.job_id} runs but was not recorded "
+                f"({job.record_error}); hpcbench logs will not find it",
+                file=sys.stderr,
+            )
         if not args.wait:
             return 0
         try:
@@ -215,16 +236,20 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 130
         if status.state == "COMPLETED":
-            last = tail(job.job.stdout_path, 10)
+            last = tail(job.record.stdout_path, 10)
             if last:
-                print(f"--- last lines of {job.job.stdout_path}\n{last}")
+                print(f"--- last lines of {job.record.stdout_path}\n{last}")
             print(f"job {job.job_id} completed")
             return 0
         print(job.failure_report(status), file=sys.stderr)
         return status.exit_code if status.exit_code not in (None, 0) else 1
     except (SpecError, RenderError, SchedulerError, TimeoutError) as err:
         print(f"hpcbench: error: {err}", file=sys.stderr)
-        return 2 if isinstance(err, (SpecError, RenderError)) else 1
+        return 2 if isinstance(err, (SpecError, RenderError, JobIdError)) else 1
+    except OSError as err:  # a file hpcbench needs; the message names it
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"hpcbench: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 1
 
 
 def _logs_command(args: argparse.Namespace) -> int:
@@ -234,36 +259,57 @@ def _logs_command(args: argparse.Namespace) -> int:
     handle = api.job(args.job_id, None if args.scheduler in (None, "auto") else args.scheduler)
     status = handle.status()
     code = "" if status.exit_code is None else f" exit={status.exit_code}"
-    print(f"job {handle.job_id} ({handle.job.scheduler}): {status.state}{code}")
+    print(f"job {handle.job_id} ({handle.record.scheduler}): {status.state}{code}")
     if status.state in ("FAILED", "TIMEOUT", "CANCELLED"):
         print(handle.failure_report(status, args.lines))
-    else:
-        for path in (handle.job.stdout_path, handle.job.stderr_path):
+    elif args.lines > 0:
+        for path in (handle.record.stdout_path, handle.record.stderr_path):
             text = tail(path, args.lines)
             if text:
                 print(f"--- last lines of {path}\n{text}")
-    print(f"run directory: {handle.job.run_dir}")
+    print(f"run directory: {handle.record.run_dir}")
     return 0
 
 
 def _jobs_command(args: argparse.Namespace) -> int:
-    from hpcbench import schedulers
-    from hpcbench.schedulers.local import ID_PREFIX
+    """``status`` and ``cancel``: each job's scheduler is the one named, else the one its record
+    says (jobs submitted from here), else the one whose ids look like it (this machine's first)."""
+    from hpcbench import api, registry, schedulers
 
-    if args.scheduler not in (None, "auto"):
-        name = args.scheduler
-    elif all(j.startswith(ID_PREFIX) for j in args.job_ids):
-        name = "local"
-    else:
-        name = schedulers.detect()[0]
-    sched = schedulers.get(name)
-    if args.action == "cancel":
-        sched.cancel(args.job_ids)
-        print(f"cancelled {', '.join(args.job_ids)} ({name})")
-        return 0
-    for job_id, st in sched.statuses(args.job_ids).items():
-        code = "" if st.exit_code is None else f" exit={st.exit_code}"
-        print(f"{job_id}\t{st.state}{code}{chr(9) + st.reason if st.reason else ''}")
+    named = args.scheduler not in (None, "auto")
+    by_scheduler: dict[str, list[str]] = {}
+    for job_id in args.job_ids:
+        api.check_job_id(job_id, args.scheduler if named else None)
+        if named:
+            name = args.scheduler
+        elif (found := registry.lookup(job_id)) is not None:
+            name = found.scheduler
+        else:
+            name = schedulers.for_job_id(job_id)
+        by_scheduler.setdefault(name, []).append(job_id)
+    for name, job_ids in by_scheduler.items():
+        sched = schedulers.get(name)
+        sched.check_ids(job_ids)
+        if args.action == "cancel":
+            _cancel(sched, job_ids)
+            continue
+        for job_id, st in sched.statuses(job_ids).items():
+            code = "" if st.exit_code is None else f" exit={st.exit_code}"
+            print(f"{job_id}\t{st.state}{code}{chr(9) + st.reason if st.reason else ''}")
+    return 0
+
+
+def _cancel(sched: Scheduler, job_ids: list[str]) -> int:
+    """Cancel the jobs that have not finished; say which had already finished."""
+    active = []
+    for job_id, st in sched.statuses(job_ids).items():
+        if st.finished:
+            print(f"{job_id} had already finished ({st.state}); nothing to cancel")
+        else:
+            active.append(job_id)
+    if active:
+        sched.cancel(active)
+        print(f"cancelled {', '.join(active)} ({sched.name})")
     return 0
 
 

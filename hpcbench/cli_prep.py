@@ -2,11 +2,18 @@
 
 Nothing here imports numpy or h5py until a prep command actually runs, so ``hpcbench submit``
 keeps its start-up time.
+
+Signals: SIGTERM (``scancel``, a batch time limit) is handled like Ctrl-C: the conversion's
+temporary directory is removed, one line is printed and the exit status is 143 (130 for
+SIGINT). Output into a closed pipe (``hpcbench prep info … | head``) ends quietly with 141,
+as a Unix tool killed by SIGPIPE does.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from typing import Any
 
@@ -170,17 +177,45 @@ def _options(args: argparse.Namespace) -> Any:
     )
 
 
+class Terminated(BaseException):
+    """Raised in the main process by SIGTERM, so that clean-up runs as for KeyboardInterrupt."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+def _stdout_to_devnull() -> None:
+    """After EPIPE: point stdout at /dev/null so the interpreter's final flush stays quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def run(args: argparse.Namespace) -> int:
     from hpcbench.data.manifest import DataError
 
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        return _run(args)
+        code = _run(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
+        return code
     except DataError as err:
-        print(f"hpcbench prep: error: {err}", file=sys.stderr)
+        from hpcbench.data.files import printable
+
+        print(f"hpcbench prep: error: {printable(err)}", file=sys.stderr)
         return 1 if args.prep_action == "verify" else 2
     except KeyboardInterrupt:
-        print("hpcbench prep: interrupted; nothing was written", file=sys.stderr)
+        print("hpcbench prep: interrupted; no partial output left", file=sys.stderr)
         return 130
+    except Terminated:
+        print("hpcbench prep: terminated (SIGTERM); no partial output left", file=sys.stderr)
+        return 143
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return 141
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -223,7 +258,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         source = data_prep.synthetic(args.samples, args.classes, args.seed)
     manifest = data_prep.convert(source, args.out, options)
-    from hpcbench.train.env import detect_launch
+    from hpcbench.launch import detect_launch
 
     if detect_launch().rank == 0:
         print(manifest.summary())

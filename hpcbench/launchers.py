@@ -13,8 +13,11 @@ import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from hpcbench.spec import JobSpec
+if TYPE_CHECKING:
+    from hpcbench.schedulers.base import Scheduler
+    from hpcbench.spec import JobSpec
 
 
 @dataclass(frozen=True)
@@ -158,33 +161,21 @@ def srun_words(spec: JobSpec) -> list[Word]:
     return [*words, *spec.launcher.args, *program_words(spec)]
 
 
-def agents_per_node_words(spec: JobSpec, scheduler: str) -> list[Word]:
-    """How a batch script starts one torchrun agent on each node of the allocation."""
-    nodes = spec.resources.nodes
-    if scheduler == "slurm":
-        return ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
-    if nodes == 1 or scheduler == "local":
-        return []  # single node (or the local scheduler, which loops over emulated nodes itself)
-    return ["mpiexec", "-n", str(nodes), ShellVar('"${mpi_per_node[@]}"')]
-
-
-def launch_words(spec: JobSpec, scheduler: str) -> list[Word]:
-    """The launch line of a batch script for ``scheduler`` (slurm, pbs, sge or local)."""
+def launch_words(spec: JobSpec, scheduler: type[Scheduler]) -> list[Word]:
+    """The launch line of a batch script for ``scheduler`` (its class): what the scheduler
+    declares for ``launcher.kind`` (:meth:`~hpcbench.schedulers.base.Scheduler.launcher_words`),
+    else torchrun with one agent per node (started as the scheduler says) or mpiexec."""
+    if (own := scheduler.launcher_words(spec)) is not None:
+        return own
     kind = spec.launcher.kind
     if kind == "torchrun":
         standalone = spec.resources.nodes == 1
-        return [
-            *agents_per_node_words(spec, scheduler),
-            *torchrun_words(spec, standalone=standalone),
-        ]
+        return [*scheduler.node_agents(spec), *torchrun_words(spec, standalone=standalone)]
     if kind == "mpiexec":
         return mpiexec_words(spec)
     if kind == "srun":
-        if scheduler == "local":
-            return mpiexec_words(spec)  # a laptop has no srun: the same ranks through mpiexec
-        if scheduler != "slurm":
-            raise LaunchError(
-                f"launcher.kind: srun runs only under SLURM, not {scheduler}; use mpiexec or torchrun"
-            )
-        return srun_words(spec)
+        raise LaunchError(
+            f"launcher.kind: srun runs only under SLURM, not {scheduler.name}; use mpiexec or "
+            "torchrun"
+        )
     raise LaunchError(f"launcher.kind: unknown launcher {kind!r}")

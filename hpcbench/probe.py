@@ -1,10 +1,11 @@
-"""``python -m hpcbench.probe``: the launch check every job can run before the real work.
+"""``python -m hpcbench.probe``: the launch check any job can run before the real work.
 
 Each rank prints who it is (rank, world, local rank, node, host, threads, visible GPUs) and, inside
 an hpcbench job, leaves a record in ``$HPCBENCH_RUN_DIR/probe/``. Rank 0 then waits for every rank's
 record and checks that the launch was consistent -- each rank present once, everyone agreeing on the
-world size -- writing ``probe.json`` and exiting non-zero when it was not. It is the default program
-until the trainer (``hpcbench.train``) is the default. No torch, no MPI.
+world size -- writing ``probe.json`` and exiting non-zero when it was not. Jobs run the trainer
+(``hpcbench.train``) by default; ``hpcbench submit --module hpcbench.probe`` runs this instead.
+Built on :mod:`hpcbench.launch`; no torch, no MPI.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from hpcbench.train.env import LaunchInfo, detect_launch, line_buffered_output
+from hpcbench.atomic import write_atomically
+from hpcbench.launch import LaunchInfo, detect_launch, job_id, line_buffered_output
 
 
 def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
-    tmp.replace(path)
+    write_atomically(path, json.dumps(data, indent=2, sort_keys=True))
 
 
 def _read_record(path: Path) -> dict | None:
@@ -39,7 +39,7 @@ def describe(info: LaunchInfo) -> dict:
         "threads": os.environ.get("OMP_NUM_THREADS"),
         "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "emulated_node": os.environ.get("HPCBENCH_NODE"),
-        "job_id": os.environ.get("HPCBENCH_JOB_ID"),
+        "job_id": job_id(),
     }
 
 

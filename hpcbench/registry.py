@@ -8,16 +8,19 @@ import json
 from pathlib import Path
 
 from hpcbench.atomic import write_atomically
-from hpcbench.schedulers.base import Job
-from hpcbench.schedulers.local import state_dir
+from hpcbench.schedulers.base import JobRecord, SchedulerError
+from hpcbench.state import state_dir
+
+_FIELDS = ("job_id", "scheduler", "script", "stdout", "stderr", "run_dir")
 
 
 def _path(scheduler: str, job_id: str) -> Path:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in job_id)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in job_id).lstrip(".")
     return state_dir() / "jobs" / scheduler / f"{safe}.json"
 
 
-def record(job: Job) -> None:
+def record(job: JobRecord) -> None:
+    """Remember ``job``; an OSError (state directory not writable) is left to the caller."""
     data = {
         "job_id": job.job_id,
         "scheduler": job.scheduler,
@@ -29,19 +32,33 @@ def record(job: Job) -> None:
     write_atomically(_path(job.scheduler, job.job_id), json.dumps(data) + "\n")
 
 
-def lookup(job_id: str, scheduler: str | None = None) -> Job | None:
+def _read(path: Path) -> JobRecord:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as err:
+        raise SchedulerError(f"job record {path}: cannot read it: {err.strerror}") from None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in _FIELDS):
+        raise SchedulerError(f"job record {path} is damaged (not the JSON hpcbench writes)")
+    return JobRecord(
+        data["job_id"],
+        data["scheduler"],
+        Path(data["script"]),
+        Path(data["stdout"]),
+        Path(data["stderr"]),
+        Path(data["run_dir"]),
+    )
+
+
+def lookup(job_id: str, scheduler: str | None = None) -> JobRecord | None:
     root = state_dir() / "jobs"
-    names = [scheduler] if scheduler else sorted(p.name for p in root.glob("*") if p.is_dir())
+    try:
+        names = [scheduler] if scheduler else sorted(p.name for p in root.glob("*") if p.is_dir())
+    except OSError as err:
+        raise SchedulerError(f"job records in {root}: cannot read them: {err.strerror}") from None
     for name in names:
         path = _path(name, job_id)
-        if path.exists():
-            d = json.loads(path.read_text())
-            return Job(
-                d["job_id"],
-                d["scheduler"],
-                Path(d["script"]),
-                Path(d["stdout"]),
-                Path(d["stderr"]),
-                Path(d["run_dir"]),
-            )
+        if path.is_file():
+            return _read(path)
     return None

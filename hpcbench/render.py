@@ -38,18 +38,13 @@ from hpcbench.launchers import (
     shell_join,
     torchrun_words,
 )
+from hpcbench.schedulers import SchedulerError, scheduler_class
 from hpcbench.script_check import ScriptCheckError, check_directives
-from hpcbench.spec import JobSpec, format_memory, format_time_hms, format_time_slurm
+from hpcbench.spec import JobSpec
 
 TEMPLATE_DIR_VAR = "HPCBENCH_TEMPLATE_DIR"
 LINE_WIDTH = 96  # launch lines are wrapped with backslash continuations past this
 LOCAL_MAX_RANKS = 1024  # the local scheduler starts every rank on this one machine
-TEMPLATE_NAMES = {
-    "slurm": "slurm.sbatch.j2",
-    "pbs": "pbs.qsub.j2",
-    "sge": "sge.qsub.j2",
-    "local": "local.sh.j2",
-}
 _SAFE_DIRECTIVE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 log = logging.getLogger("hpcbench")
@@ -105,14 +100,29 @@ def shjoin(words: Sequence[str | ShellVar]) -> str:
     return shell_join(words)
 
 
-def directive(value: Any) -> str:
-    """Quote a value for a scheduler directive line (``#SBATCH --job-name=VALUE``)."""
+def directive(value: Any, scheduler: str = "slurm") -> str:
+    """Quote a value for a scheduler directive line (``#SBATCH --job-name=VALUE``).
+
+    sbatch reads ``\\"`` and ``\\\\`` inside double quotes; PBS's and Grid Engine's qsub read
+    neither (a ``"`` ends the value, a ``\\`` stays), so there such values are refused."""
     text = str(value)
     if _CONTROL.search(text):
         raise RenderError(f"{text!r}: a directive value cannot hold a newline or control character")
     if _SAFE_DIRECTIVE.match(text):
         return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if scheduler == "slurm":
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if '"' in text or "\\" in text:
+        raise RenderError(
+            f"{text!r}: a {scheduler} directive value cannot hold '\"' or '\\' (its qsub reads "
+            "no escapes inside quotes)"
+        )
+    return '"' + text + '"'
+
+
+@jinja2.pass_context
+def _directive_filter(context: Any, value: Any) -> str:
+    return directive(value, context.get("scheduler", "slurm"))
 
 
 def comment(value: Any) -> str:
@@ -137,8 +147,10 @@ def make_environment(template_dirs: Sequence[str | Path] | None = None) -> jinja
     """
     builtin = jinja2.FileSystemLoader(str(builtin_template_dir()))
     loaders: list[jinja2.BaseLoader] = [
-        jinja2.FileSystemLoader([str(d) for d in user_template_dirs(template_dirs)]),
+        # first: ``hpcbench/…`` (the base every template extends) always names a built-in; a
+        # user directory cannot replace it, and so cannot bypass the quoting it holds
         jinja2.PrefixLoader({"hpcbench": builtin}),
+        jinja2.FileSystemLoader([str(d) for d in user_template_dirs(template_dirs)]),
         builtin,
     ]
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(
@@ -149,15 +161,18 @@ def make_environment(template_dirs: Sequence[str | Path] | None = None) -> jinja
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(shq=shq, shpath=shpath, shjoin=shjoin, directive=directive, comment=comment)
+    env.filters.update(
+        shq=shq, shpath=shpath, shjoin=shjoin, directive=_directive_filter, comment=comment
+    )
     env.globals.update(unsupported=_unsupported)
     return env
 
 
 def user_template(scheduler: str, template_dirs: Sequence[str | Path] | None = None) -> Path | None:
     """The user's template that replaces the built-in one for ``scheduler``, if there is one."""
+    name = scheduler_class(scheduler).template
     for d in user_template_dirs(template_dirs):
-        candidate = d / TEMPLATE_NAMES[scheduler]
+        candidate = d / name
         if candidate.is_file():
             return candidate
     return None
@@ -177,13 +192,14 @@ def summary(spec: JobSpec) -> str:
 
 def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
     r = spec.resources
+    cls = scheduler_class(scheduler)
     if scheduler == "local" and r.world_size > LOCAL_MAX_RANKS:
         raise RenderError(
             f"resources.nodes: the local scheduler starts every rank on this machine; "
             f"{r.world_size} ranks is more than {LOCAL_MAX_RANKS}"
         )
     try:
-        launch = launch_words(spec, scheduler)
+        launch = launch_words(spec, cls)
     except LaunchError as err:
         raise RenderError(str(err)) from None
     torchrun = spec.launcher.kind == "torchrun"
@@ -201,6 +217,9 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
         "summary": summary(spec),
         "file_name": r.file_name,
         "launch": launch_text,
+        # where the logs and the run directory go: one definition, the scheduler class's
+        "log_directives": cls.log_directives(spec),
+        "run_dir_shell": cls.run_dir_shell(spec),
         # torchrun starts one agent per node, so the scheduler's task is the node's agent and
         # holds the CPUs of all its ranks; mpiexec/srun start one task per rank.
         "tasks_per_node": 1 if torchrun else r.ranks_per_node,
@@ -210,15 +229,7 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
         "uses_mpi_opts": "${mpi_opts[@]}" in launch_text,
         "uses_mpi_per_node": "${mpi_per_node[@]}" in launch_text,
         "local_agent": shell_join(torchrun_words(spec, standalone=r.nodes == 1), width=LINE_WIDTH),
-        "time_slurm": format_time_slurm(r.time_s),
-        "time_hms": format_time_hms(r.time_s),
-        "memory_slurm": format_memory(r.memory_mb) if r.memory_mb else None,
-        "memory_pbs": format_memory(r.memory_mb, "b").lower() if r.memory_mb else None,
-        "memory_per_slot_sge": (
-            format_memory(max(1, r.memory_mb // max(1, r.ranks_per_node * r.cpus_per_task)))
-            if r.memory_mb
-            else None
-        ),
+        **cls.template_context(spec),
     }
 
 
@@ -231,22 +242,20 @@ def render_script(
     logger), and every rendered script is checked line by line: no line after the directive
     header may be one that a scheduler reads as a directive (see :mod:`hpcbench.script_check`).
     """
-    if scheduler not in TEMPLATE_NAMES:
-        raise RenderError(
-            f"scheduler: no template for {scheduler!r} (known: {', '.join(TEMPLATE_NAMES)})"
-        )
+    try:
+        cls = scheduler_class(scheduler)
+    except SchedulerError as err:
+        raise RenderError(str(err)) from None
     env = make_environment(template_dirs)
     if (custom := user_template(scheduler, template_dirs)) is not None:
         log.warning("hpcbench: using the user template %s", custom)
     try:
-        template = env.get_template(TEMPLATE_NAMES[scheduler])
+        template = env.get_template(cls.template)
         text = template.render(template_context(spec, scheduler))
     except jinja2.sandbox.SecurityError as err:
-        raise RenderError(
-            f"template {TEMPLATE_NAMES[scheduler]}: refused by the sandbox: {err}"
-        ) from None
+        raise RenderError(f"template {cls.template}: refused by the sandbox: {err}") from None
     except jinja2.TemplateError as err:
-        where = getattr(err, "filename", None) or TEMPLATE_NAMES[scheduler]
+        where = getattr(err, "filename", None) or cls.template
         line = getattr(err, "lineno", None)
         raise RenderError(f"template {where}{f':{line}' if line else ''}: {err}") from None
     try:

@@ -41,10 +41,22 @@ def header_length(lines: list[str]) -> int:
     return len(lines)
 
 
+def reading_rules() -> dict[str, str]:
+    """Every directive prefix to guard against: those above, and each scheduler class's own
+    (a scheduler added to :mod:`hpcbench.schedulers` is guarded without an edit here)."""
+    from hpcbench.schedulers import SCHEDULER_CLASSES
+
+    rules = dict(DIRECTIVE_PREFIXES)
+    rules.update(
+        {n: c.directive_prefix for n, c in SCHEDULER_CLASSES.items() if c.directive_prefix}
+    )
+    return rules
+
+
 def directive_of(line: str) -> str | None:
     """The scheduler that would read ``line`` as a directive (ignoring position), or None."""
     text = line.lstrip().lower()
-    for scheduler, prefix in DIRECTIVE_PREFIXES.items():
+    for scheduler, prefix in reading_rules().items():
         if text.startswith(prefix.lower()):
             return scheduler
     return None
@@ -63,7 +75,7 @@ def check_directives(text: str, scheduler: str) -> None:
             raise ScriptCheckError(
                 f"rendered {scheduler} script, line {number}: {line.strip()[:80]!r} would be read "
                 f"by {reader} as a directive; no value or setup line may start a line with "
-                f"{DIRECTIVE_PREFIXES[reader]!r}"
+                f"{reading_rules()[reader]!r}"
             )
         if reader != scheduler:
             raise ScriptCheckError(

@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcbench.schedulers import scheduler_names
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-SCHEDULERS = ("auto", "slurm", "pbs", "sge", "local")
+SCHEDULERS = ("auto", *scheduler_names())
 LAUNCHERS = ("torchrun", "mpiexec", "srun")
 CONTAINER_RUNTIMES = ("apptainer", "singularity")
 PBS_RESOURCE_STYLES = ("select", "nodes")
@@ -211,9 +213,6 @@ class JobSpec:
     )
     source: str | None = field(default=None, metadata=_kind("internal"))
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 # ----------------------------------------------------------------------------------- parsing values
 
@@ -302,6 +301,8 @@ def _check_string(kind: str, meta: dict[str, Any], value: str) -> str:
     """Check one string of a text, line, path or module field; raise ValueError with the problem."""
     if "\x00" in value:
         raise ValueError("must not hold a NUL byte (no shell can pass one on)")
+    if not _utf8(value):
+        raise ValueError(f"is not UTF-8 text ({ascii(value)}); a job script is written as UTF-8")
     single_line = kind in ("line", "linelist", "path", "pathlist", "outdir", "module")
     if single_line and _CONTROL.search(value):
         raise ValueError("must be a single line without control characters")
@@ -324,14 +325,15 @@ def _check_string(kind: str, meta: dict[str, Any], value: str) -> str:
 def _check_output_dir(value: str) -> str:
     """``output_dir`` reaches scheduler path patterns, so characters they interpret are refused.
 
-    SLURM reads a ``\\`` anywhere in ``--output`` as "no substitution", and Grid Engine expands
-    ``$HOME``, ``$JOB_ID``… in ``-o``/``-e``: logs would land elsewhere than hpcbench looks for
-    them. A leading ``~`` is expanded here, on the submitting machine, which is also where the
-    logs are read.
+    SLURM reads a ``\\`` anywhere in ``--output`` as "no substitution", Grid Engine expands
+    ``$HOME``, ``$JOB_ID``… in ``-o``/``-e``, and PBS and Grid Engine read ``HOST:PATH``: logs
+    would land elsewhere than hpcbench looks for them. A leading ``~`` is expanded here, on the
+    submitting machine, which is also where the logs are read.
     """
     for char, name, why in (
         ("\\", "a backslash", "SLURM reads it as 'no substitution'"),
         ("$", "'$'", "Grid Engine expands it"),
+        (":", "':'", "PBS and Grid Engine read HOST:PATH"),
     ):
         if char in value:
             raise ValueError(f"must not hold {name} ({why} in log paths); give the path itself")
@@ -461,9 +463,21 @@ def _merge(base: dict[str, Any], dotted: str, value: Any) -> None:
         node[parts_key] = value
 
 
+def _utf8(text: str) -> bool:
+    """Whether ``text`` is valid Unicode (command-line bytes that are not UTF-8 arrive as lone
+    surrogates, which no UTF-8 file can hold)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def read_spec_file(path: str | Path) -> dict[str, Any]:
     """Read a TOML spec file; a missing or malformed file is a one-line SpecError."""
     p = Path(path)
+    if not _utf8(str(p)):
+        raise SpecError(f"{ascii(str(p))}: the spec file's name is not UTF-8; rename it")
     try:
         with p.open("rb") as fh:
             return tomllib.load(fh)

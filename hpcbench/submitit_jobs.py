@@ -22,11 +22,16 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcbench.launchers import ShellVar, path_word, quote_word
 from hpcbench.script_check import directive_of
 from hpcbench.spec import JobSpec, SpecError
+
+if TYPE_CHECKING:
+    import submitit
+
+    from hpcbench.job import Job
 
 
 def _path(value: str) -> str:
@@ -60,7 +65,7 @@ def setup_lines(spec: JobSpec) -> list[str]:
 
 def executor(
     spec: JobSpec, folder: str | os.PathLike[str] | None = None, cluster: str | None = None
-):  # noqa: ANN201
+) -> submitit.AutoExecutor:
     """A ``submitit.AutoExecutor`` configured from ``spec`` (SLURM parameters when on SLURM)."""
     import submitit
 
@@ -116,34 +121,15 @@ def train_task(argv: list[str]) -> dict[str, Any]:
     return run_training(list(argv))
 
 
-class TrainingJob:
-    """A submitit job running the trainer: ``result()`` is rank 0's metrics dict for one task or
-    many (submitit itself wants ``results()`` for multi-task jobs); everything else is the
-    submitit job's (``state``, ``done()``, ``cancel()``, ``stdout()``, ``job_id`` …)."""
-
-    def __init__(self, job: Any) -> None:
-        self.job = job
-
-    def result(self) -> dict[str, Any]:
-        return self.job.results()[0]
-
-    def results(self) -> list[dict[str, Any]]:
-        return self.job.results()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.job, name)
-
-    def __repr__(self) -> str:
-        return f"TrainingJob({self.job!r})"
-
-
 def submit_training(
     spec: JobSpec,
     trainer_args: list[str] | None = None,
     folder: str | os.PathLike[str] | None = None,
     cluster: str | None = None,
-):  # noqa: ANN201
+) -> Job:
     """Submit the trainer through submitit; ``job.result()`` is rank 0's metrics dict."""
     ex = executor(spec, folder, cluster)
     args = list(spec.program.args) + list(trainer_args or [])
-    return TrainingJob(ex.submit(train_task, args))
+    from hpcbench.job import Job
+
+    return Job.from_submitit(ex.submit(train_task, args))

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -33,7 +34,7 @@ def have_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def need_module(name: str):  # noqa: ANN201 - the module
+def need_module(name: str) -> ModuleType:
     """Import a module the tests need: skip (the whole test module) without it on a developer
     machine, fail in CI, where the Makefile installs it."""
     import importlib

@@ -19,7 +19,6 @@ __all__ = [
     "SplitInfo",
     "ShardPlan",
     "ShardedDataset",
-    "load_manifest",
     "verify_dataset",
 ]
 
@@ -37,6 +36,4 @@ def __getattr__(name: str) -> Any:
         from hpcbench.data.verify import verify_dataset
 
         return verify_dataset
-    if name == "load_manifest":
-        return Manifest.load
     raise AttributeError(name)

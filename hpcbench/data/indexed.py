@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from hpcbench.data.manifest import Manifest
-from hpcbench.data.shards import OpenShard
+from hpcbench.data.shards import OpenShard, check_shard_file
 
 
 class SampleReader:
@@ -26,6 +26,8 @@ class SampleReader:
         self.manifest = manifest
         self.info = manifest.split(split)
         self.paths = paths or [manifest.shard_path(s) for s in self.info.shards]
+        for path, shard in zip(self.paths, self.info.shards, strict=True):
+            check_shard_file(path, shard)  # sizes bound every read: check them first
         self.starts = np.cumsum([0] + [s.samples for s in self.info.shards])
         self.samples = int(self.starts[-1])
         self._handles: dict[int, OpenShard] = {}

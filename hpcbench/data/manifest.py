@@ -9,18 +9,24 @@ options used. docs/data.md describes the format; this module is its only reader 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcbench.atomic import write_atomically
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "hpcbench-shards"
 FORMAT_VERSION = 1
 SPLITS = ("train", "val", "test")
 DTYPES = ("uint8", "float16")
+MAX_MANIFEST_BYTES = 1 << 30  # a million shards take about 200 MB
+MAX_SAMPLE_BYTES = 1 << 34  # 16 GiB per sample: anything larger is a corrupted shape
 
 
 class DataError(Exception):
@@ -72,10 +78,15 @@ class Manifest:
         c, h, w = self.shape
         return c * h * w * (1 if self.dtype == "uint8" else 2)
 
-    def normalization(self):  # noqa: ANN201 - numpy arrays
+    def normalization(self) -> tuple[np.ndarray, np.ndarray]:
         """(scale, shift), float32 of shape (C, 1, 1), such that ``stored * scale + shift`` is
         ``(x - mean) / std`` on the 0..1 scale, whatever the stored dtype."""
         import numpy as np
+
+        where = str(self.root / MANIFEST_NAME) if self.root is not None else "manifest"
+        problem = normalization_problem(self.mean, self.std, self.channels)
+        if problem:
+            raise DataError(f"{where}: {problem}")
 
         mean = np.asarray(self.mean, dtype=np.float32).reshape(-1, 1, 1)
         std = np.asarray(self.std, dtype=np.float32).reshape(-1, 1, 1)
@@ -167,45 +178,53 @@ class Manifest:
                 created=str(data.get("created", "")),
                 hpcbench_version=str(data.get("hpcbench_version", "")),
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
             raise bad(f"malformed field ({type(err).__name__}: {err})") from None
         if len(shape) != 3 or min(shape) < 1:
-            raise bad(f"sample.shape must be [C, H, W], got {shape}")
+            raise bad(f"sample.shape must be [C, H, W], each >= 1, got {shape}")
         if dtype not in DTYPES:
             raise bad(f"sample.dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-        if len(manifest.mean) != shape[0] or len(manifest.std) != shape[0]:
-            raise bad("normalization mean/std need one value per channel")
+        if manifest.sample_bytes > MAX_SAMPLE_BYTES:
+            raise bad(
+                f"sample.shape {shape} is {manifest.sample_bytes:,} bytes per sample "
+                f"(at most {MAX_SAMPLE_BYTES:,} accepted)"
+            )
+        problem = normalization_problem(manifest.mean, manifest.std, shape[0])
+        if problem:
+            raise bad(problem)
         for name, s in splits.items():
-            if name not in SPLITS:
-                raise bad(f"unknown split {name!r} (expected {', '.join(SPLITS)})")
-            if len(s.class_counts) != len(classes):
-                raise bad(
-                    f"splits.{name}.class_counts has {len(s.class_counts)} entries for {len(classes)} classes"
-                )
-            if sum(x.samples for x in s.shards) != s.samples or sum(s.class_counts) != s.samples:
-                raise bad(
-                    f"splits.{name}: shard sample counts and class counts do not add up to {s.samples}"
-                )
-            for x in s.shards:
-                if "/" in x.file or x.file.startswith("."):
-                    raise bad(f"shard file name {x.file!r} must be a plain file name")
+            problem = _split_problem(name, s, len(classes), manifest.sample_bytes)
+            if problem:
+                raise bad(problem)
         return manifest
 
     @classmethod
     def load(cls, root: str | os.PathLike[str]) -> Manifest:
+        from hpcbench.data.files import NotRegularFile, read_regular
+
         root = Path(root)
         path = root / MANIFEST_NAME
         if not root.is_dir():
             raise DataError(f"{root}: no such dataset directory")
         try:
-            text = path.read_text()
+            raw = read_regular(path, MAX_MANIFEST_BYTES)
         except FileNotFoundError:
             raise DataError(
                 f"{path}: missing (is {root} an hpcbench dataset? see 'hpcbench prep --help')"
             ) from None
+        except NotRegularFile:
+            raise DataError(f"{path}: not a regular file (expected the JSON manifest)") from None
+        except OSError as err:
+            raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
+        except ValueError as err:
+            raise DataError(f"{path}: {err}; not a manifest") from None
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise DataError(f"{path}: not valid JSON (not UTF-8 text)") from None
+        except RecursionError:
+            raise DataError(f"{path}: not a manifest (JSON nested too deeply)") from None
+        except ValueError as err:
             raise DataError(f"{path}: not valid JSON ({err})") from None
         manifest = cls.from_dict(data, str(path))
         manifest.root = root
@@ -216,10 +235,13 @@ class Manifest:
 
     def summary(self) -> str:
         """A few lines for ``hpcbench prep info``."""
+        from hpcbench.data.files import printable
+
         c, h, w = self.shape
         mode = {1: "grayscale", 3: "RGB"}.get(c, f"{c} channels")
+        classes = [printable(n) for n in self.classes]
         lines = [
-            f"dataset {self.name or '?'} at {self.root}",
+            f"dataset {printable(self.name or '?')} at {printable(self.root)}",
             f"  samples {w}x{h} {mode}, {self.dtype}, {self.sample_bytes:,} bytes each; "
             f"{self.num_classes} classes",
             f"  normalisation (train, 0..1 scale): mean {_fmt(self.mean)} std {_fmt(self.std)}",
@@ -229,14 +251,54 @@ class Manifest:
             lines.append(
                 f"  {name:5s} {s.samples:>9,} samples in {len(s.shards)} shard(s), {size / 2**20:,.1f} MiB"
             )
-        width = max(len(n) for n in self.classes) if self.classes else 0
+        width = max(len(n) for n in classes) if classes else 0
         lines.append("  class" + " " * max(1, width - 3) + "".join(f"{n:>9s}" for n in self.splits))
-        for i, cname in enumerate(self.classes):
+        for i, cname in enumerate(classes):
             counts = "".join(f"{s.class_counts[i]:>9,}" for s in self.splits.values())
             lines.append(f"  {cname:<{width + 2}s}{counts}")
         if self.skipped:
             lines.append(f"  {self.skipped} unreadable source image(s) skipped (see skipped.txt)")
         return "\n".join(lines)
+
+
+def normalization_problem(mean: list[float], std: list[float], channels: int) -> str | None:
+    """What is wrong with per-channel mean/std (None when they are usable)."""
+    for key, values in (("mean", mean), ("std", std)):
+        if len(values) != channels:
+            return (
+                f"normalization.{key} has {len(values)} value(s) for {channels} channel(s); "
+                "give one per channel"
+            )
+        for i, v in enumerate(values):
+            if not math.isfinite(v):
+                return f"normalization.{key}[{i}] is {v}; must be a finite number"
+            if key == "std" and v <= 0:
+                return f"normalization.std[{i}] is {v:g}; must be > 0 (it divides the pixels)"
+    return None
+
+
+def _split_problem(name: str, s: SplitInfo, classes: int, sample_bytes: int) -> str | None:
+    """What is wrong with one split's counts and shard list (None when consistent)."""
+    if name not in SPLITS:
+        return f"unknown split {name!r} (expected {', '.join(SPLITS)})"
+    if len(s.class_counts) != classes:
+        return f"splits.{name}.class_counts has {len(s.class_counts)} entries for {classes} classes"
+    if s.samples < 0 or min(s.class_counts, default=0) < 0:
+        return f"splits.{name}: sample and class counts must be >= 0"
+    if sum(x.samples for x in s.shards) != s.samples or sum(s.class_counts) != s.samples:
+        return f"splits.{name}: shard sample counts and class counts do not add up to {s.samples}"
+    for k, x in enumerate(s.shards):
+        where = f"splits.{name}.shards[{k}]"
+        if not x.file or "/" in x.file or x.file.startswith(".") or not x.file.isprintable():
+            return f"{where}: shard file name {x.file!r} must be a plain file name"
+        if x.samples < 1 or x.bytes < 0:
+            return f"{where} ({x.file}): samples must be >= 1 and bytes >= 0"
+        if x.samples * sample_bytes > x.bytes:
+            return (
+                f"{where} ({x.file}): {x.samples:,} samples of {sample_bytes:,} bytes do not fit "
+                f"in its {x.bytes:,} bytes"
+            )
+    return None
 
 
 def _fmt(values: list[float]) -> str:

@@ -8,15 +8,19 @@
         print(ds.io_stats())   # bytes read, files opened, shards touched on this rank
 
 The rows a rank reads and their order come from :class:`hpcbench.data.sampler.ShardPlan` (the
-sampler half). This module only reads: one window (shuffle buffer) at a time, each piece of it
-with one ``read_direct`` of consecutive rows, then serves batches from memory. Why batches and not
-samples: a per-sample ``__getitem__`` costs a Python call and a collate per sample, which is
-slower than the read itself (benchmarks/loader.py).
+sampler half). This module only reads: one window (shuffle buffer, ``window_bytes``) at a time
+into one buffer reused for every window, each piece of it (consecutive rows of one shard) with one
+read (:meth:`hpcbench.data.shards.OpenShard.read_into`: one ``os.preadv`` for the contiguous
+datasets the converters write, h5py's ``read_direct`` otherwise), then serves batches from
+memory. Why batches and not samples: a per-sample ``__getitem__`` costs a Python call and a
+collate per sample, which is slower than the read itself (benchmarks/loader.py).
 
 Safe with DataLoader workers: worker ``i`` of ``n`` reads windows ``i, i+n, …`` (disjoint, so no
 byte is read twice); HDF5 files are opened lazily in the process that reads them and never cross
-a fork (h5py#991); the epoch and the I/O counters live in shared memory, so ``set_epoch`` reaches
-persistent workers and their reads are counted.
+a fork (h5py handles are not fork-safe); the epoch and the I/O counters live in shared memory, so
+``set_epoch`` reaches persistent workers and their reads are counted. Rank and world size, when
+not given, come from torch.distributed if it is initialised, else from the launcher
+(:func:`hpcbench.launch.detect_launch`).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from hpcbench.data.manifest import Manifest
 from hpcbench.data.sampler import ShardPlan, Window
-from hpcbench.data.shards import OpenShard
+from hpcbench.data.shards import OpenShard, check_shard_file
 
 MAX_WORKERS = 64  # counter slots: the main process plus up to 63 DataLoader workers
 _BYTES, _OPENS, _BATCHES, _SAMPLES = range(4)
@@ -43,7 +47,7 @@ DEFAULT_WINDOW_BYTES = 16 << 20  # the shuffle buffer; 64 MiB measured 1.6x slow
 def default_rank_world() -> tuple[int, int]:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    from hpcbench.train.env import detect_launch
+    from hpcbench.launch import detect_launch
 
     info = detect_launch()
     return info.rank, info.world_size
@@ -100,6 +104,8 @@ class ShardedDataset(IterableDataset):
         self.rank, self.world_size, self.batch_size = rank, world_size, batch_size
         self.normalize = normalize
         self.paths: list[Path] = [self.manifest.shard_path(s) for s in self.info.shards]
+        for i in self.plan.shards:  # sizes bound every allocation below: check them first
+            check_shard_file(self.paths[i], self.info.shards[i])
         self.stage_dir = stage_dir
         if stage_dir is not None:
             from hpcbench.data.staging import stage_shards
@@ -185,7 +191,8 @@ class ShardedDataset(IterableDataset):
 
     def _window_buffer(self, n: int) -> np.ndarray:
         """This process's shuffle buffer, allocated once and reused for every window: a fresh
-        64 MiB array per window would fault in every page again (measured: 2x slower)."""
+        window-sized array (``window_bytes``, 16 MiB by default) per window would fault in every
+        page again (measured: 2x slower)."""
         if self._pid != os.getpid():
             self._handles, self._buffer, self._pid = {}, None, os.getpid()
         if self._buffer is None or len(self._buffer) < n:

@@ -3,9 +3,11 @@
 A shard is an HDF5 file with two datasets: ``images`` (N×C×H×W, uint8 or float16, contiguous and
 uncompressed, so that any run of consecutive samples is one sequential read of exactly its bytes)
 and ``labels`` (N, int64), plus ``index`` (N, int64: the sample's position in the source listing,
-for tracing a sample back to its file). Why contiguous and not chunked+compressed: measured in
-../shared/notes/performance.md, compressed chunks read 60× the bytes asked for on random access,
-and raw pixels barely compress.
+for tracing a sample back to its file). Why contiguous and not chunked+compressed: measured,
+compressed chunks read 60× the bytes asked for on random access, and raw pixels barely compress.
+
+Every shard path is checked to be a regular file of the size the manifest states before HDF5
+opens it: a FIFO or device named as a shard would otherwise block the reader forever.
 """
 
 from __future__ import annotations
@@ -17,17 +19,39 @@ from typing import Any
 
 import numpy as np
 
+from hpcbench.data.files import NotRegularFile, open_regular, regular_size
 from hpcbench.data.manifest import DataError, ShardInfo
 
 HASH_CHUNK = 8 << 20
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
+    """sha256 of the regular file at ``path`` (DataError for a FIFO, device or directory)."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    try:
+        fd = open_regular(path)
+    except NotRegularFile:
+        raise DataError(f"{path}: not a regular file") from None
+    with os.fdopen(fd, "rb") as fh:
         while block := fh.read(HASH_CHUNK):
             h.update(block)
     return h.hexdigest()
+
+
+def check_shard_file(path: Path, info: ShardInfo) -> None:
+    """Raise DataError unless ``path`` is a regular file of the manifest's size for ``info``."""
+    try:
+        size = regular_size(path)
+    except FileNotFoundError:
+        raise DataError(f"{path}: shard named in the manifest is missing") from None
+    except NotRegularFile:
+        raise DataError(f"{path}: not a regular file (a shard must be an HDF5 file)") from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
+    if size != info.bytes:
+        raise DataError(
+            f"{path}: {size:,} bytes, the manifest says {info.bytes:,} (truncated or replaced shard)"
+        )
 
 
 def write_shard(
@@ -62,20 +86,16 @@ class OpenShard:
         import h5py
 
         self.path = path
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            raise DataError(f"{path}: shard named in the manifest is missing") from None
-        if size != info.bytes:
-            raise DataError(
-                f"{path}: {size:,} bytes, the manifest says {info.bytes:,} (truncated or replaced shard)"
-            )
+        self.fd: int | None = None
+        self.file: h5py.File | None = None
+        check_shard_file(path, info)
         try:
             # locking=False: read-only data on NFS/Lustre, where HDF5's file locks fail.
             self.file = h5py.File(path, "r", locking=False)
             self.images = self.file["images"]
             self.labels_ds = self.file["labels"]
         except (OSError, KeyError) as err:
+            self.close()
             raise DataError(f"{path}: not a readable shard ({err})") from None
         want = (info.samples, *shape)
         if self.images.shape != want or self.images.dtype != np.dtype(dtype):
@@ -87,7 +107,12 @@ class OpenShard:
         self._labels: np.ndarray | None = None
         offset = self.images.id.get_offset() if self.images.chunks is None else None
         self.offset: int | None = offset
-        self.fd = os.open(path, os.O_RDONLY) if offset is not None else None
+        if offset is not None:
+            try:
+                self.fd = open_regular(path)
+            except OSError as err:
+                self.close()
+                raise DataError(f"{path}: not a readable shard ({err})") from None
 
     @property
     def labels(self) -> np.ndarray:
@@ -127,7 +152,10 @@ class OpenShard:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+        if self.file is None:
+            return
         try:
             self.file.close()
-        except Exception:  # noqa: BLE001 - closing a broken file must not mask the real error
+        except Exception:  # closing a broken file must not mask the real error
             pass
+        self.file = None

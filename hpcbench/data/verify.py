@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from hpcbench.data.files import printable
 from hpcbench.data.manifest import DataError, Manifest
-from hpcbench.data.shards import OpenShard, file_sha256
+from hpcbench.data.shards import OpenShard, check_shard_file, file_sha256
 
 
 def verify_dataset(root: str | os.PathLike[str], check_hash: bool = True) -> Manifest:
@@ -20,13 +21,7 @@ def verify_dataset(root: str | os.PathLike[str], check_hash: bool = True) -> Man
         counts = np.zeros(manifest.num_classes, dtype=np.int64)
         for shard in info.shards:
             path = root / shard.file
-            if not path.is_file():
-                raise DataError(f"{path}: shard named in the manifest is missing")
-            size = path.stat().st_size
-            if size != shard.bytes:
-                raise DataError(
-                    f"{path}: {size:,} bytes, the manifest says {shard.bytes:,} (truncated or replaced shard)"
-                )
+            check_shard_file(path, shard)
             if check_hash and (digest := file_sha256(path)) != shard.sha256:
                 raise DataError(
                     f"{path}: sha256 {digest[:12]}… does not match the manifest's {shard.sha256[:12]}… (corrupted shard)"
@@ -52,4 +47,4 @@ def unreferenced_files(manifest: Manifest) -> list[str]:
     """Shard-like files in the directory that the manifest does not name (left-overs)."""
     assert manifest.root is not None
     named = {s.file for info in manifest.splits.values() for s in info.shards}
-    return sorted(p.name for p in manifest.root.glob("*.h5") if p.name not in named)
+    return sorted(printable(p.name) for p in manifest.root.glob("*.h5") if p.name not in named)

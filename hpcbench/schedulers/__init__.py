@@ -1,60 +1,85 @@
-"""Schedulers behind one protocol (:mod:`.base`): slurm, pbs, sge and the local one.
+"""Schedulers behind one protocol (:mod:`.base`), one module each: slurm, lsf, sge, pbs, local.
 
-:func:`detect` picks the scheduler of the machine it runs on: ``sbatch`` means SLURM, ``qsub``
-means PBS or Grid Engine (told apart by what ``qsub`` says about itself), anything else means local.
+Every module of this package that defines a :class:`~.base.Scheduler` subclass with a ``name``
+is a scheduler: :data:`SCHEDULER_CLASSES` is found by importing them, so adding one is one module
+here and one template in ``templates/``. :func:`detect` asks each class, in its ``detect_order``,
+whether this machine is its (``sbatch`` means SLURM, ``bsub`` LSF, ``qsub`` Grid Engine or PBS
+as ``qsub`` says of itself, anything else the local scheduler).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
+import importlib
+import pkgutil
 
-from hpcbench.schedulers.base import Job, JobStatus, Scheduler, SchedulerError
-from hpcbench.schedulers.local import LocalScheduler
-from hpcbench.schedulers.pbs import PbsScheduler
-from hpcbench.schedulers.sge import SgeScheduler
-from hpcbench.schedulers.slurm import SlurmScheduler
-
-SCHEDULER_CLASSES: dict[str, type[Scheduler]] = {
-    "slurm": SlurmScheduler,
-    "pbs": PbsScheduler,
-    "sge": SgeScheduler,
-    "local": LocalScheduler,
-}
-
-__all__ = ["SCHEDULER_CLASSES", "Job", "JobStatus", "Scheduler", "SchedulerError", "detect", "get"]
+from hpcbench.schedulers.base import JobIdError, JobStatus, Scheduler, SchedulerError
 
 
-def _qsub_is_grid_engine(qsub: str) -> bool:
-    if os.environ.get("SGE_ROOT"):
-        return True
+def _discover() -> dict[str, type[Scheduler]]:
+    for module in pkgutil.iter_modules(__path__):
+        if module.name != "base":
+            importlib.import_module(f"{__name__}.{module.name}")
+    found: dict[str, type[Scheduler]] = {}
+    todo = list(Scheduler.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.name:
+            found[cls.name] = cls
+    return dict(sorted(found.items(), key=lambda item: (item[1].detect_order, item[0])))
+
+
+#: every scheduler by name, in the order :func:`detect` asks them
+SCHEDULER_CLASSES: dict[str, type[Scheduler]] = _discover()
+
+__all__ = [
+    "SCHEDULER_CLASSES",
+    "JobIdError",
+    "JobStatus",
+    "Scheduler",
+    "SchedulerError",
+    "detect",
+    "for_job_id",
+    "get",
+    "scheduler_class",
+    "scheduler_names",
+]
+
+
+def scheduler_names() -> tuple[str, ...]:
+    return tuple(SCHEDULER_CLASSES)
+
+
+def scheduler_class(name: str) -> type[Scheduler]:
     try:
-        proc = subprocess.run(
-            [qsub, "-help"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    first = (proc.stdout or proc.stderr).strip().splitlines()[:1]
-    return bool(first) and first[0].split()[0] in ("SGE", "GE", "UGE", "OGS", "SoGE", "AGE")
-
-
-def detect() -> tuple[str, str]:
-    """(scheduler name, why): the batch system of this machine, or local when there is none."""
-    if sbatch := shutil.which("sbatch"):
-        return "slurm", f"sbatch found at {sbatch}"
-    if qsub := shutil.which("qsub"):
-        if _qsub_is_grid_engine(qsub):
-            return "sge", f"qsub at {qsub} is Grid Engine's"
-        return "pbs", f"qsub found at {qsub}"
-    return "local", "no sbatch or qsub on PATH"
-
-
-def get(name: str) -> Scheduler:
-    """An instance of the named scheduler."""
-    try:
-        return SCHEDULER_CLASSES[name]()
+        return SCHEDULER_CLASSES[name]
     except KeyError:
         raise SchedulerError(
             f"scheduler: unknown {name!r} (known: {', '.join(SCHEDULER_CLASSES)})"
         ) from None
+
+
+def detect() -> tuple[str, str]:
+    """(scheduler name, why): the batch system of this machine, or local when there is none."""
+    for name, cls in SCHEDULER_CLASSES.items():
+        if why := cls.detect():
+            return name, why
+    raise SchedulerError("no scheduler recognised this machine")  # local always does
+
+
+def get(name: str) -> Scheduler:
+    """An instance of the named scheduler."""
+    return scheduler_class(name)()
+
+
+def for_job_id(job_id: str) -> str:
+    """The scheduler a job id with no record belongs to: this machine's own when the id has its
+    form (a number on a SLURM machine is a SLURM job), else the first whose form it has
+    (``local-7`` is the local scheduler's wherever it is asked)."""
+    detected = detect()[0]
+    if SCHEDULER_CLASSES[detected].id_pattern.fullmatch(job_id):
+        return detected
+    for name, cls in SCHEDULER_CLASSES.items():
+        if cls.id_pattern.fullmatch(job_id):
+            return name
+    return detected

@@ -8,14 +8,19 @@ back-off, failure reports) is written once here.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from hpcbench.spec import JobSpec
+from hpcbench.launchers import ShellVar, Word, quote_word
+
+if TYPE_CHECKING:
+    from hpcbench.spec import JobSpec
 
 # States, named as SLURM names them; every scheduler maps its own onto these.
 PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, UNKNOWN = (
@@ -34,6 +39,10 @@ class SchedulerError(RuntimeError):
     """The scheduler refused or failed a request; the message quotes what it said."""
 
 
+class JobIdError(SchedulerError):
+    """A job id that is not of the form the scheduler hands out (a usage error)."""
+
+
 @dataclass
 class JobStatus:
     state: str
@@ -45,9 +54,10 @@ class JobStatus:
         return self.state in FINISHED
 
 
-@dataclass
-class Job:
-    """A submitted job: its id, scheduler and where its script and logs are."""
+@dataclass(frozen=True)
+class JobRecord:
+    """Where a submitted job's files are: what :mod:`hpcbench.registry` remembers of it, and
+    what :class:`hpcbench.job.Job` reads."""
 
     job_id: str
     scheduler: str
@@ -55,7 +65,6 @@ class Job:
     stdout_path: Path
     stderr_path: Path
     run_dir: Path
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 def backoff_intervals(start: float, ceiling: float, factor: float = 2.0) -> Iterator[float]:
@@ -66,16 +75,25 @@ def backoff_intervals(start: float, ceiling: float, factor: float = 2.0) -> Iter
         delay = min(ceiling, delay * factor)
 
 
-def run_command(argv: Sequence[str], what: str, timeout: float = 60) -> str:
-    """Run a scheduler command; a failure becomes a one-line SchedulerError quoting its stderr."""
+def run_process(
+    argv: Sequence[str], what: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run a scheduler command whatever its exit status; only a missing or hung one raises."""
     try:
-        proc = subprocess.run(
+        return subprocess.run(
             list(argv), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
     except FileNotFoundError:
         raise SchedulerError(f"{what}: {argv[0]} not found on PATH") from None
+    except OSError as err:
+        raise SchedulerError(f"{what}: cannot run {argv[0]}: {err.strerror}") from None
     except subprocess.TimeoutExpired:
         raise SchedulerError(f"{what}: {argv[0]} did not answer within {timeout:.0f} s") from None
+
+
+def run_command(argv: Sequence[str], what: str, timeout: float = 60) -> str:
+    """Run a scheduler command; a failure becomes a one-line SchedulerError quoting its stderr."""
+    proc = run_process(argv, what, timeout)
     if proc.returncode != 0:
         said = " ".join((proc.stderr or proc.stdout).split()) or f"exit status {proc.returncode}"
         raise SchedulerError(f"{what} refused: {said}")
@@ -83,12 +101,131 @@ def run_command(argv: Sequence[str], what: str, timeout: float = 60) -> str:
 
 
 class Scheduler(ABC):
-    """One batch system. Subclasses declare only what differs between systems."""
+    """One batch system. A subclass, in its own module of this package with its template beside
+    the others, declares everything that differs between systems; the rest of hpcbench learns the
+    list of schedulers from these classes (:data:`hpcbench.schedulers.SCHEDULER_CLASSES`)."""
 
-    name: str = ""
+    #: the name users give (``--scheduler NAME``, ``scheduler.name``)
+    name: ClassVar[str] = ""
+    #: the Jinja template (built-in, or the user's of the same name) and the script copy's suffix
+    template: ClassVar[str] = ""
+    script_suffix: ClassVar[str] = ".sh"
+    #: the prefix of its directive lines (``#SBATCH``); '' for a scheduler that reads none
+    directive_prefix: ClassVar[str] = ""
+    #: the order in which :func:`hpcbench.schedulers.detect` asks (lowest first)
+    detect_order: ClassVar[int] = 50
     #: first poll interval and ceiling in seconds for ``wait`` (clusters: gentle on the controller)
-    poll_start: float = 1.0
-    poll_ceiling: float = 30.0
+    poll_start: ClassVar[float] = 1.0
+    poll_ceiling: ClassVar[float] = 30.0
+    #: ``wait`` gives up on a job whose state is UNKNOWN this many polls in a row
+    unknown_polls: ClassVar[int] = 10
+    #: the ids this scheduler hands out, and how to say so when one does not match
+    id_pattern: ClassVar[re.Pattern[str]] = re.compile(r"[0-9]{1,18}")
+    id_form: ClassVar[str] = "a number"
+    #: The one definition of where a job's files go, under ``resources.output_dir``: the batch
+    #: script's stdout and stderr, and the run directory. ``{name}`` is the job's file name,
+    #: ``{letter_name}`` the same starting with a letter, ``{id}`` the job id and ``{seq}`` its
+    #: part before the first dot. Python reads them (:meth:`log_paths`, :meth:`run_dir`) and the
+    #: template writes them (``log_directives``, ``run_dir_shell`` in its context).
+    log_names: ClassVar[tuple[str, str]] = ("{name}-{id}.out", "{name}-{id}.err")
+    run_dir_name: ClassVar[str] = "{name}-{id}"
+    #: What the scheduler substitutes with the job id in its log directives (``%j``); None when
+    #: it names the files itself from the job name and id, given only a directory.
+    log_id_token: ClassVar[str | None] = None
+
+    @classmethod
+    def detect(cls) -> str | None:
+        """Why this machine's batch system is this one ('' or None when it is not)."""
+        return None
+
+    def preflight(self, spec: JobSpec) -> None:
+        """Check ``spec`` against what the scheduler allows before submitting (default: none)."""
+        return None
+
+    @classmethod
+    def node_agents(cls, spec: JobSpec) -> list[Word]:
+        """The words that start one torchrun agent on each node of the allocation: by default
+        ``mpiexec`` with one process per node (the MPI found at run time), none on one node."""
+        if spec.resources.nodes == 1:
+            return []
+        return ["mpiexec", "-n", str(spec.resources.nodes), ShellVar('"${mpi_per_node[@]}"')]
+
+    @classmethod
+    def launcher_words(cls, spec: JobSpec) -> list[Word] | None:
+        """The launch line for ``launcher.kind``, where this scheduler differs from the common
+        one (:func:`hpcbench.launchers.launch_words`); None to use it."""
+        return None
+
+    @classmethod
+    def job_environment(cls, job_id: str, hosts: Sequence[str], folder: Path) -> dict[str, str]:
+        """The variables this scheduler sets in a job's batch script (writing any file they
+        name into ``folder``): what a script rendered for it reads. Used to run scripts outside
+        the scheduler, as the tests do."""
+        return {}
+
+    @classmethod
+    def template_context(cls, spec: JobSpec) -> dict[str, Any]:
+        """Values only this scheduler's template uses (formatted times, memory units…)."""
+        return {}
+
+    # ---------------------------------------------------------------------- where files go
+
+    @staticmethod
+    def _fields(spec: JobSpec, job_id: str) -> dict[str, str]:
+        r = spec.resources
+        return {
+            "name": r.file_name,
+            "letter_name": r.letter_first_name,
+            "id": job_id,
+            "seq": job_id.split(".", 1)[0],
+        }
+
+    def log_paths(self, spec: JobSpec, job_id: str, cwd: Path) -> tuple[Path, Path]:
+        """Where the batch script's stdout and stderr go (as the template's directives say)."""
+        base = cwd / spec.resources.output_dir
+        fields = self._fields(spec, job_id)
+        out, err = (name.format(**fields) for name in self.log_names)
+        return base / out, base / err
+
+    def run_dir(self, spec: JobSpec, job_id: str, cwd: Path) -> Path:
+        fields = self._fields(spec, job_id)
+        return cwd / spec.resources.output_dir / self.run_dir_name.format(**fields)
+
+    @classmethod
+    def escape_log_path(cls, path: str) -> str:
+        """``path`` as the scheduler's log directive reads it literally (SLURM doubles ``%``)."""
+        return path
+
+    @classmethod
+    def log_directives(cls, spec: JobSpec) -> tuple[str, str]:
+        """The stdout and stderr paths the template writes in its directives: the file names of
+        :attr:`log_names` with the scheduler's id token, or the directory alone (with a slash)
+        when the scheduler names the files itself."""
+        out_dir = cls.escape_log_path(spec.resources.output_dir)
+        if cls.log_id_token is None:
+            return f"{out_dir}/", f"{out_dir}/"
+        fields = {**cls._fields(spec, cls.log_id_token), "seq": cls.log_id_token}
+        out, err = (name.format(**fields) for name in cls.log_names)
+        return f"{out_dir}/{out}", f"{out_dir}/{err}"
+
+    @classmethod
+    def run_dir_shell(cls, spec: JobSpec) -> str:
+        """The run directory as a shell word for the script, the id read from ``$job_id``."""
+        marker = "\x00"
+        fields = {**cls._fields(spec, marker), "seq": marker}
+        before, _, after = cls.run_dir_name.format(**fields).partition(marker)
+        word = quote_word(f"{spec.resources.output_dir}/{before}") + '"$job_id"'
+        return word + (quote_word(after) if after else "")
+
+    # -------------------------------------------------------------------------- the system
+
+    def check_ids(self, job_ids: Sequence[str]) -> None:
+        """Refuse any id that is not of this scheduler's form (ids reach commands and paths)."""
+        for job_id in job_ids:
+            if not self.id_pattern.fullmatch(job_id):
+                raise JobIdError(
+                    f"job id {job_id!r} is not a {self.name} job id (expected {self.id_form})"
+                )
 
     @abstractmethod
     def submit(self, script_path: Path, spec: JobSpec, cwd: Path) -> str:
@@ -102,24 +239,34 @@ class Scheduler(ABC):
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Cancel the jobs."""
 
-    def log_paths(self, spec: JobSpec, job_id: str, cwd: Path) -> tuple[Path, Path]:
-        """Where the batch script's stdout and stderr go (as the template's directives say)."""
-        base = cwd / spec.resources.output_dir / f"{spec.resources.file_name}-{job_id}"
-        return base.with_name(base.name + ".out"), base.with_name(base.name + ".err")
+    def wait(
+        self, jobs: Sequence[str | JobRecord], timeout: float | None = None
+    ) -> dict[str, JobStatus]:
+        """Poll until every job has finished; one scheduler call per poll, backing off.
 
-    def run_dir(self, spec: JobSpec, job_id: str, cwd: Path) -> Path:
-        return cwd / spec.resources.output_dir / f"{spec.resources.file_name}-{job_id}"
-
-    def wait(self, jobs: Sequence[Job], timeout: float | None = None) -> dict[str, JobStatus]:
-        """Poll until every job has finished; one scheduler call per poll, backing off."""
-        pending = {j.job_id for j in jobs}
+        A job whose state stays UNKNOWN for ``unknown_polls`` polls in a row (the scheduler has
+        forgotten it, or its answer cannot be read) ends the wait with a SchedulerError, so that
+        a wait without a timeout still ends."""
+        pending = {j if isinstance(j, str) else j.job_id for j in jobs}
         final: dict[str, JobStatus] = {}
-        deadline = None if timeout is None else time.monotonic() + timeout
+        unknown: dict[str, int] = {}
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
         for delay in backoff_intervals(self.poll_start, self.poll_ceiling):
             for job_id, status in self.statuses(sorted(pending)).items():
-                if status.finished and job_id in pending:
+                if job_id not in pending:
+                    continue
+                if status.finished:
                     final[job_id] = status
                     pending.discard(job_id)
+                unknown[job_id] = unknown.get(job_id, 0) + 1 if status.state == UNKNOWN else 0
+                if unknown[job_id] >= self.unknown_polls:
+                    why = f" ({status.reason})" if status.reason else ""
+                    raise SchedulerError(
+                        f"job {job_id}: state unknown{why} in {self.unknown_polls} polls in a row "
+                        f"over {time.monotonic() - started:.0f} s; stopped waiting "
+                        f"(hpcbench status {job_id} asks again)"
+                    )
             if not pending:
                 return final
             if deadline is not None and time.monotonic() + delay > deadline:
@@ -131,7 +278,9 @@ class Scheduler(ABC):
 
 
 def tail(path: Path, lines: int = 30) -> str:
-    """The last lines of a log file, or '' when it does not exist (yet)."""
+    """The last ``lines`` lines of a log file ('' for none, or when it does not exist yet)."""
+    if lines <= 0:
+        return ""
     try:
         with path.open("rb") as fh:
             fh.seek(0, os.SEEK_END)

@@ -2,9 +2,18 @@
 
 Job ids (``local-1``, ``local-2`` …) count up in a state directory (``$HPCBENCH_STATE_DIR``, else
 ``$XDG_STATE_HOME/hpcbench``, else ``~/.local/state/hpcbench``), shared by every project on the
-machine. Each job runs in its own session (so that cancel reaches every rank) under a small bash
-supervisor that records the script's exit status next to the job's record when it ends. Logs go
-where a cluster would put them: ``<output_dir>/<job name>-<id>.out`` and ``.err``.
+machine. An id is handed out once: its record is created exclusively, and an id whose record,
+exit file or logs already exist is skipped. Each job runs in its own session (so that cancel
+reaches every rank) under a small bash supervisor that, when the script ends, ends what it left
+running in that session and then records its exit status next to the job's record. A process
+that leaves the session (``setsid``) escapes both this and cancel once its parent is gone: only
+a cgroup, which a cluster's scheduler has and this one does not, could follow it. Logs go where a cluster would put them:
+``<output_dir>/<job name>-<id>.out`` and ``.err``.
+
+A record names the host, the boot and the start time of the job's supervisor: a process is
+taken for the job's (read for liveness, signalled) only when all three match, so neither a PID
+reused after a reboot nor a state directory shared by several machines lets hpcbench signal a
+stranger. Every file here is created with mode 0o666 less the umask.
 """
 
 from __future__ import annotations
@@ -13,12 +22,17 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from hpcbench.atomic import write_atomically
 from hpcbench.schedulers.base import (
     CANCELLED,
     COMPLETED,
@@ -29,50 +43,153 @@ from hpcbench.schedulers.base import (
     Scheduler,
     SchedulerError,
 )
-from hpcbench.spec import JobSpec
+from hpcbench.state import state_dir
 
-# $1 script, $2 stdout, $3 stderr, $4 exit-status file. Written by hpcbench, not from user input.
-_SUPERVISOR = 'bash "$1" >"$2" 2>"$3" </dev/null; rc=$?; echo "$rc" >"$4.tmp" && mv "$4.tmp" "$4"'
+if TYPE_CHECKING:
+    from hpcbench.launchers import Word
+    from hpcbench.spec import JobSpec
 
+# $1 script, $2 exit-status file; stdout and stderr are the job's logs, opened by hpcbench. When
+# the script ends, what it left running in the job's session (a background server, a stray
+# worker) is ended as a cluster ends a job's leftover processes: SIGTERM, SIGKILL after
+# CANCEL_GRACE seconds. Only then is the exit status written, so a finished job has no processes.
+_SUPERVISOR = r"""
+bash "$1" </dev/null; rc=$?
+trap '' TERM
+others() {
+  local s line rest st pp pg sid pid
+  for s in /proc/[0-9]*/stat; do
+    read -r line <"$s" 2>/dev/null || continue
+    rest=${line##*) }
+    read -r st pp pg sid _ <<<"$rest"
+    pid=${s//[^0-9]/}
+    [ "$sid" = "$$" ] && [ "$st" != Z ] && [ "$pid" != "$$" ] && echo "$pid"
+  done
+}
+left=$(others)
+if [ -n "$left" ]; then
+  kill -TERM $left 2>/dev/null
+  for _ in $(seq $(( $3 * 10 ))); do
+    sleep 0.1; left=$(others); [ -z "$left" ] && break
+  done
+  [ -n "$left" ] && kill -KILL $left 2>/dev/null
+fi
+echo "$rc" >"$2.tmp" && mv -f "$2.tmp" "$2"
+"""
 
 ID_PREFIX = "local-"  # local ids never collide with a cluster's numeric ones in the same runs/
+_JOB_FILE = re.compile(r"local-([0-9]{1,18})\.(?:json|exit|cancelled)")
+#: seconds between SIGTERM and SIGKILL on cancel (as scancel's KillWait), then to see them gone
+CANCEL_GRACE = 5.0
+_COUNTER = re.compile(r"[0-9]{1,17}")  # the id counter; one digit short of an id's 18
 
 
-def state_dir() -> Path:
-    if explicit := os.environ.get("HPCBENCH_STATE_DIR"):
-        return Path(explicit)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "hpcbench"
+@dataclass(frozen=True)
+class Proc:
+    """What /proc/PID/stat says of a process that matters here."""
+
+    pid: int
+    state: str
+    ppid: int
+    session: int
+    start: int  # clock ticks after boot (field 22)
 
 
-def _alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie counts as ended)."""
+def proc_stat(pid: int) -> Proc | None:
+    """The process ``pid`` as /proc describes it, or None when there is none."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return Proc(pid, fields[0], int(fields[1]), int(fields[3]), int(fields[19]))
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _proc_table() -> dict[int, Proc]:
+    table = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (proc := proc_stat(int(name))) is not None:
+            table[proc.pid] = proc
+    return table
+
+
+def boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _signal(proc: Proc, sig: int) -> None:
+    """Send ``sig`` to ``proc`` if that PID is still the same process (checked through a pidfd)."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (OSError, AttributeError):
+        fd = None
+    try:
+        now = proc_stat(proc.pid)
+        if now is None or now.start != proc.start:
+            return
+        if fd is not None:
+            signal.pidfd_send_signal(fd, sig)
+        else:
+            os.kill(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _exists(path: Path) -> bool:
+    """Whether ``path`` exists; a path that cannot even be looked up (too long) does not."""
+    try:
+        return path.exists()
+    except OSError:
         return False
+
+
+def _create_exclusively(path: Path, text: str = "") -> None:
+    """Create ``path`` that must not exist yet (mode 0o666 less the umask) holding ``text``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
 
 
 class LocalScheduler(Scheduler):
     name = "local"
+    template = "local.sh.j2"
+    script_suffix = ".sh"
+    detect_order = 1000  # the last resort: no batch system on this machine
     poll_start = 0.05
     poll_ceiling = 1.0
+    id_pattern = re.compile(r"local-[0-9]{1,18}")
+    id_form = "local-<number>, e.g. local-1"
+
+    @classmethod
+    def detect(cls) -> str | None:
+        return "no batch system (sbatch, bsub or qsub) on PATH"
+
+    @classmethod
+    def job_environment(cls, job_id: str, hosts: Sequence[str], folder: Path) -> dict[str, str]:
+        return {"HPCBENCH_JOB_ID": f"{ID_PREFIX}{job_id}"}
+
+    @classmethod
+    def node_agents(cls, spec: JobSpec) -> list[Word]:
+        return []  # the template loops over the emulated nodes itself
+
+    @classmethod
+    def launcher_words(cls, spec: JobSpec) -> list[Word] | None:
+        from hpcbench.launchers import mpiexec_words
+
+        # a laptop has no srun: the same ranks through mpiexec
+        return mpiexec_words(spec) if spec.launcher.kind == "srun" else None
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = (root or state_dir()) / "local"
         self._children: list[subprocess.Popen] = []  # reaped on each status call
 
-    def _next_id(self) -> str:
-        self.root.mkdir(parents=True, exist_ok=True)
-        counter = self.root / "last_id"
-        with open(self.root / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            last = int(counter.read_text() or 0) if counter.exists() else 0
-            tmp = counter.with_suffix(".tmp")
-            tmp.write_text(str(last + 1))
-            tmp.replace(counter)
-        return f"{ID_PREFIX}{last + 1}"
+    # ------------------------------------------------------------------------------- files
 
     def _record(self, job_id: str) -> Path:
         return self.root / f"{job_id}.json"
@@ -80,83 +197,290 @@ class LocalScheduler(Scheduler):
     def _exit_file(self, job_id: str) -> Path:
         return self.root / f"{job_id}.exit"
 
+    def _cancel_mark(self, job_id: str) -> Path:
+        return self.root / f"{job_id}.cancelled"
+
+    def _job_files(self, job_id: str) -> tuple[Path, ...]:
+        return self._record(job_id), self._exit_file(job_id), self._cancel_mark(job_id)
+
+    def _ensure_root(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise SchedulerError(
+                f"local scheduler: cannot use {self.root} as its state directory "
+                f"({err.strerror}); set HPCBENCH_STATE_DIR to a writable directory"
+            ) from None
+
+    def _highest_id(self) -> int:
+        """The highest number in the counter or among the job files (a damaged counter is
+        recovered from the files)."""
+        try:
+            text = (self.root / "last_id").read_text().strip()
+        except (OSError, ValueError):
+            text = ""
+        last = int(text) if _COUNTER.fullmatch(text) else 0
+        for name in os.listdir(self.root):
+            if m := _JOB_FILE.fullmatch(name):
+                last = max(last, int(m.group(1)))
+        return last
+
+    def _reserve(self, taken: Callable[[str], bool]) -> str:
+        """A fresh id: its record created exclusively, skipping ids whose files exist."""
+        self._ensure_root()
+        try:
+            with open(self.root / ".lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                number = self._highest_id()
+                while True:
+                    number += 1
+                    if number >= 10**18:
+                        raise SchedulerError(
+                            f"local scheduler: job ids in {self.root} are used up to "
+                            f"{ID_PREFIX}{number - 1}; remove the job files there you no "
+                            "longer need, or set HPCBENCH_STATE_DIR to a new directory"
+                        )
+                    job_id = f"{ID_PREFIX}{number}"
+                    if taken(job_id) or any(p.exists() for p in self._job_files(job_id)):
+                        continue
+                    try:
+                        _create_exclusively(self._record(job_id), '{"pid": null}\n')
+                    except FileExistsError:
+                        continue
+                    write_atomically(self.root / "last_id", f"{number}\n", 0o666)
+                    return job_id
+        except OSError as err:
+            raise SchedulerError(
+                f"local scheduler: cannot write in {self.root} ({err.strerror})"
+            ) from None
+
+    def _load(self, job_id: str) -> dict[str, Any] | None:
+        """The job's record, None when there is none; a damaged one is an error."""
+        path = self._record(job_id)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            raise SchedulerError(
+                f"local job {job_id}: cannot read {path}: {err.strerror}"
+            ) from None
+        except ValueError:
+            data = None
+        if not isinstance(data, dict) or not isinstance(data.get("pid", 0), int | None):
+            raise SchedulerError(
+                f"local job {job_id}: its record {path} is damaged (not the JSON hpcbench writes)"
+            )
+        return data
+
+    def _exit_code(self, job_id: str) -> int | None:
+        path = self._exit_file(job_id)
+        try:
+            text = path.read_text().strip()
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            raise SchedulerError(
+                f"local job {job_id}: cannot read {path}: {err.strerror}"
+            ) from None
+        try:
+            return int(text)
+        except ValueError:
+            raise SchedulerError(
+                f"local job {job_id}: its exit file {path} holds {text[:40]!r}, not an exit status"
+            ) from None
+
+    # ------------------------------------------------------------------------------ submit
+
     def submit(self, script_path: Path, spec: JobSpec, cwd: Path) -> str:
-        job_id = self._next_id()
+        def taken(job_id: str) -> bool:
+            logs = self.log_paths(spec, job_id, cwd)
+            return any(_exists(p) for p in (*logs, self.run_dir(spec, job_id, cwd)))
+
+        job_id = self._reserve(taken)
         out, err = self.log_paths(spec, job_id, cwd)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "HPCBENCH_JOB_ID": job_id}
-        proc = subprocess.Popen(
-            [
-                "bash",
-                "-c",
-                _SUPERVISOR,
-                "hpcbench-local",
-                str(script_path),
-                str(out),
-                str(err),
-                str(self._exit_file(job_id)),
-            ],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        try:
+            proc = self._start(job_id, script_path, cwd, out, err)
+        except OSError as error:
+            self._record(job_id).unlink(missing_ok=True)
+            where = error.filename or script_path
+            raise SchedulerError(
+                f"local scheduler: cannot start job {job_id}: {where}: {error.strerror}"
+            ) from None
+        started = proc_stat(proc.pid)
         record = {
             "pid": proc.pid,
+            "start": started.start if started else None,
+            "boot_id": boot_id(),
+            "host": socket.gethostname(),
             "script": str(script_path),
             "cwd": str(cwd),
             "stdout": str(out),
             "stderr": str(err),
             "submitted": time.time(),
         }
-        tmp = self._record(job_id).with_suffix(".tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.replace(self._record(job_id))
+        try:
+            write_atomically(self._record(job_id), json.dumps(record) + "\n", 0o666)
+        except OSError as error:
+            if started is not None:  # a job nobody could follow or cancel is not left running
+                _signal(started, signal.SIGKILL)
+            raise SchedulerError(
+                f"local scheduler: cannot record job {job_id} in {self.root} ({error.strerror}); "
+                "it was stopped"
+            ) from None
         self._children.append(proc)
         return job_id
 
-    def _status(self, job_id: str) -> JobStatus:
-        exit_file = self._exit_file(job_id)
-        cancelled = (self.root / f"{job_id}.cancelled").exists()
-        if exit_file.exists():
-            code = int(exit_file.read_text().strip() or 1)
-            if cancelled:
-                return JobStatus(CANCELLED, code, "cancelled by the user")
-            return JobStatus(COMPLETED if code == 0 else FAILED, code)
+    def _start(
+        self, job_id: str, script: Path, cwd: Path, out: Path, err: Path
+    ) -> subprocess.Popen:
+        """Create the logs (they must not exist) and start the supervisor in its own session."""
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fds: list[int] = []
         try:
-            record = json.loads(self._record(job_id).read_text())
-        except (OSError, ValueError):
-            return JobStatus(UNKNOWN, None, "no such local job")
+            for path in (out, err):
+                fds.append(
+                    os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+                )
+            return subprocess.Popen(
+                [
+                    "bash",
+                    "-c",
+                    _SUPERVISOR,
+                    "hpcbench-local",
+                    str(script),
+                    str(self._exit_file(job_id)),
+                    str(int(CANCEL_GRACE)),
+                ],
+                cwd=cwd,
+                env={**os.environ, "HPCBENCH_JOB_ID": job_id},
+                stdin=subprocess.DEVNULL,
+                stdout=fds[0],
+                stderr=fds[1],
+                start_new_session=True,
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    # ------------------------------------------------------------------------------ status
+
+    @staticmethod
+    def _elsewhere(record: dict[str, Any]) -> str:
+        """Why this machine cannot see the job's processes ('' when it can)."""
+        host = record.get("host")
+        if host and host != socket.gethostname():
+            return f"started on host {host}"
+        if record.get("start") is None or not record.get("boot_id"):
+            return "recorded without the process start time; its processes are not checked"
+        return ""
+
+    @staticmethod
+    def _same_boot(record: dict[str, Any]) -> bool:
+        return record.get("boot_id") == boot_id()
+
+    def _processes(self, record: dict[str, Any], known: dict[int, Proc]) -> dict[int, Proc]:
+        """The job's living processes: its session's and their descendants' (even those that
+        left the session), plus those seen in earlier calls (``known``, updated)."""
+        if self._elsewhere(record) or not self._same_boot(record):
+            return {}
         for child in self._children:
             child.poll()
-        if _alive(record["pid"]):
-            return JobStatus(RUNNING)
-        if exit_file.exists():  # finished between the two checks
-            return self._status(job_id)
+        table = {p.pid: p for p in _proc_table().values() if p.state not in ("Z", "X")}
+        start, session = record["start"], record["pid"]
+        leader = table.get(session)
+        if leader is not None and leader.start != start:  # the PID, hence the session id, reused
+            found = {}
+        else:
+            found = {
+                pid: p for pid, p in table.items() if p.session == session and p.start >= start
+            }
+        found.update({pid: p for pid, p in known.items() if table.get(pid) == p})
+        children: dict[int, list[Proc]] = {}
+        for p in table.values():
+            children.setdefault(p.ppid, []).append(p)
+        todo = list(found)
+        while todo:
+            for child in children.get(todo.pop(), []):
+                if child.pid not in found and child.start >= start:
+                    found[child.pid] = child
+                    todo.append(child.pid)
+        known.clear()
+        known.update(found)
+        return found
+
+    def _supervisor_alive(self, record: dict[str, Any]) -> bool:
+        for child in self._children:
+            child.poll()
+        proc = proc_stat(record["pid"])
+        return (
+            proc is not None
+            and proc.state not in ("Z", "X")
+            and proc.start == record["start"]
+            and self._same_boot(record)
+        )
+
+    def _status(self, job_id: str) -> JobStatus:
+        record = self._load(job_id)
+        if record is None:
+            return JobStatus(UNKNOWN, None, "no such local job")
+        code = self._exit_code(job_id)
+        cancelled = self._cancel_mark(job_id).exists()
+        if code is not None and not cancelled:
+            return JobStatus(COMPLETED if code == 0 else FAILED, code)
+        if record.get("pid") is None:
+            return JobStatus(UNKNOWN, None, "its submission did not complete")
+        if elsewhere := self._elsewhere(record):
+            return JobStatus(UNKNOWN, code, elsewhere)
         if cancelled:
-            return JobStatus(CANCELLED, None, "cancelled by the user")
+            if left := self._processes(record, {}):
+                return JobStatus(RUNNING, None, f"being cancelled ({len(left)} processes left)")
+            return JobStatus(CANCELLED, code, "cancelled by the user")
+        if self._supervisor_alive(record):
+            return JobStatus(RUNNING)
+        if (code := self._exit_code(job_id)) is not None:  # finished between the two checks
+            return JobStatus(COMPLETED if code == 0 else FAILED, code)
+        if not self._same_boot(record):
+            return JobStatus(FAILED, None, "the machine restarted while the job ran")
         return JobStatus(FAILED, None, "the job's supervisor ended without an exit status")
 
     def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        self.check_ids(job_ids)
         return {job_id: self._status(job_id) for job_id in job_ids}
 
+    # ------------------------------------------------------------------------------ cancel
+
     def cancel(self, job_ids: Sequence[str]) -> None:
+        """SIGTERM to every process of each job, SIGKILL to those left after CANCEL_GRACE
+        seconds; returns once none is left. Finished jobs are left alone."""
+        self.check_ids(job_ids)
         for job_id in job_ids:
-            try:
-                record = json.loads(self._record(job_id).read_text())
-            except (OSError, ValueError):
-                raise SchedulerError(f"cancel: no local job {job_id}") from None
-            if self._exit_file(job_id).exists():
+            record = self._load(job_id)
+            if record is None:
+                raise SchedulerError(f"cancel: no local job {job_id} (no record in {self.root})")
+            host = record.get("host")
+            if host and host != socket.gethostname():
+                raise SchedulerError(
+                    f"cancel: local job {job_id} was started on host {host}; cancel it there"
+                )
+            if self._status(job_id).finished:
                 continue
-            (self.root / f"{job_id}.cancelled").touch()
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(record["pid"], signal.SIGTERM)
-            for _ in range(50):  # 5 s of grace, then SIGKILL, like scancel's KillWait
-                if not _alive(record["pid"]):
-                    break
-                time.sleep(0.1)
-            else:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(record["pid"], signal.SIGKILL)
+            with contextlib.suppress(FileExistsError):
+                _create_exclusively(self._cancel_mark(job_id))
+            if record.get("pid") is not None and not self._elsewhere(record):
+                self._terminate(job_id, record)
+
+    def _terminate(self, job_id: str, record: dict[str, Any]) -> None:
+        known: dict[int, Proc] = {}
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for proc in self._processes(record, known).values():
+                _signal(proc, sig)
+            deadline = time.monotonic() + CANCEL_GRACE
+            while self._processes(record, known) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not known:
+                return
+        raise SchedulerError(
+            f"cancel: local job {job_id}: processes {', '.join(map(str, sorted(known)))} "
+            "survived SIGKILL"
+        )

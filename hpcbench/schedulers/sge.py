@@ -4,8 +4,13 @@ has left the queue, for its exit status), ``qdel`` to cancel.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hpcbench.schedulers.base import (
     CANCELLED,
@@ -19,11 +24,104 @@ from hpcbench.schedulers.base import (
     SchedulerError,
     run_command,
 )
-from hpcbench.spec import JobSpec
+
+if TYPE_CHECKING:
+    from hpcbench.spec import JobSpec
+
+GRID_ENGINE_NAMES = ("SGE", "GE", "UGE", "OGS", "SoGE", "AGE")
+
+
+def qsub_is_grid_engine(qsub: str) -> bool:
+    """Whether ``qsub`` is Grid Engine's (its ``-help`` names the product on its first line);
+    PBS and Torque have a ``qsub`` too."""
+    if os.environ.get("SGE_ROOT"):
+        return True
+    try:
+        proc = subprocess.run(
+            [qsub, "-help"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    first = (proc.stdout or proc.stderr).strip().splitlines()[:1]
+    return bool(first) and first[0].split()[0] in GRID_ENGINE_NAMES
+
+
+def parse_qstat(out: str) -> list[tuple[str, str, str]]:
+    """(job number, state code, task ids) of each row of ``qstat -u '*'``. Columns are fixed
+    width: the task ids (``ja-task-ID``: one task, or ranges such as ``3-10:1`` for pending
+    tasks) are read from under their header; a running row has a queue column a pending one
+    lacks, so counting fields cannot tell them apart."""
+    lines = out.splitlines()
+    if not lines:
+        return []
+    task_at = lines[0].find("ja-task-ID")
+    rows = []
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) >= 5:
+            tasks = line[task_at:].strip() if task_at >= 0 else ""
+            rows.append((parts[0], parts[4], tasks))
+    return rows
+
+
+def covers(tasks: str, task: int) -> bool:
+    """Whether qstat's task column (``1``, ``3-10:1``, ``1,5-7:2``; empty: not an array)
+    includes ``task``."""
+    for item in filter(None, tasks.split(",")):
+        span, _, step = item.partition(":")
+        low, _, high = span.partition("-")
+        if not (low.isdigit() and (high or low).isdigit() and (step or "1").isdigit()):
+            continue
+        first, last, every = int(low), int(high or low), max(1, int(step or "1"))
+        if first <= task <= last and (task - first) % every == 0:
+            return True
+    return False
+
+
+def _qstat_state(codes: list[str]) -> JobStatus:
+    """One state for the rows of a job (several for an array): running while any task runs."""
+    if any("r" in c or "t" in c for c in codes):
+        return JobStatus(RUNNING)
+    if any("E" in c for c in codes):
+        return JobStatus(FAILED, None, "in error state (qstat E): qmod -cj clears it")
+    return JobStatus(PENDING)
 
 
 class SgeScheduler(Scheduler):
     name = "sge"
+    template = "sge.qsub.j2"
+    script_suffix = ".sge"
+    directive_prefix = "#$"
+    detect_order = 30
+    # qsub -o DIR/ names the files itself: <job name>.o<job id>
+    log_names = ("{name}.o{id}", "{name}.e{id}")
+
+    @classmethod
+    def detect(cls) -> str | None:
+        qsub = shutil.which("qsub")
+        return f"qsub at {qsub} is Grid Engine's" if qsub and qsub_is_grid_engine(qsub) else None
+
+    @classmethod
+    def job_environment(cls, job_id: str, hosts: Sequence[str], folder: Path) -> dict[str, str]:
+        hostfile = folder / "pe_hostfile"
+        hostfile.write_text("".join(f"{h} 2 all.q@{h} UNDEFINED\n" for h in hosts))
+        return {"JOB_ID": job_id, "PE_HOSTFILE": str(hostfile)}
+
+    @classmethod
+    def template_context(cls, spec: JobSpec) -> dict[str, Any]:
+        from hpcbench.spec import format_memory, format_time_hms
+
+        r = spec.resources
+        slots = max(1, r.ranks_per_node * r.cpus_per_task)
+        return {
+            "time_hms": format_time_hms(r.time_s),
+            "memory_per_slot_sge": (
+                format_memory(max(1, r.memory_mb // slots)) if r.memory_mb else None
+            ),
+        }
+
+    id_pattern = re.compile(r"[0-9]{1,18}(?:\.[0-9]{1,10})?")
+    id_form = "a number as qsub prints it, e.g. 1234, or 1234.5 for an array task"
 
     def submit(self, script_path: Path, spec: JobSpec, cwd: Path) -> str:
         out = run_command(["qsub", "-terse", str(script_path)], "qsub").strip()
@@ -32,30 +130,27 @@ class SgeScheduler(Scheduler):
             raise SchedulerError(f"qsub: unexpected answer {out!r}")
         return job_id
 
-    def log_paths(self, spec: JobSpec, job_id: str, cwd: Path) -> tuple[Path, Path]:
-        base = cwd / spec.resources.output_dir / spec.resources.file_name
-        return Path(f"{base}.o{job_id}"), Path(f"{base}.e{job_id}")
-
     def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        self.check_ids(job_ids)
         if not job_ids:
             return {}
         out = run_command(["qstat", "-u", "*"], "qstat")
+        rows = parse_qstat(out)
         found: dict[str, JobStatus] = {}
-        for line in out.splitlines()[2:]:
-            parts = line.split()
-            if len(parts) >= 5 and parts[0] in job_ids:
-                code = parts[4]
-                found[parts[0]] = JobStatus(
-                    FAILED if "E" in code else RUNNING if "r" in code or "t" in code else PENDING
-                )
         for job_id in job_ids:
-            if job_id not in found:
-                found[job_id] = self._accounted(job_id)
+            number, _, task = job_id.partition(".")
+            codes = [
+                code
+                for n, code, tasks in rows
+                if n == number and (not task or covers(tasks, int(task)))
+            ]
+            found[job_id] = _qstat_state(codes) if codes else self._accounted(job_id)
         return found
 
     def _accounted(self, job_id: str) -> JobStatus:
+        number, _, task = job_id.partition(".")
         try:
-            out = run_command(["qacct", "-j", job_id], "qacct")
+            out = run_command(["qacct", "-j", number, *(["-t", task] if task else [])], "qacct")
         except SchedulerError:
             return JobStatus(UNKNOWN, None, "not in qstat, and qacct does not know it (yet)")
         fields = dict(
@@ -70,6 +165,7 @@ class SgeScheduler(Scheduler):
         return JobStatus(FAILED, code)
 
     def cancel(self, job_ids: Sequence[str]) -> None:
+        self.check_ids(job_ids)
         if job_ids:
             run_command(["qdel", *job_ids], "qdel")
             for job_id in job_ids:
@@ -79,6 +175,6 @@ class SgeScheduler(Scheduler):
 
 
 def _cancel_mark(job_id: str) -> Path:
-    from hpcbench.schedulers.local import state_dir
+    from hpcbench.state import state_dir
 
     return state_dir() / "sge-cancelled" / "".join(c for c in job_id if c.isalnum() or c in "-_.")

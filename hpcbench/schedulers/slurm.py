@@ -6,8 +6,11 @@ with its exit code, so no accounting database is needed to learn how a job finis
 
 from __future__ import annotations
 
+import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hpcbench.schedulers.base import (
     CANCELLED,
@@ -22,17 +25,26 @@ from hpcbench.schedulers.base import (
     SchedulerError,
     run_command,
 )
-from hpcbench.spec import JobSpec
+
+if TYPE_CHECKING:
+    from hpcbench.launchers import Word
+    from hpcbench.spec import JobSpec
 
 _STATE_MAP = {
     "PENDING": PENDING,
     "CONFIGURING": PENDING,
     "REQUEUED": PENDING,
     "REQUEUE_HOLD": PENDING,
+    "REQUEUE_FED": PENDING,
+    "RESV_DEL_HOLD": PENDING,
+    "SPECIAL_EXIT": PENDING,  # held after an exit the site marked special; may run again
     "RUNNING": RUNNING,
     "COMPLETING": RUNNING,
     "SUSPENDED": RUNNING,
     "STAGE_OUT": RUNNING,
+    "STOPPED": RUNNING,
+    "SIGNALING": RUNNING,
+    "RESIZING": RUNNING,
     "COMPLETED": COMPLETED,
     "FAILED": FAILED,
     "NODE_FAIL": FAILED,
@@ -56,8 +68,66 @@ def decode_wait_status(raw: str) -> int | None:
     return status >> 8
 
 
+def sacct_exit_code(raw: str) -> int | None:
+    """sacct's ExitCode is ``exit:signal``; a job ended by a signal exits 128 + signal."""
+    code, _, sig = raw.partition(":")
+    if sig.isdigit() and int(sig):
+        return 128 + int(sig)
+    return int(code) if code.isdigit() else None
+
+
 class SlurmScheduler(Scheduler):
     name = "slurm"
+    template = "slurm.sbatch.j2"
+    script_suffix = ".sbatch"
+    directive_prefix = "#SBATCH"
+    detect_order = 10
+    log_id_token = "%j"
+    id_pattern = re.compile(r"[0-9]{1,18}(?:_[0-9]{1,10})?(?:\+[0-9]{1,10})?")
+    id_form = "a number as sbatch prints it, e.g. 1234, or 1234_5 for an array task"
+
+    @classmethod
+    def detect(cls) -> str | None:
+        sbatch = shutil.which("sbatch")
+        return f"sbatch found at {sbatch}" if sbatch else None
+
+    @classmethod
+    def job_environment(cls, job_id: str, hosts: Sequence[str], folder: Path) -> dict[str, str]:
+        return {
+            "SLURM_JOB_ID": job_id,
+            "SLURM_JOB_NODELIST": ",".join(hosts),
+            "SLURM_CPUS_PER_TASK": "1",
+        }
+
+    def preflight(self, spec: JobSpec) -> None:
+        from hpcbench.preflight import check_slurm
+
+        check_slurm(spec)
+
+    @classmethod
+    def escape_log_path(cls, path: str) -> str:
+        return path.replace("%", "%%")  # sbatch reads %j, %u… in --output; %% is a literal %
+
+    @classmethod
+    def node_agents(cls, spec: JobSpec) -> list[Word]:
+        nodes = spec.resources.nodes
+        return ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+
+    @classmethod
+    def launcher_words(cls, spec: JobSpec) -> list[Word] | None:
+        from hpcbench.launchers import srun_words
+
+        return srun_words(spec) if spec.launcher.kind == "srun" else None
+
+    @classmethod
+    def template_context(cls, spec: JobSpec) -> dict[str, Any]:
+        from hpcbench.spec import format_memory, format_time_slurm
+
+        r = spec.resources
+        return {
+            "time_slurm": format_time_slurm(r.time_s),
+            "memory_slurm": format_memory(r.memory_mb) if r.memory_mb else None,
+        }
 
     def submit(self, script_path: Path, spec: JobSpec, cwd: Path) -> str:
         out = run_command(["sbatch", "--parsable", f"--chdir={cwd}", str(script_path)], "sbatch")
@@ -67,6 +137,7 @@ class SlurmScheduler(Scheduler):
         return job_id
 
     def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        self.check_ids(job_ids)
         if not job_ids:
             return {}
         try:
@@ -76,7 +147,8 @@ class SlurmScheduler(Scheduler):
                     "--noheader",
                     "--states=all",
                     f"--jobs={','.join(job_ids)}",
-                    "--Format=JobID:|,State:|,Reason:|,exit_code",
+                    # JobArrayID prints 8_1 for an array task (JobID would print its raw id)
+                    "--Format=JobArrayID:|,State:|,Reason:|,exit_code",
                 ],
                 "squeue",
             )
@@ -123,12 +195,10 @@ class SlurmScheduler(Scheduler):
             parts = line.split("|")
             if len(parts) >= 3 and parts[0] in gone:
                 state = _STATE_MAP.get(parts[1].split()[0] if parts[1] else "", UNKNOWN)
-                code = parts[2].split(":")[0]
-                gone[parts[0]] = JobStatus(
-                    state, int(code) if code.isdigit() else None, "from sacct"
-                )
+                gone[parts[0]] = JobStatus(state, sacct_exit_code(parts[2]), "from sacct")
         return gone
 
     def cancel(self, job_ids: Sequence[str]) -> None:
+        self.check_ids(job_ids)
         if job_ids:
             run_command(["scancel", *job_ids], "scancel")

@@ -1,4 +1,9 @@
-"""The run side: what executes inside the allocation, one process per rank.
+"""The trainer: ``python -m hpcbench.train``, one process per rank inside the allocation.
 
-Nothing in :mod:`hpcbench` outside this package imports it, so the submit side stays free of torch.
+Options (:mod:`.config`), where this rank runs (:mod:`.runtime`, on :mod:`hpcbench.launch`), the
+data it reads (:mod:`.data`), the models (:mod:`.models`), the strategies that keep the replicas
+one model (:mod:`.strategies`), the run itself (:mod:`.loop`), and what it writes
+(:mod:`.results`). The submit side imports it only inside the function a submitit task runs
+(:func:`hpcbench.submitit_jobs.train_task`), so login nodes never import torch; nothing in
+:mod:`hpcbench.data`, :mod:`data_prep` or :mod:`hpcbench.schedulers` imports it.
 """

@@ -1,59 +1,297 @@
-"""The trainer's options: one dataclass, parsed from the command line, checked in one place.
+"""The trainer's options, each declared once: a field of :class:`TrainConfig` whose metadata holds
+its help text, choices, group and rule. From these come the command line (:func:`build_parser`,
+whose ``--help`` prints every default from the field itself), the checks (:meth:`TrainConfig.check`,
+one line naming the flag) and the TOML file of ``--config`` (:func:`read_toml`, :func:`to_toml`).
 
-Batch semantics are explicit: ``--global-batch-size G`` (the default; 32, so that the default run
-learns the built-in set in a few CPU minutes; the reference study's 128 is in
-jobs/reference-resnet34.toml) keeps the effective batch constant as ranks are added (each rank gets G/W, or its
-``--rank-weights`` share); ``--batch-size-per-rank B`` makes the global batch B×W instead.
+A configuration file holds the options as top-level keys, named as the flags without their dashes
+(``global-batch-size`` or ``global_batch_size``); flags given on the command line override it.
+
+Batch semantics are explicit: ``--global-batch-size G`` (unset: :data:`DEFAULT_GLOBAL_BATCH`, so
+that the default run learns the built-in set in a few CPU minutes; the reference study's batch is in
+jobs/reference-resnet34.toml) keeps the effective batch constant as ranks are added (each rank gets
+G/W, or its ``--rank-weights`` share); ``--batch-size-per-rank B`` makes the global batch B×W instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import math
 import os
-from dataclasses import asdict, dataclass, field
-from typing import Any
+import sys
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, NoReturn
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 STRATEGIES = ("auto", "single", "ddp", "mpi", "dp")
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("none", "cosine", "step", "onecycle")
 DATA_ORDERS = ("global", "shards")
+LR_SCALINGS = ("none", "linear")
+DEVICES = ("auto", "cpu", "cuda")
+PROGRESS_MODES = ("auto", "bar", "lines", "none")
 DEFAULT_DATA = "data/shapes"
+DEFAULT_GLOBAL_BATCH = 32  # the global batch when neither batch option is given
+
+GROUPS = ("data and model", "parallelism", "batch and optimisation", "output")
 
 
 class ConfigError(Exception):
-    """A trainer option the user can fix (one line, naming the flag)."""
+    """A trainer option the user can fix (one line, naming the flag or the file and key)."""
+
+
+# ---- rules: None for a good value, else what follows the option's name in the error --------------
+Rule = Callable[[Any], "str | None"]
+
+
+def at_least(low: int) -> Rule:
+    return lambda v: None if v >= low else f"must be at least {low}, got {v}"
+
+
+def finite_in(words: str, ok: Callable[[float], bool]) -> Rule:
+    """A float option: finite and ``ok``. The upper limits used below keep every value, and what
+    the optimisers derive from it (Adam's lr / (1 - beta1)), far inside float32, where torch keeps
+    them: beyond, torch fails with a traceback."""
+    return lambda v: (
+        None if math.isfinite(v) and ok(v) else f"must be a finite number {words}, got {v}"
+    )
+
+
+def _positive_weights(weights: list[float]) -> str | None:
+    if all(math.isfinite(w) and w > 0 for w in weights):
+        return None
+    return "must all be finite positive numbers, got " + ",".join(f"{w:g}" for w in weights)
+
+
+# The built-in models and the smallest width each accepts after ``NAME:``.
+MIN_WIDTH = {"small_cnn": 2, "mlp": 1, "rnn": 1}
+
+
+def _model_problem(spec: str) -> str | None:
+    base, colon, arg = spec.partition(":")
+    if not base:
+        return f"{spec!r}: give a model name, e.g. small_cnn or resnet18"
+    if not colon:
+        return None
+    if base not in MIN_WIDTH:
+        return f"{spec}: only {', '.join(MIN_WIDTH)} take a width (NAME:N); use {base}"
+    low = MIN_WIDTH[base]
+    if not (arg.isascii() and arg.isdigit()) or int(arg) < low:
+        return f"{spec}: the width after ':' must be a whole number >= {low}, e.g. {base}:64"
+    return None
+
+
+def parse_model(spec: str) -> tuple[str, int | None]:
+    """``NAME`` or ``NAME:WIDTH`` (built-ins only) -> (name, width or None)."""
+    problem = _model_problem(spec)
+    if problem is not None:
+        raise ConfigError(f"--model {problem}")
+    base, _, arg = spec.partition(":")
+    return base, int(arg) if arg else None
+
+
+def option(
+    default: Any = MISSING,
+    *,
+    group: str,
+    help: str,
+    choices: tuple[str, ...] | None = None,
+    rule: Rule | None = None,
+    unset: str | None = None,
+    exclusive: str | None = None,
+    factory: Callable[[], Any] | None = None,
+) -> Any:
+    """A :class:`TrainConfig` field with what the command line, the checks and the file need.
+
+    ``help`` explains the option (the parser appends its default, from the field); ``unset``
+    what None means; ``rule`` checks a set value; ``exclusive`` names a group of options of
+    which one at most is given.
+    """
+    assert group in GROUPS, group
+    assert (unset is not None) == (default is None), "say what an unset option means"
+    meta = {
+        "group": group,
+        "help": help,
+        "choices": choices,
+        "rule": rule,
+        "unset": unset,
+        "exclusive": exclusive,
+    }
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 @dataclass
 class TrainConfig:
-    data: str = field(default_factory=lambda: os.environ.get("HPCBENCH_DATA", DEFAULT_DATA))
-    strategy: str = "auto"
-    model: str = "small_cnn"
-    epochs: int = 5
-    global_batch_size: int | None = None  # None with batch_size_per_rank None -> 32
-    batch_size_per_rank: int | None = None
-    rank_weights: list[float] | None = None
-    eval_batch_size: int = 256
-    optimizer: str = "sgd"
-    lr: float = 0.1
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    schedule: str = "cosine"
-    lr_scaling: str = "none"  # none | linear
-    lr_reference_batch: int = 128
-    warmup_epochs: float = 0.0
-    val_every: int = 1
-    seed: int = 0
-    data_order: str = "global"
-    device: str = "auto"  # auto | cpu | cuda
-    threads: int | None = None
-    output_dir: str | None = None
-    max_steps: int | None = None  # per epoch, for benchmarks and smoke runs
-    overlap: bool = True  # mpi: start bucket allreduces from gradient hooks
-    bucket_mb: float = 25.0
-    sync_bn: bool = False
-    stage_dir: str | None = None
-    progress: str = "auto"  # auto | bar | lines | none
+    data: str = option(
+        group="data and model",
+        factory=lambda: os.environ.get("HPCBENCH_DATA", DEFAULT_DATA),
+        help=f"sharded dataset directory: $HPCBENCH_DATA, else {DEFAULT_DATA}, where the built-in "
+        "synthetic set is generated when missing",
+    )
+    strategy: str = option(
+        "auto",
+        group="parallelism",
+        choices=STRATEGIES,
+        help="auto: single for one process, mpi under mpiexec, ddp under torchrun/srun",
+    )
+    model: str = option(
+        "small_cnn",
+        group="data and model",
+        rule=_model_problem,
+        help="small_cnn, mlp, rnn (NAME:WIDTH sets their width), or a torchvision model: "
+        "resnet18, resnet34, resnet50, efficientnet_b0, mobilenet_v3_small, vit_b_16, …",
+    )
+    epochs: int = option(5, group="batch and optimisation", rule=at_least(1), help="epochs")
+    global_batch_size: int | None = option(
+        None,
+        group="batch and optimisation",
+        rule=at_least(1),
+        exclusive="batch",
+        help="samples per step over all ranks",
+        unset=f"{DEFAULT_GLOBAL_BATCH}, or --batch-size-per-rank × ranks",
+    )
+    batch_size_per_rank: int | None = option(
+        None,
+        group="batch and optimisation",
+        rule=at_least(1),
+        exclusive="batch",
+        help="samples per step per rank (global = this × ranks)",
+        unset="a share of the global batch",
+    )
+    rank_weights: list[float] | None = option(
+        None,
+        group="batch and optimisation",
+        rule=_positive_weights,
+        help="share of the global batch per rank, e.g. 1,4,4 (a slow rank beside fast ones)",
+        unset="equal shares",
+    )
+    eval_batch_size: int = option(
+        256, group="batch and optimisation", rule=at_least(1), help="samples per evaluation batch"
+    )
+    optimizer: str = option(
+        "sgd", group="batch and optimisation", choices=OPTIMIZERS, help="the optimiser"
+    )
+    lr: float = option(
+        0.1,
+        group="batch and optimisation",
+        rule=finite_in("in (0, 1e30]", lambda v: 0 < v <= 1e30),
+        help="learning rate (the reference study's is in jobs/reference-resnet34.toml)",
+    )
+    momentum: float = option(
+        0.9,
+        group="batch and optimisation",
+        rule=finite_in("in [0, 1)", lambda v: 0 <= v < 1),
+        help="SGD momentum",
+    )
+    weight_decay: float = option(
+        0.0,
+        group="batch and optimisation",
+        rule=finite_in("in [0, 1e30]", lambda v: 0 <= v <= 1e30),
+        help="weight decay (adamw: 0 means AdamW's usual 0.01)",
+    )
+    schedule: str = option(
+        "cosine",
+        group="batch and optimisation",
+        choices=SCHEDULES,
+        help="learning-rate schedule after the warm-up",
+    )
+    lr_scaling: str = option(
+        "none",
+        group="batch and optimisation",
+        choices=LR_SCALINGS,
+        help="linear: lr × global batch / --lr-reference-batch",
+    )
+    lr_reference_batch: int = option(
+        128,
+        group="batch and optimisation",
+        rule=at_least(1),
+        help="the global batch --lr is meant for (--lr-scaling linear)",
+    )
+    warmup_epochs: float = option(
+        0.0,
+        group="batch and optimisation",
+        rule=finite_in("in [0, 1e6]", lambda v: 0 <= v <= 1e6),
+        help="linear warm-up of the learning rate, in epochs",
+    )
+    val_every: int = option(
+        1, group="output", rule=at_least(1), help="validate every k epochs (and after the last)"
+    )
+    seed: int = option(
+        0,
+        group="batch and optimisation",
+        rule=lambda v: None if v >= 0 else f"must be >= 0, got {v}",
+        help="seed of the model's initial weights and of the data order",
+    )
+    data_order: str = option(
+        "global",
+        group="data and model",
+        choices=DATA_ORDERS,
+        help="global: the same global batches for any number of ranks; shards: each rank reads "
+        "only its own shards",
+    )
+    device: str = option(
+        "auto",
+        group="parallelism",
+        choices=DEVICES,
+        help="auto: cuda:<local rank> when the node has a GPU for this rank, else the CPU",
+    )
+    threads: int | None = option(
+        None,
+        group="parallelism",
+        rule=at_least(1),
+        help="CPU threads per rank",
+        unset="$OMP_NUM_THREADS, $SLURM_CPUS_PER_TASK, else the usable cores / ranks on the node",
+    )
+    output_dir: str | None = option(
+        None,
+        group="output",
+        help="results directory",
+        unset="$HPCBENCH_RUN_DIR, else runs/train-<time>",
+    )
+    max_steps: int | None = option(
+        None,
+        group="batch and optimisation",
+        rule=at_least(1),
+        help="at most this many training steps per epoch (benchmarks, smoke runs)",
+        unset="the whole epoch",
+    )
+    overlap: bool = option(
+        True,
+        group="parallelism",
+        help="mpi: start bucket allreduces from gradient hooks during backward "
+        "(--no-overlap: one Allreduce after backward)",
+    )
+    bucket_mb: float = option(
+        25.0,
+        group="parallelism",
+        rule=finite_in("in (0, 1e6]", lambda v: 0 < v <= 1e6),
+        help="gradient bucket size in MB for mpi, as DDP's bucket_cap_mb",
+    )
+    sync_bn: bool = option(
+        False, group="data and model", help="ddp: synchronise batch-norm statistics across ranks"
+    )
+    stage_dir: str | None = option(
+        None,
+        group="data and model",
+        help="copy this rank's shards here first (e.g. $TMPDIR, /dev/shm)",
+        unset="read them in place",
+    )
+    progress: str = option(
+        "auto",
+        group="output",
+        choices=PROGRESS_MODES,
+        help="auto: a bar on a terminal, one line per epoch otherwise",
+    )
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,47 +300,66 @@ class TrainConfig:
     def uses_per_rank_batch(self) -> bool:
         return self.batch_size_per_rank is not None
 
-    def check(self) -> None:
-        def need(ok: bool, message: str) -> None:
+    def check(self, names: Mapping[str, str] | None = None) -> None:
+        """Raise :class:`ConfigError` for the first option out of its rules. ``names``: how to
+        name an option in the message where not by its flag (a file and key)."""
+        names = names or {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            choices, rule = f.metadata["choices"], f.metadata["rule"]
+            problem = rule(value) if rule is not None else None
+            if choices is not None and value not in choices:
+                problem = f"must be one of {', '.join(choices)}"
+            if problem is not None:
+                raise ConfigError(f"{names.get(f.name, flag(f))} {problem}")
+        for ok, message in (
+            (
+                self.global_batch_size is None or self.batch_size_per_rank is None,
+                "give --global-batch-size or --batch-size-per-rank, not both",
+            ),
+            (
+                self.rank_weights is None or self.data_order == "global",
+                "--rank-weights needs --data-order global",
+            ),
+            (
+                self.rank_weights is None or not self.uses_per_rank_batch,
+                "--rank-weights shares a --global-batch-size; drop --batch-size-per-rank",
+            ),
+        ):
             if not ok:
                 raise ConfigError(message)
 
-        need(self.strategy in STRATEGIES, f"--strategy must be one of {', '.join(STRATEGIES)}")
-        need(self.optimizer in OPTIMIZERS, f"--optimizer must be one of {', '.join(OPTIMIZERS)}")
-        need(self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}")
-        need(
-            self.data_order in DATA_ORDERS, f"--data-order must be one of {', '.join(DATA_ORDERS)}"
-        )
-        need(self.lr_scaling in ("none", "linear"), "--lr-scaling must be none or linear")
-        need(self.device in ("auto", "cpu", "cuda"), "--device must be auto, cpu or cuda")
-        need(self.epochs >= 1, f"--epochs must be at least 1, got {self.epochs}")
-        need(self.lr > 0, f"--lr must be positive, got {self.lr}")
-        need(
-            self.global_batch_size is None or self.batch_size_per_rank is None,
-            "give --global-batch-size or --batch-size-per-rank, not both",
-        )
-        for flag, value in (
-            ("--global-batch-size", self.global_batch_size),
-            ("--batch-size-per-rank", self.batch_size_per_rank),
-            ("--eval-batch-size", self.eval_batch_size),
-            ("--val-every", self.val_every),
-            ("--max-steps", self.max_steps),
-            ("--threads", self.threads),
-            ("--lr-reference-batch", self.lr_reference_batch),
-        ):
-            need(value is None or value >= 1, f"{flag} must be at least 1, got {value}")
-        need(self.bucket_mb > 0, f"--bucket-mb must be positive, got {self.bucket_mb}")
-        need(self.warmup_epochs >= 0, f"--warmup-epochs must be >= 0, got {self.warmup_epochs}")
-        need(self.seed >= 0, f"--seed must be >= 0, got {self.seed}")
-        if self.rank_weights is not None:
-            need(all(w > 0 for w in self.rank_weights), "--rank-weights must all be positive")
-            need(self.data_order == "global", "--rank-weights needs --data-order global")
-            need(
-                not self.uses_per_rank_batch,
-                "--rank-weights shares a --global-batch-size; drop --batch-size-per-rank",
-            )
+
+OPTIONS: tuple[Field, ...] = fields(TrainConfig)
+HINTS = typing.get_type_hints(TrainConfig)
 
 
+def flag(f: Field) -> str:
+    return "--" + f.name.replace("_", "-")
+
+
+def _kind(f: Field) -> type:
+    """int, float, str, bool or list: the option's type without its None, from the annotation."""
+    hint = HINTS[f.name]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    return typing.get_origin(hint) or hint
+
+
+def shown(value: Any) -> str:
+    """A value as ``--help`` shows it: as written on the command line, unset for None."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(f"{w:g}" for w in value)
+    return str(value)
+
+
+# ---- the command line ---------------------------------------------------------------------------
 def _weights(text: str) -> list[float]:
     try:
         return [float(x) for x in text.split(",") if x.strip()]
@@ -112,118 +369,212 @@ def _weights(text: str) -> list[float]:
         ) from None
 
 
+CLI_TYPES: dict[type, Callable[[str], Any]] = {int: int, float: float, str: str, list: _weights}
+METAVARS: dict[type, str] = {int: "N", float: "X", list: "W,W,…"}
+
+
+def launch_rank() -> int:
+    """This process's rank as the launcher set it (0 when started alone)."""
+    from hpcbench.launch import detect_launch
+
+    return detect_launch().rank
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every rank parses the same options and fails alike: only rank 0 prints the usage error,
+    so ``mpiexec -n 64`` shows it once; each rank exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        if launch_rank() != 0:
+            self.exit(2)
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    """One flag per option; only the flags given land in the namespace (the defaults come from
+    :class:`TrainConfig`, after ``--config``)."""
+    p = _Parser(
         prog="python -m hpcbench.train",
         description="Train an image classifier with one process, PyTorch DDP or MPI (mpi4py), "
         "timing every phase. Rank, world size and device come from the launcher "
         "(torchrun, mpiexec, srun) or default to one process.",
+        argument_default=argparse.SUPPRESS,
     )
-    d = TrainConfig()
-    g = p.add_argument_group("data and model")
-    g.add_argument(
-        "--data",
-        default=d.data,
-        help=f"sharded dataset directory (default: $HPCBENCH_DATA or {DEFAULT_DATA}; the built-in synthetic set is generated there when missing)",
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="read the options from this TOML file (top-level keys named as the flags without "
+        "dashes); flags given here override it",
     )
-    g.add_argument(
-        "--data-order",
-        default=d.data_order,
-        choices=DATA_ORDERS,
-        help="global: the same global batches for any number of ranks (default); shards: each rank reads only its own shards",
-    )
-    g.add_argument(
-        "--stage-dir", help="copy this rank's shards here first (e.g. $TMPDIR, /dev/shm)"
-    )
-    g.add_argument(
-        "--model",
-        default=d.model,
-        help="small_cnn (default), mlp, rnn, or a torchvision model: resnet18, resnet34, resnet50, efficientnet_b0, mobilenet_v3_small, vit_b_16, …",
-    )
-    g.add_argument(
-        "--sync-bn", action="store_true", help="ddp: synchronise batch-norm statistics across ranks"
-    )
-    g = p.add_argument_group("parallelism")
-    g.add_argument(
-        "--strategy",
-        default=d.strategy,
-        choices=STRATEGIES,
-        help="auto: single for one process, mpi under mpiexec, ddp under torchrun/srun",
-    )
-    g.add_argument("--device", default=d.device, choices=("auto", "cpu", "cuda"))
-    g.add_argument(
-        "--threads",
-        type=int,
-        help="CPU threads per rank (default: $OMP_NUM_THREADS, else cores / ranks on the node)",
-    )
-    g.add_argument(
-        "--no-overlap",
-        dest="overlap",
-        action="store_false",
-        help="mpi: one Allreduce after backward instead of per-bucket Iallreduce from gradient hooks",
-    )
-    g.add_argument(
-        "--bucket-mb",
-        type=float,
-        default=d.bucket_mb,
-        help="gradient bucket size for mpi (default 25, as DDP)",
-    )
-    g = p.add_argument_group("batch and optimisation")
-    b = g.add_mutually_exclusive_group()
-    b.add_argument(
-        "--global-batch-size", type=int, help="samples per step over all ranks (default 128)"
-    )
-    b.add_argument(
-        "--batch-size-per-rank", type=int, help="samples per step per rank (global = this × ranks)"
-    )
-    g.add_argument(
-        "--rank-weights",
-        type=_weights,
-        help="share of the global batch per rank, e.g. 1,4,4 (a slow rank beside fast ones)",
-    )
-    g.add_argument("--eval-batch-size", type=int, default=d.eval_batch_size)
-    g.add_argument("--epochs", type=int, default=d.epochs)
-    g.add_argument("--max-steps", type=int, help="at most this many training steps per epoch")
-    g.add_argument("--optimizer", default=d.optimizer, choices=OPTIMIZERS)
-    g.add_argument(
-        "--lr", type=float, default=d.lr, help="learning rate (default 0.05, the reference study's)"
-    )
-    g.add_argument("--momentum", type=float, default=d.momentum)
-    g.add_argument("--weight-decay", type=float, default=d.weight_decay)
-    g.add_argument("--schedule", default=d.schedule, choices=SCHEDULES)
-    g.add_argument(
-        "--lr-scaling",
-        default=d.lr_scaling,
-        choices=("none", "linear"),
-        help="linear: lr × global batch / --lr-reference-batch",
-    )
-    g.add_argument("--lr-reference-batch", type=int, default=d.lr_reference_batch)
-    g.add_argument(
-        "--warmup-epochs",
-        type=float,
-        default=d.warmup_epochs,
-        help="linear warm-up of the learning rate",
-    )
-    g.add_argument("--seed", type=int, default=d.seed)
-    g = p.add_argument_group("output")
-    g.add_argument(
-        "--val-every", type=int, default=d.val_every, help="validate every k epochs (default 1)"
-    )
-    g.add_argument(
-        "--output-dir",
-        help="results directory (default: $HPCBENCH_RUN_DIR, else runs/train-<time>)",
-    )
-    g.add_argument(
-        "--progress",
-        default=d.progress,
-        choices=("auto", "bar", "lines", "none"),
-        help="auto: a bar on a terminal, one line per epoch otherwise",
-    )
+    defaults = TrainConfig()
+    groups = {name: p.add_argument_group(name) for name in GROUPS}
+    exclusive: dict[str, Any] = {}
+    for f in OPTIONS:
+        meta = f.metadata
+        group = groups[meta["group"]]
+        if meta["exclusive"]:
+            if meta["exclusive"] not in exclusive:
+                exclusive[meta["exclusive"]] = group.add_mutually_exclusive_group()
+            group = exclusive[meta["exclusive"]]
+        default = shown(getattr(defaults, f.name))
+        if meta["unset"] is not None:
+            default += f", meaning {meta['unset']}"
+        text = f"{meta['help']} (default: {default})".replace("%", "%%")
+        kind = _kind(f)
+        if kind is bool:
+            group.add_argument(flag(f), action=argparse.BooleanOptionalAction, help=text)
+        else:
+            group.add_argument(
+                flag(f),
+                type=CLI_TYPES[kind],
+                choices=meta["choices"],
+                metavar=METAVARS.get(kind) if meta["choices"] is None else None,
+                help=text,
+            )
     return p
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    args = build_parser().parse_args(argv)
-    config = TrainConfig(**{k: v for k, v in vars(args).items()})
-    config.check()
+    """The checked configuration: ``--config``'s file, then the flags given. A ConfigError not on
+    rank 0 is marked as reported (rank 0, which read the same options, prints it)."""
+    given = vars(build_parser().parse_args(argv))
+    path = given.pop("config", None)
+    try:
+        return configure(given, path)
+    except ConfigError as err:
+        if launch_rank() != 0:
+            err.hpcbench_reported = True  # type: ignore[attr-defined]
+        raise
+
+
+def configure(given: Mapping[str, Any], path: str | None = None) -> TrainConfig:
+    """The checked configuration from a file's options (if ``path``) overridden by ``given``
+    (field name -> value). A given option also drops the file's other members of its exclusive
+    group: ``--batch-size-per-rank`` on the command line replaces a file's global batch."""
+    values: dict[str, Any] = {}
+    names: dict[str, str] = {}  # options from the file are named by file and key in errors
+    if path is not None:
+        for key, (name, value) in read_toml(path).items():
+            values[name], names[name] = value, f"{path}: {key}"
+    by_name = {f.name: f for f in OPTIONS}
+    for name, value in given.items():
+        group = by_name[name].metadata["exclusive"]
+        for other in OPTIONS:
+            if group and other.metadata["exclusive"] == group:
+                values.pop(other.name, None)
+                names.pop(other.name, None)
+        values[name] = value
+        names.pop(name, None)
+    config = TrainConfig(**values)
+    config.check(names)
     return config
+
+
+# ---- the file -------------------------------------------------------------------------------------
+TOML_KINDS: dict[type, str] = {
+    int: "a whole number",
+    float: "a number",
+    str: "a string",
+    bool: "true or false",
+    list: "a list of numbers",
+}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _as_float(value: float) -> float:
+    """A TOML number as a float; a whole number beyond float's range as an infinity (which the
+    option's rule then refuses)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def _from_toml(kind: type, value: Any) -> tuple[bool, Any]:
+    """(whether ``value`` fits the option's kind, the value as the option holds it)."""
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool), value
+    if kind is float:
+        return _number(value), _as_float(value) if _number(value) else value
+    if kind is list:
+        ok = isinstance(value, list) and all(_number(v) for v in value)
+        return ok, [_as_float(v) for v in value] if ok else value
+    return isinstance(value, kind), value
+
+
+def read_toml(path: str) -> dict[str, tuple[str, Any]]:
+    """The options a TOML file sets: key as written -> (field name, value); a ConfigError naming
+    the file (and the key) for a file that cannot be read, is not TOML, or holds an unknown key or
+    a value of the wrong type. Values are checked against their rules later, with the flags."""
+    where = f"--config {path}"
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file") from None
+    except OSError as err:
+        raise ConfigError(f"{where}: cannot read it ({err.strerror or err})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {err.start})") from None
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        reason = " ".join(str(err).split())
+        raise ConfigError(f"{where}: not valid TOML ({reason})") from None
+    by_name = {f.name: f for f in OPTIONS}
+    found: dict[str, tuple[str, Any]] = {}
+    seen: dict[str, str] = {}
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        f = by_name.get(name)
+        if f is None:
+            close = difflib.get_close_matches(name, list(by_name), n=1)
+            hint = (
+                f"; did you mean {close[0]!r}?"
+                if close
+                else " (the options of --help, without dashes)"
+            )
+            raise ConfigError(f"{path}: unknown option {key!r}{hint}")
+        if name in seen:
+            raise ConfigError(f"{path}: {seen[name]!r} and {key!r} are the same option")
+        kind = _kind(f)
+        ok, converted = _from_toml(kind, value)
+        if not ok:
+            got = repr(value)
+            got = got if len(got) <= 60 else got[:57] + "..."
+            raise ConfigError(f"{path}: {key} must be {TOML_KINDS[kind]}, got {got}")
+        seen[name] = key
+        found[key] = (name, converted)
+    return found
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    escaped = "".join(
+        "\\" + ch
+        if ch in '"\\'
+        else f"\\u{ord(ch):04x}"
+        if ord(ch) < 0x20 or ord(ch) == 0x7F
+        else ch
+        for ch in str(value)
+    )
+    return f'"{escaped}"'
+
+
+def to_toml(config: TrainConfig) -> str:
+    """``config`` as a file for ``--config``: every option that is set, one per line."""
+    lines = ["# hpcbench train options: python -m hpcbench.train --config FILE"]
+    for f in OPTIONS:
+        value = getattr(config, f.name)
+        if value is not None:
+            lines.append(f"{f.name} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"

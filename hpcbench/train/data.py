@@ -15,29 +15,22 @@ Evaluation: each rank takes a contiguous 1/W of the split; metrics are summed ov
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 
 from hpcbench.data.indexed import SampleReader
-from hpcbench.data.manifest import MANIFEST_NAME, Manifest
+from hpcbench.data.manifest import MANIFEST_NAME, DataError, Manifest
 from hpcbench.data.sampler import range_of_rank
-from hpcbench.train.config import ConfigError, TrainConfig
-
-DEFAULT_GLOBAL_BATCH = 32
+from hpcbench.data.shards import OpenShard
+from hpcbench.launch import largest_remainder
+from hpcbench.train.config import DEFAULT_GLOBAL_BATCH, ConfigError, TrainConfig
 
 
 def split_batch(global_batch: int, weights: list[float]) -> list[int]:
     """Per-rank batch sizes proportional to ``weights``, summing to ``global_batch``."""
-    total = sum(weights)
-    raw = [global_batch * w / total for w in weights]
-    sizes = [int(x) for x in raw]
-    for i in sorted(range(len(raw)), key=lambda i: raw[i] - sizes[i], reverse=True)[
-        : global_batch - sum(sizes)
-    ]:
-        sizes[i] += 1
-    return sizes
+    return largest_remainder(global_batch, weights)
 
 
 class TrainData:
@@ -62,7 +55,6 @@ class TrainData:
                 )
         self.global_batch = sum(self.batch_sizes)
         self.batch_size = self.batch_sizes[rank]
-        self.offset = sum(self.batch_sizes[:rank])
         # this rank's share of the global batch: its gradient weight
         self.weight = self.batch_size / self.global_batch
         train = self.manifest.split("train")
@@ -123,11 +115,11 @@ class TrainData:
             for step, (x, y) in enumerate(self.sharded):
                 if step >= self.steps:
                     break
-                yield x.numpy(), y.numpy()
+                yield self.checked("train", x.numpy(), y.numpy())
             return
         assert self.reader is not None and my_index is not None
         for ids in my_index:
-            yield self.reader.read(ids)
+            yield self.checked("train", *self.reader.read(ids))
 
     def eval_batches(self, split: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         if split not in self.manifest.splits:
@@ -138,7 +130,16 @@ class TrainData:
         lo, hi = range_of_rank(reader.samples, self.rank, self.world_size)
         size = self.config.eval_batch_size
         for start in range(lo, hi, size):
-            yield reader.read(np.arange(start, min(hi, start + size)))
+            yield self.checked(split, *reader.read(np.arange(start, min(hi, start + size))))
+
+    def checked(
+        self, split: str, images: np.ndarray, labels: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The batch as it is, once its labels are known to be class numbers of the manifest."""
+        k = self.manifest.num_classes
+        if len(labels) and (labels.min() < 0 or labels.max() >= k):
+            raise DataError(bad_label(self.manifest, split))
+        return images, labels
 
     def io_stats(self) -> dict[str, int]:
         """This epoch's reads on this rank (the counters restart with each epoch)."""
@@ -153,11 +154,30 @@ class TrainData:
         return self.reader.take_io_stats()
 
 
-def ensure_dataset(config: TrainConfig, rank: int, log) -> None:
-    """Generate the built-in synthetic set at the default path when it is missing (rank 0 writes,
-    the other ranks wait for its manifest)."""
-    import time
+def bad_label(manifest: Manifest, split: str) -> str:
+    """The first sample of ``split``, in shard order, whose label is not a class of the manifest
+    (read again from the shards: this runs once, on the way out)."""
+    k = manifest.num_classes
+    for shard in manifest.split(split).shards:
+        path = manifest.shard_path(shard)
+        opened = OpenShard(path, shard, manifest.shape, manifest.dtype)
+        try:
+            labels = np.asarray(opened.labels)
+        finally:
+            opened.close()
+        wrong = np.flatnonzero((labels < 0) | (labels >= k))
+        if len(wrong):
+            row = int(wrong[0])
+            return (
+                f"{path}: sample {row} of the {split} split has label {int(labels[row])}, "
+                f"outside the manifest's {k} classes (labels 0..{k - 1})"
+            )
+    return f"{manifest.root}: the {split} split holds labels outside the manifest's {k} classes"
 
+
+def ensure_dataset(config: TrainConfig, rank: int, log: Callable[[str], None]) -> None:
+    """Refuse a --data without a dataset, except at the default place, where rank 0 generates
+    the built-in synthetic set (the other ranks then :func:`wait_for_dataset`)."""
     from hpcbench.train.config import DEFAULT_DATA
 
     root = Path(config.data)
@@ -177,9 +197,16 @@ def ensure_dataset(config: TrainConfig, rank: int, log) -> None:
             ConvertOptions(size=(197, 148), grayscale=True, progress=False),
             use_mpi=False,
         )
-        return
-    deadline = time.monotonic() + 900
+
+
+def wait_for_dataset(config: TrainConfig, timeout_s: float = 900) -> None:
+    """Wait until this rank sees the manifest rank 0 wrote (a shared file system may show a new
+    file on other nodes a little later)."""
+    import time
+
+    root = Path(config.data)
+    deadline = time.monotonic() + timeout_s
     while not (root / MANIFEST_NAME).exists():
         if time.monotonic() > deadline:
-            raise ConfigError(f"{root}: rank 0 did not finish generating the dataset in 15 minutes")
+            raise ConfigError(f"{root}: the dataset rank 0 wrote is not visible from this rank")
         time.sleep(0.5)

@@ -1,30 +1,47 @@
 """One training run as a function: what ``python -m hpcbench.train`` and the submitit helper call.
 
 ``run_training(argv)`` parses the options, sets up the rank, trains, and returns the results dict
-(rank 0 also writes metrics.json/epochs.csv and prints the summary). On any error it stops the
-other ranks (MPI_Abort where there is no agent to do it) and re-raises.
+(rank 0 also writes metrics.json/epochs.csv and prints the summary). On an error that every rank
+met together (set-up checks, divergence: :mod:`hpcbench.train.failures`) each rank leaves by
+itself; on any other error it stops the other ranks (MPI_Abort where there is no agent to do it).
+Either way it re-raises.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hpcbench.train.config import TrainConfig
 
 
 def default_run_dir() -> str:
     return os.environ.get("HPCBENCH_RUN_DIR") or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def run_dir_of(config: TrainConfig) -> tuple[Path, str]:
+    """Where rank 0 writes, and the option (or variable) that said so, for error messages."""
+    if config.output_dir:
+        return Path(config.output_dir).resolve(), "--output-dir"
+    env = "$HPCBENCH_RUN_DIR" if os.environ.get("HPCBENCH_RUN_DIR") else "the default run directory"
+    return Path(default_run_dir()).resolve(), env
+
+
 def run_training(argv: list[str] | None = None) -> dict[str, Any]:
-    from hpcbench.train import loop
     from hpcbench.train.config import parse_args
+
+    config = parse_args(argv)  # before torch is imported: a usage error answers at once
+
+    from hpcbench.train import loop
+    from hpcbench.train.failures import stopped_together
     from hpcbench.train.results import summary, write_results
     from hpcbench.train.runtime import make_runtime
     from hpcbench.train.strategies import choose, make_strategy
 
-    config = parse_args(argv)
     runtime = make_runtime(config.device, config.threads)
     rank = runtime.rank
 
@@ -35,16 +52,23 @@ def run_training(argv: list[str] | None = None) -> dict[str, Any]:
     strategy = None
     try:
         strategy = make_strategy(choose(config, runtime), config, runtime)
-        results = loop.run(config, runtime, strategy, log)
-        if rank == 0:
-            run_dir = Path(config.output_dir or default_run_dir()).resolve()
-            paths = write_results(run_dir, results)
+        run_dir = run_dir_of(config) if rank == 0 else None
+        results = loop.run(config, runtime, strategy, log, run_dir)
+        if run_dir is not None:
+            paths = write_results(run_dir[0], results)
             results["files"] = {"metrics": str(paths[0]), "epochs": str(paths[1])}
             print(summary(results, paths), flush=True)
         strategy.close()
         return results
     except BaseException as err:
-        if strategy is not None and runtime.world_size > 1:
+        if strategy is not None and stopped_together(err):
+            # Every rank is here and leaves by itself. Report first: close() waits for every
+            # rank, so no launcher sees a rank exit (and stops the rest) before this line is out.
+            report(err, rank)
+            err.hpcbench_reported = True  # type: ignore[attr-defined]
+            with contextlib.suppress(Exception):  # the error that brought us here matters more
+                strategy.close()
+        elif strategy is not None and runtime.world_size > 1:
             report(err, rank)  # before MPI_Abort ends this process
             err.hpcbench_reported = True  # type: ignore[attr-defined]
             # MPI_Abort tears the launcher down at once; give it a moment to relay this rank's
@@ -60,10 +84,11 @@ def report(err: BaseException, rank: int | None = None) -> None:
     import sys
     import traceback
 
-    from hpcbench.data.manifest import DataError
-    from hpcbench.train.config import ConfigError
+    from hpcbench.train.failures import USAGE_ERRORS, StoppedTogether, TrainingDiverged
 
-    if isinstance(err, (ConfigError, DataError)):
+    if isinstance(err, StoppedTogether):
+        return  # another rank reported why
+    if isinstance(err, (*USAGE_ERRORS, TrainingDiverged)):
         print(f"hpcbench train: error: {err}", file=sys.stderr, flush=True)
     else:
         who = f"rank {rank} " if rank is not None else ""

@@ -1,10 +1,17 @@
-"""The training run, top to bottom: set up, then for each epoch train / validate, then test.
+"""The training run, top to bottom (:func:`run`): :func:`start` (set-up), :func:`announce` (the
+banner), for each epoch :func:`run_epoch` (:func:`train_steps`, then the reductions and the
+validation), then :func:`finish` (test, and the results whose layout :mod:`.results` holds).
 
 Timed phases (seconds, the slowest rank's): ``setup`` (dataset, model, process group; excluded
 from throughput, as MLPerf does), per epoch ``train`` = ``data`` (waiting for this rank's batch)
 + ``compute`` (forward, backward, optimiser) + ``comm`` (gradient synchronisation that did not
 overlap the backward pass), ``val`` and, at the end, ``test``. Throughput = global samples
 trained ÷ train time.
+
+Set-up checks (run directory, dataset, batch split, model) are agreed on by every rank before
+training (:func:`hpcbench.train.failures.agree`). A step whose synchronised gradients are not
+finite, or an epoch whose all-reduced loss is not, stops every rank there
+(:class:`hpcbench.train.failures.TrainingDiverged`): nothing is written.
 """
 
 from __future__ import annotations
@@ -15,22 +22,45 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.utils import get_total_norm
 
 from hpcbench import __version__
+from hpcbench.data.manifest import Manifest
+from hpcbench.launch import job_id, usable_cores
 from hpcbench.train.config import TrainConfig
-from hpcbench.train.data import TrainData, ensure_dataset
+from hpcbench.train.data import TrainData, ensure_dataset, wait_for_dataset
+from hpcbench.train.failures import agree, diverged
 from hpcbench.train.metrics import Clock, Meter
 from hpcbench.train.models import build_model
+from hpcbench.train.results import EpochTimes, epoch_row, final_results, prepare_run_dir
 from hpcbench.train.runtime import Runtime
 from hpcbench.train.strategies import Strategy
 
+if TYPE_CHECKING:
+    from hpcbench.progress import Progress
+
 FAIL_AT_VARIABLE = "HPCBENCH_FAIL_AT"  # "RANK:STEP": a failure drill (see docs/training.md)
+Log = Callable[[str], None]
+
+
+def gradients_finite(model: nn.Module) -> bool:
+    """Whether every gradient is a finite number (one reduction and one host read).
+
+    Read after the strategy's all-reduce, when the gradients are the same on every rank: every
+    rank gets the same answer with no extra communication (a nan or inf from any rank makes the
+    sum non-finite on all of them, whatever the order of summation)."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    if not grads:
+        return True
+    return bool(torch.isfinite(get_total_norm(grads, norm_type=math.inf)))
 
 
 def train_step(
@@ -39,8 +69,10 @@ def train_step(
     x: torch.Tensor,
     y: torch.Tensor,
     criterion: nn.Module,
-) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """One optimisation step; returns (mean loss, logits, seconds of non-overlapped communication)."""
+) -> tuple[torch.Tensor, torch.Tensor, float, bool]:
+    """One optimisation step; returns (mean loss, logits, seconds of non-overlapped
+    communication, whether the synchronised gradients were finite). Non-finite gradients are
+    not applied."""
     assert strategy.model is not None
     strategy.before_forward()
     optimizer.zero_grad(set_to_none=True)
@@ -48,8 +80,10 @@ def train_step(
     loss = criterion(logits, y)
     (loss * strategy.loss_scale if strategy.loss_scale != 1.0 else loss).backward()
     comm = strategy.finish_gradients()
-    optimizer.step()
-    return loss.detach(), logits.detach(), comm
+    finite = gradients_finite(strategy.model)
+    if finite:
+        optimizer.step()
+    return loss.detach(), logits.detach(), comm, finite
 
 
 def make_optimizer(
@@ -65,7 +99,9 @@ def make_optimizer(
     return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=config.weight_decay or 0.01)
 
 
-def make_schedule(config: TrainConfig, optimizer: torch.optim.Optimizer, steps_per_epoch: int):  # noqa: ANN201
+def make_schedule(
+    config: TrainConfig, optimizer: torch.optim.Optimizer, steps_per_epoch: int
+) -> torch.optim.lr_scheduler.LambdaLR:
     total = config.epochs * steps_per_epoch
     warm = int(config.warmup_epochs * steps_per_epoch)
 
@@ -91,7 +127,7 @@ def make_schedule(config: TrainConfig, optimizer: torch.optim.Optimizer, steps_p
 class Normalizer:
     """Stored pixels (uint8 or float16) -> normalised float32 on the device."""
 
-    def __init__(self, manifest, device: torch.device) -> None:  # noqa: ANN001
+    def __init__(self, manifest: Manifest, device: torch.device) -> None:
         scale, shift = manifest.normalization()
         self.scale, self.shift = (
             torch.from_numpy(scale).to(device),
@@ -139,9 +175,7 @@ def _provenance(runtime: Runtime, strategy_name: str) -> dict[str, Any]:
         "python": platform.python_version(),
         "host": platform.node(),
         "launcher": runtime.launch.launcher,
-        "job_id": os.environ.get("HPCBENCH_JOB_ID")
-        or os.environ.get("SLURM_JOB_ID")
-        or os.environ.get("PBS_JOBID"),
+        "job_id": job_id(),
         "nodelist": os.environ.get("SLURM_JOB_NODELIST"),
         "threads": runtime.threads,
         "backend": runtime.backend if strategy_name == "ddp" else None,
@@ -164,145 +198,249 @@ def _provenance(runtime: Runtime, strategy_name: str) -> dict[str, Any]:
     return info
 
 
-def run(config: TrainConfig, runtime: Runtime, strategy: Strategy, log=print) -> dict[str, Any]:  # noqa: ANN001
-    """Train, validate, test; return the results (rank 0 also writes them)."""
+def set_up(
+    config: TrainConfig,
+    runtime: Runtime,
+    strategy: Strategy,
+    log: Log,
+    run_dir: tuple[Path, str] | None = None,
+) -> tuple[TrainData, nn.Module]:
+    """Every check the user's input can fail, agreed on by every rank before any collective of
+    the model: the run directory (rank 0 creates it and writes a probe file), the dataset, the
+    batch split, the model."""
+    rank, world = runtime.rank, runtime.world_size
+
+    def place() -> None:
+        if rank == 0 and run_dir is not None:
+            prepare_run_dir(*run_dir)
+        ensure_dataset(config, rank, log)
+
+    agree(strategy, place)
+    wait_for_dataset(config)
+
+    def build() -> tuple[TrainData, nn.Module]:
+        torch.manual_seed(config.seed)
+        data = TrainData(config, rank, world)
+        shape, k = tuple(data.manifest.shape), data.manifest.num_classes
+        return data, build_model(config.model, shape, k)
+
+    return agree(strategy, build)
+
+
+def _diverged_step(
+    epoch: int, step: int, world: int, loss: torch.Tensor, lr: float, rank: int
+) -> BaseException:
+    return diverged(
+        f"training diverged at epoch {epoch + 1}, step {step + 1}: the gradients summed over "
+        f"{world} rank(s) are not finite (rank {rank}'s loss {float(loss):.4g}, lr {lr:.4g}); "
+        "no results written (lower --lr, or add --warmup-epochs)",
+        rank,
+    )
+
+
+def _diverged_epoch(epoch: int, world: int, loss: float, rank: int) -> BaseException:
+    return diverged(
+        f"training diverged in epoch {epoch + 1}: the mean training loss over {world} rank(s) "
+        f"is {loss}; no results written (lower --lr, or add --warmup-epochs)",
+        rank,
+    )
+
+
+# ---- the run, top to bottom -----------------------------------------------------------------
+@dataclass
+class Training:
+    """What set-up made and every epoch uses."""
+
+    config: TrainConfig
+    runtime: Runtime
+    strategy: Strategy
+    log: Log
+    clock: Clock
+    data: TrainData
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    schedule: torch.optim.lr_scheduler.LRScheduler
+    criterion: nn.Module
+    norm: Normalizer
+    fail_step: int | None  # the failure drill's global step on this rank
+    setup_s: float = 0.0  # the slowest rank's set-up seconds
+    steps_done: int = 0  # training steps so far, over all epochs
+
+    @property
+    def lr(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+
+def run(
+    config: TrainConfig,
+    runtime: Runtime,
+    strategy: Strategy,
+    log: Log = print,
+    run_dir: tuple[Path, str] | None = None,
+) -> dict[str, Any]:
+    """Train, validate, test; return the results (:func:`hpcbench.train.results.final_results`).
+    ``run_dir`` (rank 0: the directory and the option that named it) is checked for writing
+    during set-up."""
+    t = start(config, runtime, strategy, log, run_dir)
+    announce(t)
+    epochs: list[dict[str, Any]] = []
+    t.model.train()
+    for epoch in range(config.epochs):
+        row = run_epoch(t, epoch)
+        epochs.append(row)
+        log(epoch_line(epoch, config.epochs, row))
+    return finish(t, epochs)
+
+
+def start(
+    config: TrainConfig,
+    runtime: Runtime,
+    strategy: Strategy,
+    log: Log,
+    run_dir: tuple[Path, str] | None,
+) -> Training:
+    """Set-up, timed (the slowest rank's time): the agreed checks, then the model placed by the
+    strategy, the optimiser and its schedule."""
     clock = Clock(runtime)
     t0 = clock()
-    rank, world = runtime.rank, runtime.world_size
-    ensure_dataset(config, rank, log)
-    torch.manual_seed(config.seed)
-    data = TrainData(config, rank, world)
-    manifest = data.manifest
-    model = build_model(config.model, tuple(manifest.shape), manifest.num_classes)
+    data, model = set_up(config, runtime, strategy, log, run_dir)
     model = strategy.setup(model, data.weight)
     optimizer = make_optimizer(config, model, data.global_batch)
-    schedule = make_schedule(config, optimizer, data.steps)
-    criterion = nn.CrossEntropyLoss()
-    norm = Normalizer(manifest, runtime.device)
-    fail_step = _fail_drill(rank)
+    t = Training(
+        config=config,
+        runtime=runtime,
+        strategy=strategy,
+        log=log,
+        clock=clock,
+        data=data,
+        model=model,
+        optimizer=optimizer,
+        schedule=make_schedule(config, optimizer, data.steps),
+        criterion=nn.CrossEntropyLoss(),
+        norm=Normalizer(data.manifest, runtime.device),
+        fail_step=_fail_drill(runtime.rank),
+    )
     strategy.barrier()
-    setup_s = float(strategy.all_reduce(np.array([clock() - t0]), "max")[0])
-    log(
-        f"hpcbench train: {strategy.name} on {world} rank(s), {runtime.device.type}, {runtime.threads} thread(s)/rank; "
+    t.setup_s = float(strategy.all_reduce(np.array([clock() - t0]), "max")[0])
+    return t
+
+
+def announce(t: Training) -> None:
+    """The banner, and a note when the CPU ranks of this node want more threads than it has
+    cores."""
+    config, runtime, data, manifest = t.config, t.runtime, t.data, t.data.manifest
+    t.log(
+        f"hpcbench train: {t.strategy.name} on {runtime.world_size} rank(s), {runtime.device.type}, {runtime.threads} thread(s)/rank; "
         f"{config.model} on {manifest.name} ({manifest.split('train').samples} train samples, "
         f"{'x'.join(str(s) for s in manifest.shape)}); global batch {data.global_batch} "
         f"({'/'.join(map(str, data.batch_sizes))} per rank), {data.steps} steps/epoch, {config.epochs} epoch(s)"
     )
-    cores = (
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    )
-    wanted = runtime.launch.local_world_size * runtime.threads
-    if runtime.device.type == "cpu" and wanted > cores:
-        log(
-            f"note: {runtime.launch.local_world_size} rank(s) x {runtime.threads} thread(s) on {cores} core(s): "
+    cores = usable_cores()
+    ranks = runtime.launch.local_world_size
+    if runtime.device.type == "cpu" and ranks * runtime.threads > cores:
+        t.log(
+            f"note: {ranks} rank(s) x {runtime.threads} thread(s) on {cores} core(s): "
             "the node is oversubscribed; communication times include waiting for descheduled ranks"
         )
-    bar_mode = config.progress == "bar" or (config.progress == "auto" and sys.stderr.isatty())
-    epochs: list[dict[str, Any]] = []
-    totals = {"train_s": 0.0, "data_s": 0.0, "compute_s": 0.0, "comm_s": 0.0, "val_s": 0.0}
-    step_count = 0
-    model.train()
-    for epoch in range(config.epochs):
-        e0 = clock()
-        index = strategy.share_index(data, epoch)
-        meter = Meter(manifest.num_classes, runtime.device)
-        data_s = comm_s = 0.0
-        progress = None
-        if bar_mode and rank == 0:
-            from hpcbench.progress import Progress
 
-            progress = Progress(data.steps, f"epoch {epoch + 1}/{config.epochs}", unit="step")
-        batches = iter(data.train_batches(epoch, index))
-        for step in range(data.steps):
-            d0 = time.perf_counter()
-            xb, yb = next(batches)
-            x, y = norm(xb, yb)
-            data_s += time.perf_counter() - d0
-            if fail_step is not None and step_count == fail_step:
-                raise RuntimeError(
-                    f"failure drill: rank {rank} fails at step {step_count} ({FAIL_AT_VARIABLE})"
-                )
-            loss, logits, comm = train_step(strategy, optimizer, x, y, criterion)
-            comm_s += comm
-            schedule.step()
-            meter.update(logits, y, loss)
-            step_count += 1
-            if progress is not None:
-                progress.update(step + 1)
-        train_s = clock() - e0
+
+def _progress_bar(t: Training, epoch: int) -> Progress | None:
+    """Rank 0's bar for the epoch's steps (``--progress bar``, or auto on a terminal)."""
+    mode = t.config.progress
+    if t.runtime.rank != 0 or not (mode == "bar" or (mode == "auto" and sys.stderr.isatty())):
+        return None
+    from hpcbench.progress import Progress
+
+    return Progress(t.data.steps, f"epoch {epoch + 1}/{t.config.epochs}", unit="step")
+
+
+def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
+    """The epoch's training steps on this rank: (the meter, train, data and communication
+    seconds). Stops every rank at a step whose synchronised gradients are not finite."""
+    e0 = t.clock()
+    rank, world = t.runtime.rank, t.runtime.world_size
+    index = t.strategy.share_index(t.data, epoch)
+    meter = Meter(t.data.manifest.num_classes, t.runtime.device)
+    data_s = comm_s = 0.0
+    progress = _progress_bar(t, epoch)
+    batches = iter(t.data.train_batches(epoch, index))
+    for step in range(t.data.steps):
+        d0 = time.perf_counter()
+        xb, yb = next(batches)
+        x, y = t.norm(xb, yb)
+        data_s += time.perf_counter() - d0
+        if t.fail_step is not None and t.steps_done == t.fail_step:
+            raise RuntimeError(
+                f"failure drill: rank {rank} fails at step {t.steps_done} ({FAIL_AT_VARIABLE})"
+            )
+        loss, logits, comm, finite = train_step(t.strategy, t.optimizer, x, y, t.criterion)
+        if not finite:
+            raise _diverged_step(epoch, step, world, loss, t.lr, rank)
+        comm_s += comm
+        t.schedule.step()
+        meter.update(logits, y, loss)
+        t.steps_done += 1
         if progress is not None:
-            progress.close()
-        io = data.io_stats()
-        # the slowest rank's times; bytes summed over ranks
-        times = strategy.all_reduce(np.array([train_s, data_s, comm_s]), "max")
-        bytes_read = int(strategy.all_reduce(np.array([io["bytes_read"]], dtype=np.float64))[0])
-        train = Meter.summarise(strategy.all_reduce(meter.vector()), manifest.num_classes)
-        v0 = clock()
-        validate = (epoch + 1) % config.val_every == 0 or epoch + 1 == config.epochs
-        val = evaluate(strategy, data, "val", norm, criterion) if validate else None
-        val_s = clock() - v0
-        row = {
-            "epoch": epoch + 1,
-            "train_loss": train["loss"],
-            "train_accuracy": train["accuracy"],
-            "train_macro_f1": train["macro_f1"],
-            "val_loss": val["loss"] if val else None,
-            "val_accuracy": val["accuracy"] if val else None,
-            "val_macro_f1": val["macro_f1"] if val else None,
-            "train_time_s": times[0],
-            "val_time_s": val_s,
-            "data_time_s": times[1],
-            "compute_time_s": max(0.0, times[0] - times[1] - times[2]),
-            "comm_time_s": times[2],
-            "samples_per_s": data.steps * data.global_batch / times[0],
-            "lr": optimizer.param_groups[0]["lr"],
-            "bytes_read": bytes_read,
-            "bytes_read_rank0": io["bytes_read"],
-            "files_opened_rank0": io["files_opened"],
-        }
-        epochs.append(row)
-        for key, value in (
-            ("train_s", times[0]),
-            ("data_s", times[1]),
-            ("comm_s", times[2]),
-            ("val_s", val_s),
-        ):
-            totals[key] += value
-        totals["compute_s"] += row["compute_time_s"]
-        val_text = f" val acc {val['accuracy']:.4f}" if val else ""
-        log(
-            f"epoch {epoch + 1}/{config.epochs}: loss {train['loss']:.4f} acc {train['accuracy']:.4f}{val_text} | "
-            f"train {times[0]:.2f}s (data {times[1]:.2f} comm {times[2]:.2f}) {row['samples_per_s']:,.0f} samples/s"
-        )
-    t_test = clock()
-    test = evaluate(strategy, data, "test", norm, criterion)
-    test_s = clock() - t_test
-    results: dict[str, Any] = {
-        "run": {
-            "strategy": strategy.name,
-            "world_size": world,
-            "device": str(runtime.device),
-            "model": config.model,
-            "dataset": str(Path(config.data).resolve()),
-            "dataset_name": manifest.name,
-            "global_batch": data.global_batch,
-            "batch_sizes": data.batch_sizes,
-            "epochs": config.epochs,
-            "steps_per_epoch": data.steps,
-            "data_order": config.data_order,
-        },
-        "config": config.as_dict(),
-        "provenance": _provenance(runtime, strategy.name),
-        "phases": {**totals, "test_s": test_s, "setup_s": setup_s},
-        "throughput": {
-            "train_samples_per_s": config.epochs
-            * data.steps
-            * data.global_batch
-            / totals["train_s"],
-            "comm_share": totals["comm_s"] / totals["train_s"] if totals["train_s"] else 0.0,
-        },
-        "epochs": epochs,
-        "validation": epochs[-1]["val_accuracy"],
-        "test": test,
-    }
-    return results
+            progress.update(step + 1)
+    train_s = t.clock() - e0
+    if progress is not None:
+        progress.close()
+    return meter, train_s, data_s, comm_s
+
+
+def run_epoch(t: Training, epoch: int) -> dict[str, Any]:
+    """One epoch: train, reduce over ranks (the slowest rank's times, bytes summed), validate
+    when due; its row of the results (:func:`hpcbench.train.results.epoch_row`)."""
+    meter, train_s, data_s, comm_s = train_steps(t, epoch)
+    io = t.data.io_stats()
+    times = t.strategy.all_reduce(np.array([train_s, data_s, comm_s]), "max")
+    bytes_read = int(t.strategy.all_reduce(np.array([io["bytes_read"]], dtype=np.float64))[0])
+    k = t.data.manifest.num_classes
+    train = Meter.summarise(t.strategy.all_reduce(meter.vector()), k)
+    if not math.isfinite(train["loss"]):  # the same all-reduced number on every rank
+        raise _diverged_epoch(epoch, t.runtime.world_size, train["loss"], t.runtime.rank)
+    v0 = t.clock()
+    due = (epoch + 1) % t.config.val_every == 0 or epoch + 1 == t.config.epochs
+    val = evaluate(t.strategy, t.data, "val", t.norm, t.criterion) if due else None
+    val_s = t.clock() - v0
+    return epoch_row(
+        epoch=epoch + 1,
+        train=train,
+        val=val,
+        times=EpochTimes(train=times[0], data=times[1], comm=times[2], val=val_s),
+        samples=t.data.steps * t.data.global_batch,
+        lr=t.lr,
+        bytes_read=bytes_read,
+        io_rank0=io,
+    )
+
+
+def epoch_line(epoch: int, epochs: int, row: dict[str, Any]) -> str:
+    """The line printed after an epoch."""
+    val = "" if row["val_accuracy"] is None else f" val acc {row['val_accuracy']:.4f}"
+    return (
+        f"epoch {epoch + 1}/{epochs}: loss {row['train_loss']:.4f} acc {row['train_accuracy']:.4f}{val} | "
+        f"train {row['train_time_s']:.2f}s (data {row['data_time_s']:.2f} comm {row['comm_time_s']:.2f}) "
+        f"{row['samples_per_s']:,.0f} samples/s"
+    )
+
+
+def finish(t: Training, epochs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Test, then the results of the run."""
+    t_test = t.clock()
+    test = evaluate(t.strategy, t.data, "test", t.norm, t.criterion)
+    test_s = t.clock() - t_test
+    return final_results(
+        config=t.config,
+        strategy=t.strategy.name,
+        world_size=t.runtime.world_size,
+        device=str(t.runtime.device),
+        dataset_name=t.data.manifest.name,
+        batch_sizes=t.data.batch_sizes,
+        steps_per_epoch=t.data.steps,
+        provenance=_provenance(t.runtime, t.strategy.name),
+        epochs=epochs,
+        test=test,
+        test_s=test_s,
+        setup_s=t.setup_s,
+    )

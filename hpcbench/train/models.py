@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from hpcbench.train.config import ConfigError
+from hpcbench.train.config import ConfigError, parse_model
 
 BUILTINS = ("small_cnn", "mlp", "rnn")
 
@@ -96,13 +96,13 @@ def _adapt_first_conv(model: nn.Module, in_channels: int) -> None:
 
 def build_model(name: str, shape: tuple[int, int, int], num_classes: int) -> nn.Module:
     c, h, w = shape
-    base, _, arg = name.partition(":")
+    base, width = parse_model(name)
     if base == "small_cnn":
-        return small_cnn(c, num_classes, (h, w), width=int(arg) if arg else 32)
+        return small_cnn(c, num_classes, (h, w), width=width or 32)
     if base == "mlp":
-        return mlp(c * h * w, num_classes, hidden=int(arg) if arg else 192)
+        return mlp(c * h * w, num_classes, hidden=width or 192)
     if base == "rnn":
-        return RowRNN(c, w, num_classes, hidden=int(arg) if arg else 128)
+        return RowRNN(c, w, num_classes, hidden=width or 128)
     import torchvision
 
     names = torchvision.models.list_models(module=torchvision.models)

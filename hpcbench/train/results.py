@@ -1,36 +1,184 @@
-"""Rank 0's results: ``metrics.json`` (everything) and ``epochs.csv`` (one row per epoch), both
-written to a temporary name and renamed; plus the summary printed at the end of a run."""
+"""Rank 0's results, and their layout in one place: ``metrics.json`` (everything) and
+``epochs.csv`` (one row per epoch), both written to a temporary name and renamed, only when a run
+completes; the run directory is checked during set-up; plus the summary printed at the end.
+
+``metrics.json`` (:func:`final_results`), documented in docs/training.md:
+
+- ``run``: strategy, world_size, device, model, dataset (absolute path), dataset_name,
+  global_batch, batch_sizes (per rank), epochs, steps_per_epoch, data_order;
+- ``config``: every option (:class:`hpcbench.train.config.TrainConfig`);
+- ``provenance``: versions, host, launcher, job id, node list, threads, backend, MPI, git;
+- ``phases``: seconds of train_s, data_s, compute_s, comm_s, val_s (summed over epochs), test_s,
+  setup_s;
+- ``throughput``: train_samples_per_s, comm_share (of the train time);
+- ``epochs``: one record per epoch, :data:`EPOCH_FIELDS` (the slowest rank's times);
+- ``validation``: the last epoch's validation accuracy; ``test``: loss, accuracy, macro_f1,
+  samples (None without a test split).
+
+``epochs.csv``: the epoch records' fields marked for it, :data:`CSV_COLUMNS`.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
+import os
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hpcbench.atomic import write_atomically
 from hpcbench.data.manifest import write_json_atomically
+from hpcbench.train.config import ConfigError, TrainConfig
 
-CSV_COLUMNS = [
-    "epoch",
-    "train_loss",
-    "train_accuracy",
-    "train_macro_f1",
-    "val_loss",
-    "val_accuracy",
-    "val_macro_f1",
-    "train_time_s",
-    "val_time_s",
-    "data_time_s",
-    "compute_time_s",
-    "comm_time_s",
-    "samples_per_s",
-    "lr",
-    "bytes_read",
-]
+# One record per epoch: (key, also a column of epochs.csv, what it holds).
+EPOCH_FIELDS: tuple[tuple[str, bool, str], ...] = (
+    ("epoch", True, "1, 2, …"),
+    ("train_loss", True, "mean training loss over every rank's samples"),
+    ("train_accuracy", True, "training accuracy"),
+    ("train_macro_f1", True, "training macro-F1"),
+    ("val_loss", True, "validation loss (empty when not validated this epoch)"),
+    ("val_accuracy", True, "validation accuracy"),
+    ("val_macro_f1", True, "validation macro-F1"),
+    ("train_time_s", True, "the epoch's training seconds, the slowest rank's"),
+    ("val_time_s", True, "validation seconds (rank 0's)"),
+    ("data_time_s", True, "seconds waiting for batches, the slowest rank's"),
+    ("compute_time_s", True, "train - data - comm"),
+    ("comm_time_s", True, "communication not overlapped with backward, the slowest rank's"),
+    ("samples_per_s", True, "global samples trained / train_time_s"),
+    ("lr", True, "learning rate after the epoch's last step"),
+    ("bytes_read", True, "bytes the data reader read, summed over ranks"),
+    ("bytes_read_rank0", False, "bytes rank 0 read"),
+    ("files_opened_rank0", False, "files rank 0 opened"),
+)
+CSV_COLUMNS = [key for key, in_csv, _ in EPOCH_FIELDS if in_csv]
+
+
+@dataclass(frozen=True)
+class EpochTimes:
+    """An epoch's phase seconds: train, data and comm the slowest rank's; val this rank's."""
+
+    train: float
+    data: float
+    comm: float
+    val: float
+
+
+def epoch_row(
+    *,
+    epoch: int,
+    train: dict[str, float],
+    val: dict[str, float] | None,
+    times: EpochTimes,
+    samples: int,
+    lr: float,
+    bytes_read: int,
+    io_rank0: dict[str, int],
+) -> dict[str, Any]:
+    """One epoch's record (:data:`EPOCH_FIELDS`, in that order). ``train``/``val``: the
+    summaries of :class:`hpcbench.train.metrics.Meter` (``val`` None when not validated);
+    ``samples``: global samples trained in the epoch; ``io_rank0``: this rank's read counters."""
+    row = {
+        "epoch": epoch,
+        "train_loss": train["loss"],
+        "train_accuracy": train["accuracy"],
+        "train_macro_f1": train["macro_f1"],
+        "val_loss": val["loss"] if val else None,
+        "val_accuracy": val["accuracy"] if val else None,
+        "val_macro_f1": val["macro_f1"] if val else None,
+        "train_time_s": times.train,
+        "val_time_s": times.val,
+        "data_time_s": times.data,
+        "compute_time_s": max(0.0, times.train - times.data - times.comm),
+        "comm_time_s": times.comm,
+        "samples_per_s": samples / times.train,
+        "lr": lr,
+        "bytes_read": bytes_read,
+        "bytes_read_rank0": io_rank0["bytes_read"],
+        "files_opened_rank0": io_rank0["files_opened"],
+    }
+    assert list(row) == [key for key, _, _ in EPOCH_FIELDS]
+    return row
+
+
+def _total(epochs: list[dict[str, Any]], key: str) -> float:
+    return sum((row[key] for row in epochs), 0.0)
+
+
+def final_results(
+    *,
+    config: TrainConfig,
+    strategy: str,
+    world_size: int,
+    device: str,
+    dataset_name: str,
+    batch_sizes: list[int],
+    steps_per_epoch: int,
+    provenance: dict[str, Any],
+    epochs: list[dict[str, Any]],
+    test: dict[str, float] | None,
+    test_s: float,
+    setup_s: float,
+) -> dict[str, Any]:
+    """What ``metrics.json`` holds (the layout in this module's docstring)."""
+    global_batch = sum(batch_sizes)
+    phases = {
+        "train_s": _total(epochs, "train_time_s"),
+        "data_s": _total(epochs, "data_time_s"),
+        "compute_s": _total(epochs, "compute_time_s"),
+        "comm_s": _total(epochs, "comm_time_s"),
+        "val_s": _total(epochs, "val_time_s"),
+        "test_s": test_s,
+        "setup_s": setup_s,
+    }
+    train_s = phases["train_s"]
+    return {
+        "run": {
+            "strategy": strategy,
+            "world_size": world_size,
+            "device": device,
+            "model": config.model,
+            "dataset": str(Path(config.data).resolve()),
+            "dataset_name": dataset_name,
+            "global_batch": global_batch,
+            "batch_sizes": batch_sizes,
+            "epochs": config.epochs,
+            "steps_per_epoch": steps_per_epoch,
+            "data_order": config.data_order,
+        },
+        "config": config.as_dict(),
+        "provenance": provenance,
+        "phases": phases,
+        "throughput": {
+            "train_samples_per_s": config.epochs * steps_per_epoch * global_batch / train_s,
+            "comm_share": phases["comm_s"] / train_s if train_s else 0.0,
+        },
+        "epochs": epochs,
+        "validation": epochs[-1]["val_accuracy"],
+        "test": test,
+    }
+
+
+def prepare_run_dir(run_dir: Path, option: str = "--output-dir") -> None:
+    """Create ``run_dir`` and prove that it takes new files (one temporary file, created and
+    removed), before any training; :class:`ConfigError` naming ``option`` otherwise."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"{option} {run_dir}: is a file, not a directory; give a directory")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".hpcbench-write-test-", dir=run_dir)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ConfigError(
+            f"{option} {run_dir}: cannot write there ({err.strerror or err}); "
+            "give a writable directory"
+        ) from None
 
 
 def write_results(run_dir: Path, results: dict[str, Any]) -> tuple[Path, Path]:
+    """``metrics.json`` and ``epochs.csv`` in ``run_dir``; their paths."""
     run_dir.mkdir(parents=True, exist_ok=True)
     out = io.StringIO()
     w = csv.DictWriter(out, CSV_COLUMNS, extrasaction="ignore")

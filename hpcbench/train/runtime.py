@@ -1,6 +1,6 @@
 """Where this rank runs: its device, threads, torch.distributed backend and rendezvous address.
 
-Built on :func:`hpcbench.train.env.detect_launch` (who started us). Device: ``cuda:<local rank>``
+Built on :func:`hpcbench.launch.detect_launch` (who started us). Device: ``cuda:<local rank>``
 when that many GPUs are visible (``--device auto``), else the CPU with ``threads`` =
 ``$OMP_NUM_THREADS``, ``$SLURM_CPUS_PER_TASK``, or the node's cores divided among its ranks.
 Backend: nccl when every rank of the node has a GPU, else gloo (a CPU rank beside GPU ranks).
@@ -18,9 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hpcbench.train.env import LaunchInfo, detect_launch
-
-MPI_LAUNCHERS = ("openmpi", "mpich", "mpi4py")
+from hpcbench.launch import MPI_LAUNCHERS, LaunchInfo, detect_launch, job_id, usable_cores
 
 
 @dataclass
@@ -52,10 +50,7 @@ def _cpu_threads(launch: LaunchInfo) -> int:
         value = os.environ.get(name, "")
         if value.isdigit() and int(value) > 0:
             return int(value)
-    cores = (
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    )
-    return max(1, cores // max(1, launch.local_world_size))
+    return max(1, usable_cores() // max(1, launch.local_world_size))
 
 
 def make_runtime(device: str = "auto", threads: int | None = None) -> Runtime:
@@ -104,12 +99,7 @@ def rendezvous(launch: LaunchInfo) -> tuple[str, int]:
     addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
     if addr and port:
         return addr, int(port)
-    job = job_port(
-        os.environ.get("HPCBENCH_JOB_ID")
-        or os.environ.get("SLURM_JOB_ID")
-        or os.environ.get("PBS_JOBID")
-        or os.environ.get("JOB_ID")
-    )
+    job = job_port(job_id())
     if launch.launcher in MPI_LAUNCHERS:
         from mpi4py import MPI
 

@@ -1,11 +1,13 @@
 """The real test clusters: SLURM (tests/cluster/slurm-up.sh) and Grid Engine (sge-up.sh), each
 brought up once per session and stopped at the end by its down script, which stops only what
 its up script started. In CI a cluster that cannot start fails the tests; on a laptop without
-root they skip with the reason. Also the small dataset and trainer options the cluster jobs use."""
+root they skip with the reason. The SLURM one also carries slurm-wlm-torque's PBS-style wrappers
+(``torque_wrappers``). Also the small dataset and trainer options the cluster jobs use."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -48,6 +50,16 @@ def slurm_cluster():
 
 
 @pytest.fixture(scope="session")
+def torque_wrappers(slurm_cluster) -> dict[str, str]:
+    """The environment that puts slurm-wlm-torque's qsub/qstat/qdel (installed by slurm-up.sh
+    in $HPCB_RUN/torque/bin) first on PATH."""
+    bindir = Path(os.environ.get("HPCB_RUN", "/run/hpcbench-slurm")) / "torque" / "bin"
+    if not (bindir / "qstat").is_file():
+        pytest.fail(f"tests/cluster/slurm-up.sh left no slurm-wlm-torque qstat in {bindir}")
+    return {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+
+
+@pytest.fixture(scope="session")
 def sge_cluster(monkeypatch_session):
     monkeypatch_session.setenv("SGE_ROOT", "/var/lib/gridengine")
     monkeypatch_session.setenv("SGE_CELL", "default")
@@ -76,7 +88,9 @@ def submitted_id(stdout: str, scheduler: str) -> str:
     return m.group(1)
 
 
-def train_on(scheduler: str, workdir: Path, data: Path, *flags: str, trainer: tuple[str, ...] = ()):  # noqa: ANN201
+def train_on(
+    scheduler: str, workdir: Path, data: Path, *flags: str, trainer: tuple[str, ...] = ()
+) -> tuple[str, dict]:
     """Submit the trainer with ``--wait``; return (job id, its metrics.json as a dict)."""
     r = hpcbench(
         "submit",
@@ -98,4 +112,9 @@ def train_on(scheduler: str, workdir: Path, data: Path, *flags: str, trainer: tu
     run_dir = re.search(r"run directory: (.+)", r.stdout)
     assert run_dir, r.stdout
     metrics = json.loads((Path(run_dir.group(1).strip()) / "metrics.json").read_text())
-    return submitted_id(r.stdout, scheduler), metrics
+    job_id = submitted_id(r.stdout, scheduler)
+    # the one job handle reads the same results for a job submitted earlier from the CLI
+    from hpcbench import api
+
+    assert api.job(job_id).result(timeout=120) == metrics
+    return job_id, metrics

@@ -10,6 +10,13 @@
 # and waits until sinfo shows every node idle. Everything it starts is recorded by PID in $HPCB_RUN;
 # slurm-down.sh stops exactly that. Run again while up with the same configuration: it does nothing.
 #
+# For tests/cluster/test_pbs_torque.py it also provides Debian's slurm-wlm-torque wrappers (qsub, qstat,
+# qdel: Perl scripts that speak PBS/Torque over SLURM) in $HPCB_RUN/torque/bin, and a TaskProlog that gives
+# every job the variables a PBS job script reads (PBS_JOBID, PBS_O_WORKDIR, PBS_NODEFILE): a PBS server
+# sets them, SLURM does not. slurm-wlm-torque conflicts with gridengine-client (same command names; the
+# Grid Engine tests need it), so unless it is installed its package is unpacked there (apt-get download)
+# and only its Perl dependencies are installed.
+#
 # Prints one line on success. Exit status: 0 up, 1 failed (with log tails), 3 not root (tests skip).
 # Knobs: HPCB_NODES=2 HPCB_CPUS=$(nproc) HPCB_GPUS=2 HPCB_RUN=/run/hpcbench-slurm HPCB_TIMEOUT=60
 set -euo pipefail
@@ -20,6 +27,7 @@ GPUS=${HPCB_GPUS:-2}
 RUN=${HPCB_RUN:-/run/hpcbench-slurm}
 TIMEOUT=${HPCB_TIMEOUT:-60}
 PACKAGES=(slurm-wlm slurmctld slurmd slurm-client munge)
+TORQUE_DEPS=(libslurm-perl libslurmdb-perl libswitch-perl)
 LOGS=/var/log/slurm
 SPOOL_CTLD=/var/spool/slurmctld
 SPOOL_D=/var/spool/slurmd
@@ -65,6 +73,47 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! comm
 fi
 mkdir -p "$RUN" "$RUN/gpu" "$LOGS" /etc/slurm
 
+# 1b. the PBS-style wrappers, in $TORQUE_BIN beside the sbatch/salloc/srun they run from their own directory
+TORQUE_BIN=$RUN/torque/bin
+if ! perl -MSlurm -MSlurmdb -MSwitch -e 1 >/dev/null 2>&1; then
+  command -v apt-get >/dev/null || fail "the Perl modules slurm-wlm-torque needs are missing and there is no apt-get"
+  say "installing ${TORQUE_DEPS[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q --no-install-recommends "${TORQUE_DEPS[@]}" >>"$RUN/apt.log" 2>&1 || {
+    apt-get update -q >>"$RUN/apt.log" 2>&1 || true
+    apt-get install -y -q --no-install-recommends "${TORQUE_DEPS[@]}" >>"$RUN/apt.log" 2>&1 \
+      || { tail -n 15 "$RUN/apt.log" >&2; fail "apt-get install failed (log: $RUN/apt.log)"; }
+  }
+fi
+if [ ! -x "$TORQUE_BIN/qstat" ]; then
+  mkdir -p "$TORQUE_BIN"
+  if dpkg -s slurm-wlm-torque >/dev/null 2>&1; then
+    for t in qsub qstat qdel; do ln -sf "/usr/bin/$t" "$TORQUE_BIN/$t"; done
+  else
+    say "unpacking slurm-wlm-torque into $RUN/torque"
+    rm -rf "$RUN/torque/deb" "$RUN/torque/root" && mkdir -p "$RUN/torque/deb"
+    download() { (cd "$RUN/torque/deb" && apt-get download slurm-wlm-torque) >>"$RUN/apt.log" 2>&1; }
+    download || { apt-get update -q >>"$RUN/apt.log" 2>&1 || true; download; } \
+      || { tail -n 5 "$RUN/apt.log" >&2; fail "apt-get download slurm-wlm-torque failed (log: $RUN/apt.log)"; }
+    dpkg-deb -x "$RUN"/torque/deb/slurm-wlm-torque_*.deb "$RUN/torque/root" || fail "cannot unpack slurm-wlm-torque"
+    for t in qsub qstat qdel; do install -m 755 "$RUN/torque/root/usr/bin/$t" "$TORQUE_BIN/$t"; done
+  fi
+fi
+for t in sbatch salloc srun; do ln -sf "$(command -v "$t")" "$TORQUE_BIN/$t"; done
+mkdir -p "$RUN/nodefiles" && chmod 1777 "$RUN/nodefiles"
+cat >"$RUN/task-prolog.sh" <<EOF
+#!/bin/sh
+# written by hpcbench tests/cluster/slurm-up.sh: the variables a PBS server gives a job (each line
+# "export NAME=value" a TaskProlog prints reaches the job's environment)
+[ -n "\${SLURM_JOB_ID:-}" ] || exit 0
+nodefile=$RUN/nodefiles/\$SLURM_JOB_ID
+[ -s "\$nodefile" ] || scontrol show hostnames "\$SLURM_JOB_NODELIST" >"\$nodefile" 2>/dev/null
+echo "export PBS_JOBID=\$SLURM_JOB_ID"
+echo "export PBS_O_WORKDIR=\$SLURM_SUBMIT_DIR"
+echo "export PBS_NODEFILE=\$nodefile"
+EOF
+chmod 755 "$RUN/task-prolog.sh"
+
 # 2. the configuration
 names=(); for i in $(seq 1 "$NODES"); do names+=("node$i"); done
 nodelist=node1; [ "$NODES" -gt 1 ] && nodelist="node[1-$NODES]"
@@ -87,6 +136,7 @@ SlurmctldLogFile=$LOGS/slurmctld.log
 SlurmdLogFile=$LOGS/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
+TaskProlog=$RUN/task-prolog.sh
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SchedulerType=sched/backfill
@@ -152,6 +202,7 @@ printf '%s\n' "$gres_conf" >/etc/slurm/gres.conf
 rm -f "$RUN"/gpu/nvidia*
 for g in $(seq 0 $((GPUS - 1))); do ln -s /dev/null "$RUN/gpu/nvidia$g"; done
 rm -rf "${SPOOL_CTLD:?}" "${SPOOL_D:?}"
+rm -f "$RUN"/nodefiles/*
 mkdir -p "$SPOOL_CTLD"; for n in "${names[@]}"; do mkdir -p "$SPOOL_D/$n"; done
 [ -f "$LOGS/jobcomp.log" ] && mv -f "$LOGS/jobcomp.log" "$LOGS/jobcomp.log.old"
 hosts_line="127.0.0.1 ${names[*]} # hpcbench-slurm"
@@ -183,4 +234,4 @@ if ! wait_for 15 all_idle; then
   for n in "${names[@]}"; do scontrol update nodename="$n" state=resume >/dev/null 2>&1 || true; done
   wait_for "$TIMEOUT" all_idle || { sinfo -N -o '%N %t %E' >&2 || true; fail "nodes not idle after ${TIMEOUT}s"; }
 fi
-echo "slurm-up: SLURM $(sinfo -V | awk '{print $2}') up: partition debug, $nodelist, $CPUS CPUs and $GPUS fake GPU(s) each"
+echo "slurm-up: SLURM $(sinfo -V | awk '{print $2}') up: partition debug, $nodelist, $CPUS CPUs and $GPUS fake GPU(s) each; PBS wrappers in $TORQUE_BIN"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcbench import api
 from tests.cluster.conftest import TEST_SAMPLES, submitted_id, train_on
 from tests.conftest import have_module, hpcbench, require
 
@@ -91,6 +92,8 @@ def test_a_failing_rank_fails_the_job_and_logs_show_its_traceback(
     assert logs.returncode == 0, logs.stderr
     assert f"job {job} (slurm): FAILED" in logs.stdout
     assert "first failing rank 1:" in logs.stdout and "RuntimeError: failure drill" in logs.stdout
+    with pytest.raises(api.JobFailed, match=r"(?s)first failing rank 1:.*RuntimeError: failure"):
+        api.job(job).result(timeout=120)
 
 
 def test_cancel_a_running_job(slurm_cluster, workdir):

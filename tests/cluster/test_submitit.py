@@ -63,7 +63,7 @@ def test_submitit_runs_the_trainer_and_returns_its_metrics(
     assert (tmp_path / "run" / "metrics.json").exists()
     # submitit's own state comes from sacct: through the --completion shim it reaches COMPLETED
     for _ in range(60):
-        if job.get_info(mode="force").get("State") == "COMPLETED":
+        if job.submitit_job.get_info(mode="force").get("State") == "COMPLETED":
             break
         time.sleep(0.5)
-    assert job.get_info(mode="force").get("State") == "COMPLETED"
+    assert job.submitit_job.get_info(mode="force").get("State") == "COMPLETED"

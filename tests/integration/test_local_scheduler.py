@@ -13,7 +13,7 @@ from tests.conftest import have_module, hpcbench, mpiexec_available, require
 
 FAIL_ON_RANK_2 = """
 import os, sys, time
-from hpcbench.train.env import detect_launch, line_buffered_output
+from hpcbench.launch import detect_launch, line_buffered_output
 line_buffered_output()
 info = detect_launch()
 if info.rank == 2:
@@ -137,4 +137,31 @@ def test_status_cancel_and_dry_run(workdir, monkeypatch):
     assert cancel.returncode == 0
     final = job.wait(timeout=30)
     assert final.state == "CANCELLED"
-    assert job.job.stdout_path.name == "sleepy-local-1.out"
+    assert job.record.stdout_path.name == "sleepy-local-1.out"
+
+
+@pytest.mark.mpi
+def test_result_is_rank_0_metrics_or_the_failing_ranks_traceback(workdir):
+    """The one job handle: ``result()`` waits, then reads the trainer's metrics.json from the
+    job's run directory; a failed job raises JobFailed carrying the failing rank's traceback."""
+    require(mpiexec_available() and have_module("torch"), "mpiexec and torch")
+    from data_prep import ConvertOptions, convert, synthetic
+
+    data = workdir / "tiny"
+    convert(synthetic(180, 3), data, ConvertOptions(size=(12, 12), progress=False, workers=1))
+    args = ["--data", str(data), "--epochs", "1", "--max-steps", "2", "--progress", "none"]
+    spec = api.load_spec(None, launcher="mpiexec", tasks_per_node=2, args=args)
+    job = api.submit(spec, scheduler="local", cwd=workdir)
+    metrics = job.result(timeout=300)
+    assert metrics["run"]["world_size"] == 2 and metrics["run"]["strategy"] == "mpi"
+    assert job.results() == [metrics] and job.done()
+
+    failing = api.load_spec(
+        None, launcher="mpiexec", tasks_per_node=2, args=args, variables={"HPCBENCH_FAIL_AT": "1:1"}
+    )
+    bad = api.submit(failing, scheduler="local", cwd=workdir)
+    with pytest.raises(api.JobFailed) as err:
+        bad.result(timeout=300)
+    assert err.value.status is not None and err.value.status.state == "FAILED"
+    assert "first failing rank 1:" in str(err.value)
+    assert "failure drill: rank 1 fails at step 1" in str(err.value)

@@ -4,7 +4,11 @@ The rules, as the schedulers apply them to a submitted script (written out here 
 hpcbench's own check):
 
 * Grid Engine's qsub reads every line that begins with ``#$``, anywhere in the file;
-* sbatch reads ``#SBATCH`` lines and qsub (PBS/Torque) ``#PBS`` lines up to the first command.
+* sbatch reads ``#SBATCH`` lines, qsub (PBS/Torque) ``#PBS`` lines and bsub (LSF) ``#BSUB``
+  lines up to the first command.
+
+A scheduler added to hpcbench must add its rule here (a test fails until it does): how a
+scheduler reads its directives is what a security review checks, not something to infer.
 
 Every string field gets a newline or carriage return followed by a directive. Each case must
 end one of two ways: the spec (or the render) refuses it with one line naming the field, or the
@@ -16,14 +20,18 @@ from __future__ import annotations
 import pytest
 
 from hpcbench.render import RenderError, render_script
+from hpcbench.schedulers import SCHEDULER_CLASSES
 from hpcbench.spec import SpecError, build_spec
 
 PAYLOADS = {
     "sge": "#$ -S /tmp/evil-shell",
     "slurm": "#SBATCH --time=999:00:00",
     "pbs": "#PBS -l walltime=999:00:00",
+    "lsf": "#BSUB -W 999:00",
     "local": "#$ -S /tmp/evil-shell",
 }
+HEADER_PREFIXES = {"slurm": "#SBATCH", "pbs": "#PBS", "lsf": "#BSUB"}
+ALL_PREFIXES = ("#$", *HEADER_PREFIXES.values())
 BREAKS = ["\n", "\r", "\r\n", "\n\n"]
 # Fields whose values are data for the program: a newline there is legitimate and must be inert.
 MAY_HOLD_NEWLINES = {
@@ -73,7 +81,7 @@ def read_directives(text: str, scheduler: str) -> list[str]:
     lines = text.split("\n")
     if scheduler == "sge":
         return [line for line in lines if line.startswith("#$")]
-    prefix = {"slurm": "#SBATCH", "pbs": "#PBS"}.get(scheduler)
+    prefix = HEADER_PREFIXES.get(scheduler)
     found = []
     for line in lines[1:]:
         if line.strip() and not line.startswith("#"):
@@ -81,7 +89,7 @@ def read_directives(text: str, scheduler: str) -> list[str]:
         if prefix and line.startswith(prefix):
             found.append(line)
     if scheduler == "local":  # no scheduler reads it, but Grid Engine's rule must find nothing
-        return [line for line in lines if line.startswith(("#$", "#SBATCH", "#PBS"))]
+        return [line for line in lines if line.startswith(ALL_PREFIXES)]
     return found
 
 
@@ -151,6 +159,10 @@ def test_no_value_becomes_a_directive(scheduler, field, brk):
         return
     assert field in MAY_HOLD_NEWLINES, f"{field} accepted a newline"
     assert read_directives(text, scheduler) == read_directives(baseline, scheduler)
+
+
+def test_every_scheduler_has_its_reading_rule_here():
+    assert set(SCHEDULER_CLASSES) == set(PAYLOADS)
 
 
 @pytest.mark.parametrize("field", ["resources.job_name", "program.args", "environment.variables"])

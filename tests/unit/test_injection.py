@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.render import render_script
+from hpcbench.render import RenderError, directive, render_script
+from hpcbench.schedulers import SCHEDULER_CLASSES
 from hpcbench.spec import SpecError, build_spec
 
 CANARY = "PWNED"
@@ -33,7 +34,16 @@ HOSTILE = [
     f"--flag=$(touch {CANARY})\\",
 ]
 MULTILINE = [f"x\ntouch {CANARY}", f"x\n#SBATCH --wrap=touch {CANARY}\n"]
-RECORDED = ("srun", "mpiexec", "scontrol", "module", "conda", "apptainer", "python")
+# Every scheduler found by the registry is tested; the commands its scripts run to start one
+# agent per node (srun, mpiexec, blaunch…) are recorded like the launchers.
+SCHEDULERS = list(SCHEDULER_CLASSES)
+_TWO_NODES = build_spec({"resources": {"nodes": 2}})
+AGENTS = {
+    str(words[0]) for cls in SCHEDULER_CLASSES.values() if (words := cls.node_agents(_TWO_NODES))
+}
+RECORDED = tuple(
+    sorted({"srun", "mpiexec", "scontrol", "module", "conda", "apptainer", "python"} | AGENTS)
+)
 RECORDER = f"""#!{sys.executable}
 import json, os, sys
 name = os.path.basename(sys.argv[0])
@@ -52,8 +62,25 @@ def as_path(value: str) -> str:
 
 
 def as_output_dir(value: str) -> str:
-    """The value without '$' and '\\', which output_dir refuses (scheduler path patterns)."""
-    return as_path(value).replace("$", "S").replace("\\", "B")
+    """The value without '$', ':' and '\\', which output_dir refuses (scheduler path
+    patterns)."""
+    return as_path(value).replace("$", "S").replace("\\", "B").replace(":", "C")
+
+
+def quotes_directives(scheduler: str) -> bool:
+    """Whether the scheduler's directives can hold '"' and '\\' (sbatch unescapes them; the
+    others' qsub and bsub do not, and the renderer refuses them there)."""
+    try:
+        directive('a"b\\c d', scheduler)
+    except RenderError:
+        return False
+    return True
+
+
+def as_qsub_word(value: str) -> str:
+    """The value without '"' and '\\', which PBS's and Grid Engine's directives cannot quote
+    (the renderer refuses them there)."""
+    return value.replace('"', "Q").replace("\\", "B")
 
 
 def hostile_spec(
@@ -62,15 +89,16 @@ def hostile_spec(
     venv = tmp / "venvs" / value.replace("/", "_")
     (venv / "bin").mkdir(parents=True, exist_ok=True)
     (venv / "bin" / "activate").write_text("export HPCB_ACTIVATED=yes\n")
+    qsub_value = line_value if quotes_directives(scheduler) else as_qsub_word(line_value)
     resources = {
         "nodes": 2,
         "tasks_per_node": 2,
         "job_name": line_value,
-        "output_dir": as_output_dir(line_value),
+        "output_dir": as_output_dir(qsub_value),
     }
-    if scheduler in ("slurm", "pbs", "sge"):
-        resources["partition"] = line_value
-        resources["account"] = line_value
+    if scheduler != "local":
+        resources["partition"] = qsub_value
+        resources["account"] = qsub_value
     if scheduler == "slurm":
         resources.update(qos=line_value, constraint=line_value)
     prog = {"script": as_path(value)} if program == "script" else {"command": [value, "arg"]}
@@ -91,7 +119,7 @@ def hostile_spec(
         "program": {**prog, "args": [value, "--x"]},
         "scheduler": {
             "directives": [f"--comment={line_value}"],
-            **({"sge_pe": line_value} if scheduler == "sge" else {}),
+            "sge_pe": qsub_value,  # read by Grid Engine's template only
         },
     }
 
@@ -104,22 +132,13 @@ def sandbox(tmp_path):
         path = bindir / name
         path.write_text(RECORDER)
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    hosts = tmp_path / "hosts"
-    hosts.write_text("node1 2\nnode2 2\n")
     env = {
         "PATH": f"{bindir}{os.pathsep}/usr/bin:/bin",
         "HPCB_RECORD": str(tmp_path / "record.jsonl"),
-        "SLURM_JOB_ID": "123",
-        "SLURM_JOB_NODELIST": "node[1-2]",
-        "SLURM_CPUS_PER_TASK": "2",
-        "PBS_JOBID": "123.server",
-        "PBS_O_WORKDIR": str(tmp_path / "work"),
-        "PBS_NODEFILE": str(hosts),
-        "JOB_ID": "123",
-        "PE_HOSTFILE": str(hosts),
-        "HPCBENCH_JOB_ID": "local-123",
         "HOME": str(tmp_path),
     }
+    for cls in SCHEDULER_CLASSES.values():  # what each scheduler sets in its jobs
+        env.update(cls.job_environment("123", ["node1", "node2"], tmp_path))
     (tmp_path / "work").mkdir()
     return tmp_path, env
 
@@ -136,11 +155,20 @@ def run_script(tmp: Path, env: dict, text: str) -> list[dict]:
     return [json.loads(line) for line in record.read_text().splitlines()]
 
 
+def launches(scheduler: str, launcher: str) -> bool:
+    """Whether the scheduler's scripts can start ranks with this launcher (srun: SLURM's)."""
+    try:
+        render_script(build_spec({"launcher": {"kind": launcher}}), scheduler)
+    except RenderError:
+        return False
+    return True
+
+
 CASES = [
     (s, launcher, program)
-    for s in ("slurm", "pbs", "sge", "local")
+    for s in SCHEDULERS
     for launcher in ("torchrun", "mpiexec", "srun")
-    if not (launcher == "srun" and s in ("pbs", "sge"))
+    if launches(s, launcher)
     for program in ("script", "command")
 ]
 
@@ -161,10 +189,11 @@ def test_hostile_values_are_inert_and_arrive_intact(sandbox, scheduler, launcher
             assert call["env"] == {"HOSTILE": value, "HPCB_ACTIVATED": "yes"}
             assert value in call["argv"][:-2]  # container image, binds and launcher args too
         # The job's run directory was made under the literal output_dir.
-        assert (tmp / "work" / as_output_dir(value)).is_dir()
+        plain = value if quotes_directives(scheduler) else as_qsub_word(value)
+        assert (tmp / "work" / as_output_dir(plain)).is_dir()
 
 
-@pytest.mark.parametrize("scheduler", ["slurm", "pbs", "sge", "local"])
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
 @pytest.mark.parametrize("value", MULTILINE)
 def test_multiline_values_are_inert_in_the_body(sandbox, scheduler, value):
     # Only data for the program may hold a newline: its arguments, command and environment values.
@@ -174,7 +203,7 @@ def test_multiline_values_are_inert_in_the_body(sandbox, scheduler, value):
         "environment": {"variables": {"HOSTILE": value}},
         "launcher": {"kind": "mpiexec"},
         "program": {"command": ["python", value], "args": [value, "--x"]},
-        "scheduler": {"sge_pe": "mpi"} if scheduler == "sge" else {},
+        "scheduler": {"sge_pe": "mpi"},  # read by Grid Engine's template only
     }
     text = render_script(build_spec(data), scheduler)
     assert value not in text, "a raw newline from a value reached the script text"

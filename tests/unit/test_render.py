@@ -9,10 +9,11 @@ import subprocess
 import pytest
 
 from hpcbench.render import RenderError, directive, render_script
+from hpcbench.schedulers import SCHEDULER_CLASSES
 from hpcbench.spec import build_spec
 from tests.conftest import require
 
-SCHEDULERS = ["slurm", "pbs", "sge", "local"]
+SCHEDULERS = list(SCHEDULER_CLASSES)  # every scheduler the registry finds, a new one included
 LAUNCHERS = ["torchrun", "mpiexec", "srun"]
 
 
@@ -48,7 +49,7 @@ def matrix():
     for scheduler in SCHEDULERS:
         for launcher in LAUNCHERS:
             for nodes in (1, 2):
-                if launcher == "srun" and scheduler in ("pbs", "sge"):
+                if launcher == "srun" and scheduler not in ("slurm", "local"):
                     continue  # refused: see test_srun_needs_slurm
                 yield scheduler, launcher, nodes
 
@@ -126,7 +127,7 @@ def test_sge_parallel_environment():
 
 
 def test_srun_needs_slurm():
-    for scheduler in ("pbs", "sge"):
+    for scheduler in ("pbs", "sge", "lsf"):
         with pytest.raises(RenderError, match="launcher.kind: srun runs only under SLURM"):
             render_script(spec_for("srun", 1), scheduler)
 
@@ -134,7 +135,7 @@ def test_srun_needs_slurm():
 def test_fields_a_scheduler_lacks_are_refused_not_dropped():
     spec = spec_for("mpiexec", 1, resources={"qos": "high"})
     assert "#SBATCH --qos=high" in render_script(spec, "slurm")
-    for scheduler in ("pbs", "sge"):
+    for scheduler in ("pbs", "sge", "lsf"):
         with pytest.raises(RenderError, match=f"resources.qos: not supported by the {scheduler}"):
             render_script(spec, scheduler)
 
@@ -151,6 +152,11 @@ def test_directive_filter_quotes_like_sbatch_reads_and_refuses_newlines():
     assert directive("gpu") == "gpu"
     assert directive('a b "c"') == '"a b \\"c\\""'
     assert directive("x\\y z") == '"x\\\\y z"'
+    for scheduler in ("pbs", "sge"):  # their qsub reads no escapes inside quotes
+        assert directive("a b c", scheduler) == '"a b c"'
+        for value in ('a b "c"', "x\\y z"):
+            with pytest.raises(RenderError, match=f"{scheduler} directive value cannot hold"):
+                directive(value, scheduler)
     with pytest.raises(RenderError, match="newline"):
         directive("a\n#SBATCH --x")
 

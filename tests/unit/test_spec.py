@@ -113,8 +113,8 @@ def test_cli_overrides_win_and_lists_extend(tmp_path):
         ('[program]\nmodule = "os; rm"\n', "program.module: expected a dotted Python module name"),
         ('[program]\nmodule = "a"\nscript = "b.py"\n', "set only one of module, script or command"),
         (
-            '[scheduler]\nname = "lsf"\n',
-            "scheduler.name: expected one of auto, slurm, pbs, sge, local",
+            '[scheduler]\nname = "flux"\n',
+            "scheduler.name: expected one of auto, slurm, lsf, sge, pbs, local",
         ),
         ("resources = 3\n", "resources: expected a table, got 3"),
     ],

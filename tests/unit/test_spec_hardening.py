@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hpcbench.render import RenderError, render_script
+from hpcbench.schedulers import SCHEDULER_CLASSES
 from hpcbench.spec import SpecError, build_spec, load_spec
 from tests.conftest import REPO, hpcbench, require
 from tests.unit.test_injection import RECORDER
@@ -32,6 +33,9 @@ from tests.unit.test_injection import RECORDER
             "resources.output_dir: must not hold a backslash",
         ),
         ({"resources": {"output_dir": "$HOME/runs"}}, "resources.output_dir: must not hold '\\$'"),
+        ({"resources": {"output_dir": "login1:runs"}}, "resources.output_dir: must not hold ':'"),
+        ({"program": {"args": ["a\udcffb"]}}, "program.args: entry 1 is not UTF-8 text"),
+        ({"resources": {"job_name": "\udcff"}}, "resources.job_name: is not UTF-8 text"),
         ({"resources": {"output_dir": "~nosuchuser42/runs"}}, "no such user for '~nosuchuser42'"),
         ({"environment": {"modules": ["--force"]}}, "environment.modules: entry 1 must not start"),
         ({"environment": {"conda_env": "-n"}}, "environment.conda_env: must not start with '-'"),
@@ -71,6 +75,23 @@ def test_unreadable_spec_files_are_one_line_and_exit_2(tmp_path, content, messag
     assert result.stderr.strip().splitlines()[-1].startswith(f"hpcbench: error: {spec}")
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--program", "true", "--", "\udcff"], "program.args): entry 1 is not UTF-8 text"),
+        (["spec\udcff.toml"], "the spec file's name is not UTF-8"),
+    ],
+)
+def test_command_line_bytes_that_are_not_utf8_are_one_line(tmp_path, args, message):
+    """Bytes that are not UTF-8 on the command line arrive as lone surrogates: refused by name
+    before a script (written as UTF-8) is started."""
+    result = hpcbench("submit", "--scheduler", "local", *args, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_300_character_job_name_from_the_cli_is_refused_before_anything_is_written(tmp_path):
     result = hpcbench(
         "submit", "--scheduler", "local", "--job-name", "n" * 300, "--", "--epochs", "1",
@@ -101,22 +122,14 @@ def sandbox_bin(tmp_path: Path) -> Path:
 
 def run_rendered(tmp_path: Path, text: str, home: Path) -> list[dict]:
     record = tmp_path / "record.jsonl"
-    hosts = tmp_path / "hosts"
-    hosts.write_text("node1 2\n")
     env = {
         "PATH": f"{sandbox_bin(tmp_path)}{os.pathsep}/usr/bin:/bin",
         "HOME": str(home),
         "HPCB_RECORD": str(record),
-        "SLURM_JOB_ID": "7",
-        "SLURM_JOB_NODELIST": "node1",
-        "SLURM_CPUS_PER_TASK": "1",
-        "PBS_JOBID": "7.server",
-        "PBS_O_WORKDIR": str(tmp_path),
-        "PBS_NODEFILE": str(hosts),
-        "JOB_ID": "7",
-        "PE_HOSTFILE": str(hosts),
-        "HPCBENCH_JOB_ID": "local-7",
     }
+    (tmp_path / "work").mkdir(exist_ok=True)
+    for cls in SCHEDULER_CLASSES.values():  # what each scheduler sets in its jobs
+        env.update(cls.job_environment("7", ["node1"], tmp_path))
     script = tmp_path / "job.sh"
     script.write_text(text)
     result = subprocess.run(
@@ -131,7 +144,7 @@ def make_venv(path: Path) -> None:
     (path / "bin" / "activate").write_text("export HPCB_ACTIVATED=yes\n")
 
 
-@pytest.mark.parametrize("scheduler", ["slurm", "pbs", "sge", "local"])
+@pytest.mark.parametrize("scheduler", list(SCHEDULER_CLASSES))
 def test_a_tilde_venv_and_script_are_found_in_home(tmp_path, scheduler):
     home = tmp_path / "home dir"
     make_venv(home / "venvs" / "my env")
@@ -179,7 +192,7 @@ def test_tilde_paths_pass_shellcheck(tmp_path):
         "environment": {"venv": "~/v", "container": {"image": "~alice/img.sif", "binds": ["~/d"]}},
         "program": {"python": "~/py/bin/python"},
     }
-    for scheduler in ("slurm", "pbs", "sge", "local"):
+    for scheduler in SCHEDULER_CLASSES:
         script = tmp_path / f"{scheduler}.sh"
         script.write_text(render_script(build_spec(data), scheduler))
         result = subprocess.run(
@@ -204,8 +217,12 @@ def test_a_template_cannot_run_python_while_rendering(tmp_path):
     assert not canary.exists()
 
 
-def test_a_user_base_template_does_not_replace_the_built_in_base(tmp_path):
-    (tmp_path / "base.sh.j2").write_text("#!/bin/bash\n{{ spec.program.args[0] }}\n")
+@pytest.mark.parametrize(
+    "name", ["base.sh.j2", "hpcbench/base.sh.j2", "hpcbench/slurm.sbatch.j2", "hpcbench/sge.sh.j2"]
+)
+def test_a_user_template_directory_cannot_replace_a_built_in(tmp_path, name):
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text("#!/bin/bash\n{{ spec.program.args[0] }}\n")
     spec = build_spec({"program": {"args": ["$(touch PWNED)"]}})
     assert render_script(spec, "slurm", [tmp_path]) == render_script(spec, "slurm")
 

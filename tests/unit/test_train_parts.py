@@ -64,7 +64,7 @@ def test_macro_f1_and_accuracy_from_a_confusion_matrix():
 
 
 def test_strategy_auto_follows_the_launcher(monkeypatch):
-    from hpcbench.train.env import LaunchInfo
+    from hpcbench.launch import LaunchInfo
     from hpcbench.train.runtime import Runtime
     from hpcbench.train.strategies import choose
 
@@ -95,7 +95,7 @@ def test_models_adapt_to_channels_classes_and_size():
 
 
 def test_rendezvous_under_srun_comes_from_the_node_list_and_job_id(monkeypatch):
-    from hpcbench.train.env import LaunchInfo
+    from hpcbench.launch import LaunchInfo
     from hpcbench.train.runtime import rendezvous
 
     for k in ("MASTER_ADDR", "MASTER_PORT", "HPCBENCH_JOB_ID"):
@@ -107,3 +107,95 @@ def test_rendezvous_under_srun_comes_from_the_node_list_and_job_id(monkeypatch):
     monkeypatch.setenv("MASTER_ADDR", "head")
     monkeypatch.setenv("MASTER_PORT", "29400")
     assert rendezvous(launch) == ("head", 29400)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--lr", "inf"], "--lr must be a finite number in (0, 1e30], got inf"),
+        (["--lr", "-0.1"], "--lr must be a finite number in (0, 1e30], got -0.1"),
+        (["--momentum", "-5"], "--momentum must be a finite number in [0, 1), got -5.0"),
+        (["--momentum", "1"], "--momentum must be a finite number in [0, 1), got 1.0"),
+        (["--weight-decay=-inf"], "--weight-decay must be a finite number in [0, 1e30], got -inf"),
+        (
+            ["--warmup-epochs", "inf"],
+            "--warmup-epochs must be a finite number in [0, 1e6], got inf",
+        ),
+        (["--lr", "1e39"], "--lr must be a finite number in (0, 1e30], got 1e+39"),
+        (["--bucket-mb", "nan"], "--bucket-mb must be a finite number in (0, 1e6], got nan"),
+        (
+            ["--rank-weights", "1,nan"],
+            "--rank-weights must all be finite positive numbers, got 1,nan",
+        ),
+    ],
+)
+def test_float_options_must_be_finite_and_in_range(args, message):
+    with pytest.raises(ConfigError) as caught:
+        parse_args(args)
+    assert str(caught.value) == message
+
+
+def test_boundary_values_of_float_options_are_accepted():
+    cfg = parse_args(["--momentum", "0", "--weight-decay", "0", "--warmup-epochs", "0"])
+    assert (cfg.momentum, cfg.weight_decay, cfg.warmup_epochs) == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    "spec,want",
+    [
+        ("small_cnn", ("small_cnn", None)),
+        ("mlp:512", ("mlp", 512)),
+        ("resnet18", ("resnet18", None)),
+    ],
+)
+def test_model_specs_parse(spec, want):
+    from hpcbench.train.config import parse_model
+
+    assert parse_model(spec) == want
+
+
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ("small_cnn:abc", "width after ':' must be a whole number >= 2"),
+        ("small_cnn:1", "width after ':' must be a whole number >= 2"),
+        ("mlp:-5", "width after ':' must be a whole number >= 1"),
+        ("mlp:0", "width after ':' must be a whole number >= 1"),
+        ("rnn:", "width after ':' must be a whole number >= 1"),
+        ("mlp:٣", "width after ':' must be a whole number >= 1"),
+        ("resnet18:4", "only small_cnn, mlp, rnn take a width"),
+        (":8", "give a model name"),
+    ],
+)
+def test_bad_model_specs_are_refused_with_the_option_named(spec, message):
+    with pytest.raises(ConfigError, match="^--model .*" + message.replace("(", r"\(")):
+        parse_args(["--model", spec])
+
+
+def test_non_finite_gradients_are_found_and_not_applied():
+    from torch import nn
+
+    from hpcbench.train.loop import gradients_finite
+
+    model = nn.Linear(3, 2)
+    model(torch.ones(1, 3)).sum().backward()
+    assert gradients_finite(model)
+    model.weight.grad[0, 1] = float("nan")
+    assert not gradients_finite(model)
+    model.weight.grad[0, 1] = float("-inf")
+    assert not gradients_finite(model)
+    model.weight.grad[0, 1] = 3e38  # finite, though its square overflows float32
+    assert gradients_finite(model)
+
+
+def test_the_results_layout_is_documented():
+    """Every column of epochs.csv and every key of metrics.json's epoch records is named in
+    docs/training.md, next to the layout that hpcbench/train/results.py declares."""
+    from pathlib import Path
+
+    from hpcbench.train.results import CSV_COLUMNS, EPOCH_FIELDS
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
+    assert [key for key, _, _ in EPOCH_FIELDS][: len(CSV_COLUMNS)] == CSV_COLUMNS
+    missing = [key for key, _, _ in EPOCH_FIELDS if f"`{key}`" not in docs]
+    assert missing == []

@@ -7,8 +7,9 @@ bucketed Iallreduce from gradient hooks), ``dp`` (torch.nn.DataParallel over one
 
 from __future__ import annotations
 
+from hpcbench.launch import MPI_LAUNCHERS
 from hpcbench.train.config import ConfigError, TrainConfig
-from hpcbench.train.runtime import MPI_LAUNCHERS, Runtime
+from hpcbench.train.runtime import Runtime
 from hpcbench.train.strategies.base import Strategy
 
 

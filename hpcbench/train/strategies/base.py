@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from torch import nn
 
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.runtime import Runtime
+
+if TYPE_CHECKING:
+    from hpcbench.train.data import TrainData
 
 
 class Strategy:
@@ -33,7 +38,7 @@ class Strategy:
         did not overlap the backward pass."""
         return 0.0
 
-    def share_index(self, data, epoch: int) -> np.ndarray | None:  # noqa: ANN001 - TrainData
+    def share_index(self, data: TrainData, epoch: int) -> np.ndarray | None:
         """This rank's (steps, batch) sample ids of the epoch (global data order)."""
         if data.sharded is not None:
             return None

@@ -20,14 +20,16 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-from hpcbench.train.runtime import MPI_LAUNCHERS, rendezvous
+from hpcbench.launch import MPI_LAUNCHERS
+from hpcbench.train.config import TrainConfig
+from hpcbench.train.runtime import Runtime, rendezvous
 from hpcbench.train.strategies.base import Strategy
 
 
 class DDPStrategy(Strategy):
     name = "ddp"
 
-    def __init__(self, config, runtime) -> None:  # noqa: ANN001
+    def __init__(self, config: TrainConfig, runtime: Runtime) -> None:
         super().__init__(config, runtime)
         if not dist.is_initialized():
             if runtime.launch.launcher != "torchrun":
@@ -54,7 +56,9 @@ class DDPStrategy(Strategy):
             bucket_cap_mb=self.config.bucket_mb,
         )
 
-        def timed_allreduce(state, bucket):  # noqa: ANN001
+        # Unannotated on purpose: register_comm_hook checks that the bucket's annotation *is*
+        # dist.GradBucket, and this module's postponed annotations would make it a string.
+        def timed_allreduce(state, bucket):
             self._last_ready = time.perf_counter()
             return allreduce_hook(state, bucket)
 

@@ -6,14 +6,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from hpcbench.train.config import ConfigError
+from hpcbench.train.config import ConfigError, TrainConfig
+from hpcbench.train.runtime import Runtime
 from hpcbench.train.strategies.base import Strategy
 
 
 class DataParallelStrategy(Strategy):
     name = "dp"
 
-    def __init__(self, config, runtime) -> None:  # noqa: ANN001
+    def __init__(self, config: TrainConfig, runtime: Runtime) -> None:
         super().__init__(config, runtime)
         if torch.cuda.device_count() == 0:
             raise ConfigError(

@@ -19,13 +19,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 
-from hpcbench.train.config import ConfigError
+from hpcbench.train.config import ConfigError, TrainConfig
+from hpcbench.train.runtime import Runtime
 from hpcbench.train.strategies.base import Strategy
+
+if TYPE_CHECKING:
+    from hpcbench.train.data import TrainData
 
 FIRST_BUCKET_BYTES = 1 << 20
 
@@ -46,7 +51,7 @@ class Bucket:
 class MPIStrategy(Strategy):
     name = "mpi"
 
-    def __init__(self, config, runtime) -> None:  # noqa: ANN001
+    def __init__(self, config: TrainConfig, runtime: Runtime) -> None:
         super().__init__(config, runtime)
         from mpi4py import MPI
 
@@ -162,7 +167,7 @@ class MPIStrategy(Strategy):
         return time.perf_counter() - started
 
     # ---- outside the step ------------------------------------------------------------------------
-    def share_index(self, data, epoch: int) -> np.ndarray | None:  # noqa: ANN001
+    def share_index(self, data: TrainData, epoch: int) -> np.ndarray | None:
         if data.sharded is not None:
             return None
         counts = [data.steps * b for b in data.batch_sizes]
@@ -188,3 +193,8 @@ class MPIStrategy(Strategy):
 
     def abort(self) -> None:
         self.comm.Abort(1)
+
+    def close(self) -> None:
+        # Leave together: a rank that exits first (with a non-zero status after an agreed stop)
+        # could make the launcher stop the others while they still print.
+        self.comm.Barrier()

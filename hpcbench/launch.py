@@ -1,9 +1,17 @@
-"""Launch detection: which rank am I, of how many, on which node, started by what.
+"""The run side's base: what every process started inside an allocation asks about its launch.
 
-Each launcher is one small reader of environment variables answering the same questions; the first
-that recognises the environment wins, in this order: torchrun, Open MPI, MPICH/Intel MPI (Hydra or
-PMI-2 under srun), SLURM's srun, then mpi4py's COMM_WORLD if the program already initialised MPI,
-and finally a plain single process. Pure Python: no torch; MPI only if already started.
+Which rank am I, of how many, on which node, started by what (:func:`detect_launch`); is that an
+MPI launch (:data:`MPI_LAUNCHERS`); which job is this (:func:`job_id`); how many cores may I use
+(:func:`usable_cores`); how do ranks share a whole number of things (:func:`largest_remainder`);
+and output that launchers can merge line by line (:func:`line_buffered_output`). The trainer, the
+data reader, the converters, the probe and ``hpcbench prep`` all build on this module, which
+imports nothing of theirs.
+
+Launch detection: each launcher is one small reader of environment variables answering the same
+questions; the first that recognises the environment wins, in this order: torchrun, Open MPI,
+MPICH/Intel MPI (Hydra or PMI-2 under srun), SLURM's srun, then mpi4py's COMM_WORLD if the
+program already initialised MPI, and finally a plain single process. Pure Python: no torch, no
+numpy; MPI only if already started.
 """
 
 from __future__ import annotations
@@ -11,8 +19,20 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+
+# Launchers whose ranks are MPI ranks: mpi4py's COMM_WORLD is the launch's world, so the trainer
+# defaults to its MPI strategy and exchanges its rendezvous over MPI, and MPI_Abort stops them all.
+MPI_LAUNCHERS = frozenset({"openmpi", "mpich", "mpi4py"})
+
+# srun's tasks are MPI ranks too when the program initialises MPI through SLURM's PMI plugin; a
+# program that wants MPI whenever it can have it (data preparation) asks for these.
+MPI_CAPABLE_LAUNCHERS = MPI_LAUNCHERS | {"slurm"}
+
+# Where each scheduler puts the job's id, hpcbench's own first (every rendered script exports it;
+# the local scheduler sets only it): SLURM, PBS, Grid Engine, LSF.
+JOB_ID_VARIABLES = ("HPCBENCH_JOB_ID", "SLURM_JOB_ID", "PBS_JOBID", "JOB_ID", "LSB_JOBID")
 
 
 @dataclass(frozen=True)
@@ -156,6 +176,44 @@ def detect_launch(env: Mapping[str, str] | None = None) -> LaunchInfo:
         if info is not None:
             return info
     return LaunchInfo(0, 1, 0, 1, 0, "single", socket.gethostname())
+
+
+def is_mpi_launch(info: LaunchInfo, *, srun_counts: bool = False) -> bool:
+    """Whether ``info``'s ranks are MPI ranks (several of them, started by an MPI launcher);
+    ``srun_counts``: also srun's tasks, which are when the program initialises MPI."""
+    launchers = MPI_CAPABLE_LAUNCHERS if srun_counts else MPI_LAUNCHERS
+    return info.world_size > 1 and info.launcher in launchers
+
+
+def job_id(env: Mapping[str, str] | None = None) -> str | None:
+    """The scheduler's id of the job this process runs in (None outside a job)."""
+    env = os.environ if env is None else env
+    for name in JOB_ID_VARIABLES:
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the system has one (a job's
+    cgroup or cpuset), else every core of the machine."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def largest_remainder(total: int, weights: Sequence[float]) -> list[int]:
+    """``total`` split into whole shares proportional to ``weights`` (positive, not all zero),
+    summing to ``total``: each share rounded down, then the leftover units given one each to the
+    largest remainders (ties to the earlier share)."""
+    scale = sum(weights)
+    raw = [total * w / scale for w in weights]
+    shares = [int(x) for x in raw]
+    by_remainder = sorted(range(len(raw)), key=lambda i: raw[i] - shares[i], reverse=True)
+    for i in by_remainder[: total - sum(shares)]:
+        shares[i] += 1
+    return shares
 
 
 def line_buffered_output() -> None:

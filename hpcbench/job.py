@@ -1,0 +1,186 @@
+"""One handle on a submitted job, however it was submitted: ``hpcbench submit``, ``api.submit``,
+``api.job(ID)`` for an earlier one, or ``api.submit_training`` through submitit.
+
+It answers as submitit's ``Job`` does: ``job_id``, ``state``, ``done()``, ``wait()``,
+``cancel()``, ``stdout()``, ``stderr()``, ``result()`` and ``results()``. For a script job,
+``result()`` waits for the job and returns rank 0's ``metrics.json`` from the job's run directory
+(what the trainer writes there), or raises :class:`JobFailed` whose message holds the first
+failing rank's traceback. Nothing here imports torch: it runs on login nodes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hpcbench.logs import first_rank_error
+from hpcbench.schedulers import get as get_scheduler
+from hpcbench.schedulers.base import JobRecord, JobStatus, Scheduler, tail
+
+METRICS_FILE = "metrics.json"  # what rank 0 of the trainer writes into the run directory
+
+
+class JobFailed(RuntimeError):
+    """The job did not complete, or completed without results; the message says how it ended
+    and holds the first failing rank's traceback (or the tail of its error log)."""
+
+    def __init__(self, report: str, status: JobStatus | None = None) -> None:
+        super().__init__(report)
+        self.status = status
+
+
+class Job:
+    """A submitted job. Build it with :func:`hpcbench.api.submit`, :func:`hpcbench.api.job` or
+    :func:`hpcbench.api.submit_training`; ``record`` says where its script, logs and run directory
+    are (None for a submitit job, whose files submitit keeps)."""
+
+    def __init__(
+        self,
+        record: JobRecord | None,
+        scheduler: Scheduler | None = None,
+        record_error: str = "",
+        submitit_job: Any = None,
+    ) -> None:
+        self.record = record
+        self._scheduler = scheduler
+        self._submitit = submitit_job
+        #: why the job could not be remembered for ``hpcbench logs`` ('' when it was)
+        self.record_error = record_error
+
+    @classmethod
+    def from_submitit(cls, submitit_job: Any) -> Job:
+        return cls(None, submitit_job=submitit_job)
+
+    @property
+    def submitit_job(self) -> Any:
+        """The submitit ``Job`` behind this handle (its ``get_info()``, ``paths``, ...); None for
+        a job submitted as a script."""
+        return self._submitit
+
+    def __repr__(self) -> str:
+        return f"Job({self.job_id!r}, scheduler={self.scheduler_name!r})"
+
+    # ------------------------------------------------------------------------ what it is
+
+    @property
+    def job_id(self) -> str:
+        if self._submitit is not None:
+            return str(self._submitit.job_id)
+        assert self.record is not None
+        return self.record.job_id
+
+    @property
+    def scheduler_name(self) -> str:
+        if self._submitit is not None:
+            return f"submitit ({type(self._submitit).__name__})"
+        assert self.record is not None
+        return self.record.scheduler
+
+    @property
+    def scheduler(self) -> Scheduler:
+        if self._scheduler is None:
+            assert self.record is not None, "a submitit job has no hpcbench scheduler"
+            self._scheduler = get_scheduler(self.record.scheduler)
+        return self._scheduler
+
+    # ------------------------------------------------------------------------- its state
+
+    def status(self) -> JobStatus:
+        if self._submitit is not None:
+            return JobStatus(str(self._submitit.state))
+        return self.scheduler.statuses([self.job_id])[self.job_id]
+
+    @property
+    def state(self) -> str:
+        return self.status().state
+
+    def done(self) -> bool:
+        if self._submitit is not None:
+            return bool(self._submitit.done())
+        return self.status().finished
+
+    def wait(self, timeout: float | None = None) -> JobStatus:
+        """Poll until the job has finished (backing off); its final status."""
+        if self._submitit is not None:
+            self._submitit.wait()
+            return self.status()
+        return self.scheduler.wait([self.job_id], timeout)[self.job_id]
+
+    def cancel(self) -> None:
+        if self._submitit is not None:
+            self._submitit.cancel()
+        else:
+            self.scheduler.cancel([self.job_id])
+
+    # ------------------------------------------------------------------------- its output
+
+    def stdout(self) -> str:
+        if self._submitit is not None:
+            return self._submitit.stdout() or ""
+        assert self.record is not None
+        return _read(self.record.stdout_path)
+
+    def stderr(self) -> str:
+        if self._submitit is not None:
+            return self._submitit.stderr() or ""
+        assert self.record is not None
+        return _read(self.record.stderr_path)
+
+    def result(self, timeout: float | None = None) -> dict[str, Any]:
+        """Rank 0's results (the trainer's ``metrics.json``), once the job has finished.
+
+        Raises :class:`JobFailed` when the job did not complete or wrote no results, and
+        ``TimeoutError`` when ``timeout`` seconds pass first."""
+        if self._submitit is not None:
+            return self._submitit.results()[0]
+        status = self.wait(timeout)
+        if status.state != "COMPLETED":
+            raise JobFailed(self.failure_report(status), status)
+        assert self.record is not None
+        path = self.record.run_dir / METRICS_FILE
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise JobFailed(
+                f"job {self.job_id} completed but wrote no {METRICS_FILE} in {self.record.run_dir}"
+                " (result() reads what the trainer writes; another program's output is in "
+                f"{self.record.stdout_path})",
+                status,
+            ) from None
+        except (OSError, ValueError) as err:
+            raise JobFailed(f"job {self.job_id}: cannot read {path}: {err}", status) from None
+        if not isinstance(data, dict):
+            raise JobFailed(f"job {self.job_id}: {path} is not a JSON object", status)
+        return data
+
+    def results(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        """Every task's results where the program writes them: each task's for a submitit job;
+        for a script job the trainer writes rank 0's only, so a list of that one."""
+        if self._submitit is not None:
+            return list(self._submitit.results())
+        return [self.result(timeout)]
+
+    def failure_report(self, status: JobStatus, lines: int = 30) -> str:
+        """How the job ended, the first failing rank's traceback, else the tail of its error log."""
+        code = "" if status.exit_code is None else f" with exit code {status.exit_code}"
+        why = f" ({status.reason})" if status.reason else ""
+        report = [f"job {self.job_id} {status.state.lower()}{code}{why}"]
+        err = first_rank_error(self.stderr()) or first_rank_error(self.stdout())
+        if err is not None and err.traceback:
+            who = f"rank {err.rank}" if err.rank is not None else "a rank"
+            report += [f"first failing {who}:", err.traceback]
+        elif self.record is not None and (
+            err_tail := tail(self.record.stderr_path, lines) or tail(self.record.stdout_path, lines)
+        ):
+            report += [f"last lines of {self.record.stderr_path}:", err_tail]
+        if self.record is not None:
+            report.append(f"logs: {self.record.stdout_path} and {self.record.stderr_path}")
+        return "\n".join(report)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""

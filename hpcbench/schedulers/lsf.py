@@ -1,0 +1,169 @@
+"""IBM Spectrum LSF: ``bsub < script`` to submit, one ``bjobs`` call for all jobs, ``bkill``.
+
+``bsub`` reads the ``#BSUB`` lines only of a script given on its standard input, so the script is
+piped to it. ``bjobs -a`` lists finished jobs for ``CLEAN_PERIOD`` (an hour by default) with their
+state (``DONE``, ``EXIT``), exit code and exit reason; a job killed with ``bkill`` ends as
+``EXIT`` like a failed one, so hpcbench marks the jobs it cancels (as for Grid Engine) and reads
+``TERM_RUNLIMIT`` as a time-out.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpcbench.schedulers.base import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    PENDING,
+    RUNNING,
+    TIMEOUT,
+    UNKNOWN,
+    JobStatus,
+    Scheduler,
+    SchedulerError,
+    run_command,
+)
+
+if TYPE_CHECKING:
+    from hpcbench.launchers import Word
+    from hpcbench.spec import JobSpec
+
+_STATE_MAP = {
+    "PEND": PENDING,
+    "PSUSP": PENDING,
+    "WAIT": PENDING,
+    "RUN": RUNNING,
+    "PROV": RUNNING,
+    "USUSP": RUNNING,
+    "SSUSP": RUNNING,
+    "DONE": COMPLETED,
+    "EXIT": FAILED,
+    "ZOMBI": FAILED,
+}
+_SUBMITTED = re.compile(r"Job <([0-9]{1,18})> is submitted")
+#: the fields asked of bjobs, '|'-separated; the exit reason is free text, so it comes last
+BJOBS_FORMAT = "jobid stat exit_code exit_reason delimiter='|'"
+
+
+def parse_bjobs(out: str, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+    """The states ``bjobs -o BJOBS_FORMAT -noheader`` printed for ``job_ids`` (jobs it did not
+    list are left out)."""
+    found: dict[str, JobStatus] = {}
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split("|", 3)]
+        if len(parts) < 3 or parts[0] not in job_ids:
+            continue
+        reason = parts[3] if len(parts) > 3 and parts[3] != "-" else ""
+        state = _STATE_MAP.get(parts[1], UNKNOWN)
+        code = int(parts[2]) if parts[2].isdigit() else None
+        if state == COMPLETED and code is None:
+            code = 0
+        if state == FAILED and "TERM_RUNLIMIT" in reason:
+            state = TIMEOUT
+        elif state == FAILED and re.search(r"TERM_(FORCE_)?(OWNER|ADMIN)", reason):
+            state = CANCELLED
+        if state == UNKNOWN:
+            reason = f"bjobs state {parts[1]!r}"
+        found[parts[0]] = JobStatus(state, code, reason)
+    return found
+
+
+class LsfScheduler(Scheduler):
+    name = "lsf"
+    template = "lsf.bsub.j2"
+    script_suffix = ".lsf"
+    directive_prefix = "#BSUB"
+    detect_order = 20
+    log_id_token = "%J"
+    id_pattern = re.compile(r"[0-9]{1,18}(?:\[[0-9]{1,10}\])?")
+    id_form = "a number as bsub prints it, e.g. 1234, or 1234[5] for an array element"
+
+    @classmethod
+    def detect(cls) -> str | None:
+        bsub = shutil.which("bsub")
+        return f"bsub found at {bsub}" if bsub else None
+
+    @classmethod
+    def job_environment(cls, job_id: str, hosts: Sequence[str], folder: Path) -> dict[str, str]:
+        hostfile = folder / "lsb_djob_hostfile"
+        hostfile.write_text("".join(f"{h}\n{h}\n" for h in hosts))  # one line per slot
+        return {"LSB_JOBID": job_id, "LSB_DJOB_HOSTFILE": str(hostfile)}
+
+    @classmethod
+    def node_agents(cls, spec: JobSpec) -> list[Word]:
+        """One torchrun agent per host of the allocation through ``blaunch`` (LSF's own remote
+        start, tracked and killed with the job), given the job's distinct hosts."""
+        if spec.resources.nodes == 1:
+            return []
+        from hpcbench.launchers import ShellVar
+
+        return ["blaunch", "-z", ShellVar('"${job_hosts[*]}"')]
+
+    @classmethod
+    def template_context(cls, spec: JobSpec) -> dict[str, Any]:
+        r = spec.resources
+        minutes = max(1, -(-r.time_s // 60))
+        return {
+            "time_lsf": f"{minutes // 60}:{minutes % 60:02d}",  # bsub -W [hours:]minutes
+            "memory_lsf_mb": (
+                max(1, r.memory_mb // max(1, r.ranks_per_node * r.cpus_per_task))
+                if r.memory_mb
+                else None
+            ),
+            "slots_total": r.nodes * r.ranks_per_node * r.cpus_per_task,
+        }
+
+    def submit(self, script_path: Path, spec: JobSpec, cwd: Path) -> str:
+        try:
+            with open(script_path, "rb") as script:
+                proc = subprocess.run(
+                    ["bsub"], stdin=script, capture_output=True, text=True, cwd=cwd, timeout=60
+                )
+        except FileNotFoundError:
+            raise SchedulerError("bsub: bsub not found on PATH") from None
+        except OSError as err:
+            raise SchedulerError(f"bsub: cannot run bsub: {err.strerror}") from None
+        except subprocess.TimeoutExpired:
+            raise SchedulerError("bsub: bsub did not answer within 60 s") from None
+        said = proc.stdout + proc.stderr
+        if proc.returncode != 0 or not (m := _SUBMITTED.search(said)):
+            raise SchedulerError(f"bsub refused: {' '.join(said.split()) or proc.returncode}")
+        return m.group(1)
+
+    def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        self.check_ids(job_ids)
+        if not job_ids:
+            return {}
+        from hpcbench.schedulers.base import run_process
+
+        # bjobs exits non-zero when one id is unknown ("Job <7> is not found"), yet lists the rest
+        proc = run_process(["bjobs", "-a", "-noheader", "-o", BJOBS_FORMAT, *job_ids], "bjobs")
+        found = parse_bjobs(proc.stdout, job_ids)
+        for job_id in job_ids:
+            status = found.get(job_id)
+            if status is None:
+                found[job_id] = JobStatus(UNKNOWN, None, "not listed by bjobs -a")
+            elif status.state == FAILED and _cancel_mark(job_id).exists():
+                found[job_id] = JobStatus(CANCELLED, status.exit_code, "cancelled by the user")
+        return found
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        self.check_ids(job_ids)
+        if job_ids:
+            for job_id in job_ids:
+                mark = _cancel_mark(job_id)
+                mark.parent.mkdir(parents=True, exist_ok=True)
+                mark.touch()
+            run_command(["bkill", *job_ids], "bkill")
+
+
+def _cancel_mark(job_id: str) -> Path:
+    from hpcbench.state import state_dir
+
+    return state_dir() / "lsf-cancelled" / "".join(c for c in job_id if c.isalnum() or c in "-_")
