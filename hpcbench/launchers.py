@@ -93,15 +93,23 @@ def container_prefix(spec: JobSpec) -> list[Word]:
     return [*words, *c.options, path_word(c.image)]
 
 
+def program_args(spec: JobSpec) -> list[Word]:
+    """The program's arguments: ``--config FILE`` first when the spec names one, then ``args``
+    (the trainer lets flags override its file wherever they stand)."""
+    p = spec.program
+    return ["--config", path_word(p.config), *p.args] if p.config else list(p.args)
+
+
 def program_words(spec: JobSpec) -> list[Word]:
     """What each rank runs, inside the container if there is one."""
     p = spec.program
+    args = program_args(spec)
     if p.command:
-        argv: list[Word] = [*p.command, *p.args]
+        argv: list[Word] = [*p.command, *args]
     elif p.script:
-        argv = [path_word(p.python), path_word(p.script), *p.args]
+        argv = [path_word(p.python), path_word(p.script), *args]
     else:
-        argv = [path_word(p.python), "-m", p.module or "", *p.args]
+        argv = [path_word(p.python), "-m", p.module or "", *args]
     return [*container_prefix(spec), *argv]
 
 
@@ -126,12 +134,13 @@ def torchrun_words(spec: JobSpec, *, standalone: bool) -> list[Word]:
     # Per-rank stdout/stderr files under the run directory, teed to the job log with a rank prefix.
     words += [ShellVar('--log-dir="$run_dir/torchrun"'), "--tee=3"]
     words += spec.launcher.args
+    args = program_args(spec)
     if p.command:
-        words += ["--no-python", *p.command, *p.args]
+        words += ["--no-python", *p.command, *args]
     elif p.script:
-        words += [path_word(p.script), *p.args]
+        words += [path_word(p.script), *args]
     else:
-        words += ["-m", p.module or "", *p.args]
+        words += ["-m", p.module or "", *args]
     return words
 
 

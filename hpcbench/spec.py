@@ -175,15 +175,18 @@ class Program:
     module: str | None = field(default=None, metadata=_kind("module"))
     script: str | None = field(default=None, metadata=_kind("path"))
     command: list[str] | None = field(default=None, metadata=_kind("textlist"))
+    # The trainer's options as a TOML file, passed as --config (flags in args override it).
+    config: str | None = field(default=None, metadata=_kind("path"))
     args: list[str] = field(default_factory=list, metadata=_kind("textlist"))
 
     def argv(self) -> list[str]:
         """The program's command line (without any launcher in front)."""
+        args = ["--config", self.config, *self.args] if self.config else self.args
         if self.command:
-            return [*self.command, *self.args]
+            return [*self.command, *args]
         if self.script:
-            return [self.python, self.script, *self.args]
-        return [self.python, "-m", self.module or DEFAULT_PROGRAM_MODULE, *self.args]
+            return [self.python, self.script, *args]
+        return [self.python, "-m", self.module or DEFAULT_PROGRAM_MODULE, *args]
 
 
 @dataclass
@@ -532,6 +535,26 @@ def _check_program(program: Program, table: dict[str, Any], where: str) -> None:
         raise SpecError(f"{where}program.command: must not be empty")
     if not given:
         program.module = DEFAULT_PROGRAM_MODULE
+    if program.config:
+        _check_program_config(program, where)
+
+
+def _check_program_config(program: Program, where: str) -> None:
+    """The file must be there now: the job starts in the directory it is submitted from, where
+    a relative path is read. The trainer's own file is checked as the trainer will read it."""
+    path = Path(program.config or "").expanduser()
+    if not path.is_file():
+        raise SpecError(
+            f"{where}program.config: no such file {program.config!r} (a relative path is read "
+            "from the directory you submit from, where the job starts)"
+        )
+    if program.module == DEFAULT_PROGRAM_MODULE:
+        from hpcbench.train.config import ConfigError, read_toml  # stdlib only: no torch here
+
+        try:
+            read_toml(str(path))
+        except ConfigError as err:
+            raise SpecError(f"{where}program.config: {err}") from None
 
 
 def load_spec(

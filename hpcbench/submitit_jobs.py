@@ -129,7 +129,9 @@ def submit_training(
 ) -> Job:
     """Submit the trainer through submitit; ``job.result()`` is rank 0's metrics dict."""
     ex = executor(spec, folder, cluster)
-    args = list(spec.program.args) + list(trainer_args or [])
+    p = spec.program
+    args = (["--config", os.path.expanduser(p.config)] if p.config else []) + list(p.args)
+    args += list(trainer_args or [])
     from hpcbench.job import Job
 
     return Job.from_submitit(ex.submit(train_task, args))

@@ -51,11 +51,12 @@ def test_render_prints_the_scheduler_choice_and_program_args(workdir):
     )
 
 
-def test_spec_file_from_jobs_directory_renders(workdir):
+def test_spec_file_from_jobs_directory_renders():
     from tests.conftest import REPO
 
+    # from the repository, as the specs' comments say: their relative paths are read from there
     for spec in sorted((REPO / "jobs").glob("*.toml")):
-        result = hpcbench("render", str(spec), "--scheduler", "slurm", cwd=workdir)
+        result = hpcbench("render", str(spec), "--scheduler", "slurm", cwd=REPO)
         assert result.returncode == 0, f"{spec}: {result.stderr}"
 
 

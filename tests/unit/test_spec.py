@@ -194,3 +194,54 @@ def test_cli_error_is_one_line_exit_2_and_writes_nothing(workdir):
     assert bad_flag.returncode == 2
     assert "--time (resources.time): expected MM, MM:SS" in bad_flag.stderr
     assert sorted(p.name for p in workdir.iterdir()) == ["job.toml"]
+
+
+# ---- [program] config: the trainer's options as a file -------------------------------------------
+
+
+def test_a_program_config_is_passed_first_and_args_still_override(tmp_path, monkeypatch):
+    from hpcbench.launchers import shell_join, srun_words, torchrun_words
+    from hpcbench.train.config import parse_args
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train run.toml").write_text('lr = 0.05\nepochs = 7\nmodel = "mlp"\n')
+    spec = build_spec({"program": {"config": "train run.toml", "args": ["--epochs", "2"]}})
+    assert spec.program.argv() == [
+        *("python", "-m", "hpcbench.train", "--config", "train run.toml", "--epochs", "2")
+    ]
+    for words in (torchrun_words(spec, standalone=True), srun_words(spec)):
+        assert shell_join(words).endswith("--config 'train run.toml' --epochs 2")
+    config = parse_args(spec.program.argv()[3:])
+    assert (config.lr, config.epochs, config.model) == (0.05, 2, "mlp")
+
+
+def test_a_missing_program_config_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpecError, match=r"^job.toml: program.config: no such file 'nope.toml'"):
+        build_spec({"program": {"config": "nope.toml"}}, source="job.toml")
+
+
+def test_a_trainer_config_with_an_unknown_option_is_refused_at_load(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.toml").write_text("lrr = 0.05\n")
+    with pytest.raises(SpecError, match=r"program.config: t.toml: unknown option 'lrr'; did you mean 'lr'"):
+        build_spec({"program": {"config": "t.toml"}})
+    # another program's file is its own business: only its presence is checked
+    spec = build_spec({"program": {"script": "mine.py", "config": "t.toml"}})
+    assert spec.program.argv() == ["python", "mine.py", "--config", "t.toml"]
+
+
+def test_the_reference_job_reads_the_reference_training_options(monkeypatch):
+    from hpcbench.train.config import parse_args
+    from tests.conftest import REPO
+
+    monkeypatch.chdir(REPO)
+    spec = load_spec(REPO / "jobs" / "reference-resnet34.toml")
+    config = parse_args(spec.program.argv()[3:])
+    assert (config.model, config.global_batch_size, config.lr, config.epochs) == (
+        "resnet34",
+        128,
+        0.05,
+        100,
+    )
+    assert (config.momentum, config.schedule, config.optimizer) == (0.0, "none", "sgd")
