@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 # Launchers whose ranks are MPI ranks: mpi4py's COMM_WORLD is the launch's world, so the trainer
@@ -72,66 +72,71 @@ def _finish(
     return LaunchInfo(rank, world, local, local_world, node, launcher, socket.gethostname())
 
 
-def _torchrun(env: Mapping[str, str]) -> LaunchInfo | None:
-    rank, world = _int(env, "RANK"), _int(env, "WORLD_SIZE")
-    if rank is None or world is None or "LOCAL_RANK" not in env:
-        return None
-    return _finish(
-        env,
+@dataclass(frozen=True)
+class LauncherVariables:
+    """Where one launcher puts each rank's place: the variables to read, first found wins
+    (local rank, local size and node rank may be missing: they follow from the others)."""
+
+    launcher: str
+    rank: tuple[str, ...]
+    world: tuple[str, ...]
+    local: tuple[str, ...] = ()
+    local_world: tuple[str, ...] = ()
+    node: tuple[str, ...] = ()
+    requires: str = ""  # a variable that must also be set for the launch to be this one's
+
+    def read(self, env: Mapping[str, str]) -> LaunchInfo | None:
+        rank, world = _int(env, *self.rank), _int(env, *self.world)
+        if rank is None or world is None or (self.requires and self.requires not in env):
+            return None
+        return _finish(
+            env,
+            self.launcher,
+            rank,
+            world,
+            _int(env, *self.local),
+            _int(env, *self.local_world),
+            _int(env, *self.node),
+        )
+
+
+#: the launchers recognised from their variables, asked in this order
+LAUNCHER_VARIABLES: tuple[LauncherVariables, ...] = (
+    LauncherVariables(
         "torchrun",
-        rank,
-        world,
-        _int(env, "LOCAL_RANK"),
-        _int(env, "LOCAL_WORLD_SIZE"),
-        _int(env, "GROUP_RANK"),
-    )
-
-
-def _openmpi(env: Mapping[str, str]) -> LaunchInfo | None:
-    rank, world = _int(env, "OMPI_COMM_WORLD_RANK"), _int(env, "OMPI_COMM_WORLD_SIZE")
-    if rank is None or world is None:
-        return None
-    return _finish(
-        env,
+        ("RANK",),
+        ("WORLD_SIZE",),
+        ("LOCAL_RANK",),
+        ("LOCAL_WORLD_SIZE",),
+        ("GROUP_RANK",),
+        requires="LOCAL_RANK",
+    ),
+    LauncherVariables(
         "openmpi",
-        rank,
-        world,
-        _int(env, "OMPI_COMM_WORLD_LOCAL_RANK"),
-        _int(env, "OMPI_COMM_WORLD_LOCAL_SIZE"),
-        _int(env, "OMPI_COMM_WORLD_NODE_RANK"),
-    )
-
-
-def _mpich(env: Mapping[str, str]) -> LaunchInfo | None:
-    rank, world = _int(env, "PMI_RANK"), _int(env, "PMI_SIZE")
-    if rank is None or world is None:
-        return None
-    return _finish(
-        env,
+        ("OMPI_COMM_WORLD_RANK",),
+        ("OMPI_COMM_WORLD_SIZE",),
+        ("OMPI_COMM_WORLD_LOCAL_RANK",),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE",),
+        ("OMPI_COMM_WORLD_NODE_RANK",),
+    ),
+    LauncherVariables(
         "mpich",
-        rank,
-        world,
-        _int(env, "MPI_LOCALRANKID", "SLURM_LOCALID"),
-        _int(env, "MPI_LOCALNRANKS"),
-        _int(env, "SLURM_NODEID"),
-    )
-
-
-def _slurm(env: Mapping[str, str]) -> LaunchInfo | None:
+        ("PMI_RANK",),
+        ("PMI_SIZE",),
+        ("MPI_LOCALRANKID", "SLURM_LOCALID"),
+        ("MPI_LOCALNRANKS",),
+        ("SLURM_NODEID",),
+    ),
     # SLURM_PROCID alone is set in the batch step too; a task started by srun also has a step id.
-    rank, world = _int(env, "SLURM_PROCID"), _int(env, "SLURM_NTASKS")
-    if rank is None or world is None or "SLURM_STEP_ID" not in env:
-        return None
-    return _finish(
-        env, "slurm", rank, world, _int(env, "SLURM_LOCALID"), None, _int(env, "SLURM_NODEID")
-    )
-
-
-READERS: tuple[Callable[[Mapping[str, str]], LaunchInfo | None], ...] = (
-    _torchrun,
-    _openmpi,
-    _mpich,
-    _slurm,
+    LauncherVariables(
+        "slurm",
+        ("SLURM_PROCID",),
+        ("SLURM_NTASKS",),
+        ("SLURM_LOCALID",),
+        (),
+        ("SLURM_NODEID",),
+        requires="SLURM_STEP_ID",
+    ),
 )
 
 
@@ -167,8 +172,8 @@ def _mpi4py_world() -> LaunchInfo | None:
 def detect_launch(env: Mapping[str, str] | None = None) -> LaunchInfo:
     """The launch this process belongs to (a single process when no launcher is recognised)."""
     env = os.environ if env is None else env
-    for reader in READERS:
-        info = reader(env)
+    for variables in LAUNCHER_VARIABLES:
+        info = variables.read(env)
         if info is not None:
             return info
     if env is os.environ:
