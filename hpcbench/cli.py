@@ -150,9 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cancel", help="cancel jobs", description="Cancel jobs.")
     c.add_argument("job_ids", nargs="+", metavar="JOB")
     c.add_argument("--scheduler", choices=SCHEDULERS)
-    from hpcbench import cli_prep
+    from hpcbench import cli_bench, cli_prep
 
     cli_prep.add_parser(sub)
+    cli_bench.add_parsers(sub)
     return parser
 
 
@@ -196,11 +197,14 @@ def main(argv: list[str] | None = None) -> int:
         from hpcbench import cli_prep
 
         return cli_prep.run(args)
+    if args.action in ("bench", "report", "compare"):
+        from hpcbench import cli_bench
+
+        return cli_bench.run(args, program_args)
     # Imported here so that `hpcbench --help` stays instant; none of these imports torch.
     from hpcbench import api
     from hpcbench.render import RenderError
     from hpcbench.schedulers import JobIdError, SchedulerError
-    from hpcbench.schedulers.base import tail
     from hpcbench.spec import SpecError, load_spec
 
     try:
@@ -226,8 +230,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         if not args.wait:
             return 0
+        print(f"--- {job.record.stdout_path} as it grows", flush=True)
         try:
-            status = job.wait(args.timeout)
+            status = job.wait(args.timeout, on_line=lambda line: print(line, flush=True))
         except KeyboardInterrupt:
             print(
                 f"\nstopped waiting; job {job.job_id} goes on (hpcbench cancel {job.job_id} "
@@ -236,9 +241,6 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 130
         if status.state == "COMPLETED":
-            last = tail(job.record.stdout_path, 10)
-            if last:
-                print(f"--- last lines of {job.record.stdout_path}\n{last}")
             print(f"job {job.job_id} completed")
             return 0
         print(job.failure_report(status), file=sys.stderr)

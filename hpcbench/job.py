@@ -11,9 +11,11 @@ failing rank's traceback. Nothing here imports torch: it runs on login nodes.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hpcbench.follow import LogFollower
 from hpcbench.logs import first_rank_error
 from hpcbench.schedulers import get as get_scheduler
 from hpcbench.schedulers.base import JobRecord, JobStatus, Scheduler, tail
@@ -100,12 +102,28 @@ class Job:
             return bool(self._submitit.done())
         return self.status().finished
 
-    def wait(self, timeout: float | None = None) -> JobStatus:
-        """Poll until the job has finished (backing off); its final status."""
+    def wait(
+        self, timeout: float | None = None, on_line: Callable[[str], None] | None = None
+    ) -> JobStatus:
+        """Poll until the job has finished (backing off); its final status. ``on_line`` is
+        given each new line of the job's stdout log as it arrives (about once a second)."""
         if self._submitit is not None:
             self._submitit.wait()
             return self.status()
-        return self.scheduler.wait([self.job_id], timeout)[self.job_id]
+        on_tick = None
+        if on_line is not None:
+            assert self.record is not None
+            follower = LogFollower(self.record.stdout_path)
+
+            def on_tick() -> None:
+                for line in follower.new_lines():
+                    on_line(line)
+
+        try:
+            return self.scheduler.wait([self.job_id], timeout, on_tick)[self.job_id]
+        finally:
+            if on_tick is not None:
+                on_tick()  # the lines written between the last look and the end
 
     def cancel(self) -> None:
         if self._submitit is not None:

@@ -21,6 +21,9 @@ _ROOT_CAUSE_RANK = re.compile(
     r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+)", re.DOTALL
 )
 _TRACEBACK = "Traceback (most recent call last):"
+# the launchers' own error lines say that a rank died, not why
+_LAUNCHER_ERRORS = ("srun:", "slurmstepd:", "mpiexec:", "mpirun:", "torchrun:", "hpcbench:")
+_ERROR_LINE = re.compile(r"[A-Za-z][\w.-]*(?: [\w.-]+)?: error: \S")
 # Frames of the launchers themselves: their tracebacks say that a rank died, not why.
 _LAUNCHER_FRAMES = (
     "torch/distributed/run.py",
@@ -57,7 +60,8 @@ def _block(lines: list[str], start: int, prefix: str) -> list[str]:
 
 
 def first_rank_error(text: str) -> RankError | None:
-    """The first traceback printed by a rank (not by a launcher), with the rank if known."""
+    """The first traceback printed by a rank (not by a launcher), with the rank if known; else
+    the first one-line error a rank printed."""
     lines = text.splitlines()
     root = _ROOT_CAUSE_RANK.search(text)
     fallback: RankError | None = None
@@ -74,6 +78,19 @@ def first_rank_error(text: str) -> RankError | None:
         if label is not None:
             return error
         fallback = fallback or error
+    if fallback is None:
+        fallback = _first_error_line(lines, root.group(1) if root else None)
     if fallback is None and root:
         return RankError(root.group(1), "")
     return fallback
+
+
+def _first_error_line(lines: list[str], root_rank: str | None) -> RankError | None:
+    """A rank that stopped with a one-line error (``hpcbench train: error: ...``, argparse's
+    ``prog: error: ...``) and no traceback: that line is the reason."""
+    for line in lines:
+        prefix, label, body = _split(line)
+        if _ERROR_LINE.match(body) and not body.startswith(_LAUNCHER_ERRORS):
+            torchrun = prefix.startswith("[default")
+            return RankError(root_rank if (torchrun or label is None) and root_rank else label, line)
+    return None

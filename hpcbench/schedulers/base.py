@@ -12,7 +12,7 @@ import re
 import subprocess
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -240,9 +240,13 @@ class Scheduler(ABC):
         """Cancel the jobs."""
 
     def wait(
-        self, jobs: Sequence[str | JobRecord], timeout: float | None = None
+        self,
+        jobs: Sequence[str | JobRecord],
+        timeout: float | None = None,
+        on_tick: Callable[[], None] | None = None,
     ) -> dict[str, JobStatus]:
         """Poll until every job has finished; one scheduler call per poll, backing off.
+        ``on_tick`` is called about once a second meanwhile (to show the job's progress).
 
         A job whose state stays UNKNOWN for ``unknown_polls`` polls in a row (the scheduler has
         forgotten it, or its answer cannot be read) ends the wait with a SchedulerError, so that
@@ -273,8 +277,19 @@ class Scheduler(ABC):
                 raise TimeoutError(
                     f"jobs still running after {timeout:.0f} s: {', '.join(sorted(pending))}"
                 )
-            time.sleep(delay)
+            _sleep_ticking(delay, on_tick)
         raise AssertionError("unreachable")
+
+
+def _sleep_ticking(seconds: float, on_tick: Callable[[], None] | None, tick: float = 1.0) -> None:
+    end = time.monotonic() + seconds
+    while True:
+        if on_tick is not None:
+            on_tick()
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, tick) if on_tick is not None else left)
 
 
 def tail(path: Path, lines: int = 30) -> str:

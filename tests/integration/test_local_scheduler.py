@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -165,3 +169,42 @@ def test_result_is_rank_0_metrics_or_the_failing_ranks_traceback(workdir):
     assert err.value.status is not None and err.value.status.state == "FAILED"
     assert "first failing rank 1:" in str(err.value)
     assert "failure drill: rank 1 fails at step 1" in str(err.value)
+
+
+WAITS_FOR_GO = """\
+import pathlib, sys, time
+print("epoch 1 of 2", flush=True)
+deadline = time.monotonic() + 120
+while not pathlib.Path("go").exists() and time.monotonic() < deadline:
+    time.sleep(0.1)
+print("epoch 2 of 2" if pathlib.Path("go").exists() else "nobody saw epoch 1", flush=True)
+"""
+
+
+def test_submit_wait_shows_the_jobs_lines_as_they_arrive(workdir):
+    """The job prints a line and then waits for the test to have *seen* it through
+    ``submit --wait``: only output shown while the job runs lets it finish."""
+    (workdir / "epochs.py").write_text(WAITS_FOR_GO)
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcbench", "submit", "--scheduler", "local", "--wait"]
+        + ["--script", "epochs.py"],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line.rstrip("\n"))
+            if "epoch 1 of 2" in line:
+                (workdir / "go").write_text("")
+    finally:
+        proc.wait(timeout=180)
+    assert proc.returncode == 0, proc.stderr.read()
+    assert "nobody saw epoch 1" not in "\n".join(seen)
+    lines = [s for s in seen if " of 2" in s]  # torchrun labels each line with its rank
+    assert lines == ["[default0]:epoch 1 of 2", "[default0]:epoch 2 of 2"], seen
+    assert seen[-1].startswith("job local-") and seen[-1].endswith(" completed")

@@ -48,3 +48,22 @@ def test_torchrun_root_cause_names_the_global_rank_and_launcher_tracebacks_are_s
 
 def test_no_traceback():
     assert first_rank_error("all good\n") is None
+
+
+def test_a_rank_that_stopped_with_a_one_line_error_is_named_by_it():
+    line = "[default0]:hpcbench train: error: --model 'nope': not a built-in"
+    text = "\n".join(
+        [
+            "srun: error: node2: task 0: Exited with exit code 2",
+            "[default1]:epoch 1/2: loss 2.1",
+            line,
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  rank      : 4 (local_rank: 0)",
+        ]
+    )
+    err = first_rank_error(text)
+    assert err.rank == "4" and err.traceback == line
+    # a launcher's own error line is not the reason
+    assert first_rank_error("srun: error: node2: task 0: Exited with exit code 2\n") is None
+    assert first_rank_error("[3] usage: train.py\n[3] train.py: error: unrecognized x\n").rank == "3"

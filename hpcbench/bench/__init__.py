@@ -1,0 +1,1 @@
+"""The benchmark matrix: ``hpcbench bench`` runs it, ``hpcbench report`` and ``compare`` read it."""

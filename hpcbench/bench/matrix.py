@@ -1,0 +1,347 @@
+"""The experiment matrix of ``hpcbench bench``: which configurations, how many repetitions.
+
+A matrix is a TOML file (or the same built from flags, :func:`configs_from_words`)::
+
+    name = "laptop"
+    repetitions = 3                  # timing runs per configuration
+    energy_repetitions = 1           # energy runs per configuration, kept apart from timing runs
+    cooldown = 0                     # seconds of rest between runs
+    energy_interval = 0.5            # the energy sampler's period, seconds
+    job = "jobs/demo.toml"           # optional: the job spec every run starts from (partition,
+                                     # account, modules, time ...); resources below replace its own
+    trainer_args = ["--model", "small_cnn", "--epochs", "2", "--global-batch-size", "32"]
+    baseline_cpu = "cpu"             # optional: the configuration speedups are measured against
+    baseline_one_device = "cpu"
+
+    [[config]]
+    name = "cpu"
+    strategy = "single"
+
+    [[config]]
+    name = "ddp-2"
+    strategy = "ddp"
+    ranks_per_node = 2               # nodes, device ("cpu" or "cuda"), launcher, trainer_args too
+
+Every configuration trains the same model on the same data with the same global batch and epochs
+(the common ``trainer_args``); only how the work is parallelised differs. Errors are one line
+naming the file and the key (:class:`MatrixError`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+STRATEGIES = ("single", "ddp", "mpi", "dp")
+DEVICES = ("cpu", "cuda")
+LAUNCHERS = ("torchrun", "mpiexec", "srun")
+MAX_RUNS = 10_000  # a matrix larger than this is a typo, not a plan
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# Options the matrix sets for every run itself; a configuration or trainer_args must not.
+RESERVED_TRAINER_FLAGS = ("--strategy", "--device", "--output-dir", "--energy", "--energy-interval")
+
+
+class MatrixError(ValueError):
+    """A matrix the user can fix (one line, naming the file and key)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """One way of running the same training: strategy, device, nodes and ranks."""
+
+    name: str
+    strategy: str
+    device: str = "cpu"
+    nodes: int = 1
+    ranks_per_node: int = 1
+    launcher: str = ""  # empty: mpiexec for mpi, torchrun otherwise
+    trainer_args: tuple[str, ...] = ()
+
+    @property
+    def world_size(self) -> int:
+        return 1 if self.strategy == "dp" else self.nodes * self.ranks_per_node
+
+    @property
+    def devices(self) -> int:
+        """The compute devices it uses: the p of speedup, efficiency and Karp–Flatt (GPUs on
+        cuda, including dp's one process driving several; ranks on the CPU)."""
+        return self.nodes * self.ranks_per_node
+
+    @property
+    def launcher_kind(self) -> str:
+        return self.launcher or ("mpiexec" if self.strategy == "mpi" else "torchrun")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["trainer_args"] = list(self.trainer_args)
+        d.update(devices=self.devices, world_size=self.world_size, launcher=self.launcher_kind)
+        return d
+
+
+@dataclass
+class Matrix:
+    """The whole experiment: configurations × repetitions over one training."""
+
+    name: str
+    configs: list[Config]
+    repetitions: int = 3
+    energy_repetitions: int = 0
+    cooldown_s: float = 0.0
+    energy_interval_s: float = 0.5
+    job: str | None = None
+    trainer_args: list[str] = field(default_factory=list)
+    baseline_cpu: str | None = None
+    baseline_one_device: str | None = None
+
+    def config(self, name: str) -> Config:
+        return next(c for c in self.configs if c.name == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As recorded in bench.json (what a resumed matrix must still be)."""
+        return {
+            "name": self.name,
+            "repetitions": self.repetitions,
+            "energy_repetitions": self.energy_repetitions,
+            "cooldown_s": self.cooldown_s,
+            "energy_interval_s": self.energy_interval_s,
+            "job": self.job,
+            "trainer_args": list(self.trainer_args),
+            "baseline_cpu": self.baseline_cpu,
+            "baseline_one_device": self.baseline_one_device,
+            "configs": [c.to_dict() for c in self.configs],
+        }
+
+
+# ---------------------------------------------------------------------------------- reading
+
+
+def _fail(where: str, key: str, problem: str) -> MatrixError:
+    return MatrixError(f"{where}: {key}: {problem}")
+
+
+def _int(table: dict[str, Any], key: str, where: str, default: int, low: int, high: int) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise _fail(where, key, f"expected a whole number from {low} to {high}, got {value!r}")
+    return value
+
+
+def _float(
+    table: dict[str, Any], key: str, where: str, default: float, low: float, high: float
+) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(where, key, f"expected a number, got {value!r}")
+    if not (math.isfinite(value) and low <= value <= high):
+        raise _fail(where, key, f"expected a number from {low:g} to {high:g}, got {value!r}")
+    return float(value)
+
+
+def _str(
+    table: dict[str, Any], key: str, where: str, choices: tuple[str, ...] | None = None
+) -> str | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or any(c in value for c in "\n\r\x00"):
+        raise _fail(where, key, f"expected one line of text, got {value!r}")
+    if choices is not None and value not in choices:
+        raise _fail(where, key, f"expected one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _args(table: dict[str, Any], key: str, where: str) -> list[str]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _fail(where, key, f"expected a list of strings, got {value!r}")
+    for flag in value:
+        if flag.split("=", 1)[0] in RESERVED_TRAINER_FLAGS:
+            raise _fail(
+                where,
+                key,
+                f"{flag.split('=', 1)[0]} is set by the matrix for each run "
+                "(strategy and device per configuration, output and energy per run)",
+            )
+    return list(value)
+
+
+def _name(value: Any, where: str, key: str) -> str:
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise _fail(
+            where,
+            key,
+            f"{value!r} is not a name (letters, digits, '.', '_', '-'; at most 64; it names "
+            "directories)",
+        )
+    return value
+
+
+def _config(table: Any, where: str) -> Config:
+    if not isinstance(table, dict):
+        raise MatrixError(f"{where}: expected a table, got {table!r}")
+    known = {"name", "strategy", "device", "nodes", "ranks_per_node", "launcher", "trainer_args"}
+    for key in table:
+        if key not in known:
+            raise _fail(where, key, f"unknown key (known: {', '.join(sorted(known))})")
+    name = _name(table.get("name"), where, "name")
+    where = f"{where} ({name})"
+    strategy = _str(table, "strategy", where, STRATEGIES)
+    if strategy is None:
+        raise _fail(where, "strategy", f"missing (one of {', '.join(STRATEGIES)})")
+    device = _str(table, "device", where, DEVICES) or ("cuda" if strategy == "dp" else "cpu")
+    config = Config(
+        name=name,
+        strategy=strategy,
+        device=device,
+        nodes=_int(table, "nodes", where, 1, 1, 4096),
+        ranks_per_node=_int(table, "ranks_per_node", where, 1, 1, 1024),
+        launcher=_str(table, "launcher", where, LAUNCHERS) or "",
+        trainer_args=tuple(_args(table, "trainer_args", where)),
+    )
+    _check_config(config, where)
+    return config
+
+
+def _check_config(c: Config, where: str) -> None:
+    if c.strategy == "single" and c.devices != 1:
+        raise _fail(
+            where, "ranks_per_node", "single runs one process on one device; use ddp or mpi"
+        )
+    if c.strategy == "dp" and (c.device != "cuda" or c.nodes != 1):
+        raise _fail(
+            where,
+            "strategy",
+            'dp drives the GPUs of one node from one process: device = "cuda", nodes = 1',
+        )
+    if c.strategy == "mpi" and c.launcher_kind == "torchrun":
+        raise _fail(where, "launcher", "mpi ranks are started by mpiexec or srun, not torchrun")
+
+
+def read_matrix(path: str | Path) -> Matrix:
+    """The matrix in ``path``, checked; :class:`MatrixError` naming the file and key."""
+    where = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise MatrixError(f"{where}: no such file") from None
+    except IsADirectoryError:
+        raise MatrixError(f"{where}: is a directory; give the matrix file (TOML)") from None
+    except OSError as err:
+        raise MatrixError(f"{where}: cannot read it ({err.strerror})") from None
+    except UnicodeDecodeError as err:
+        raise MatrixError(f"{where}: not UTF-8 text (byte {err.start})") from None
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise MatrixError(f"{where}: not valid TOML ({' '.join(str(err).split())})") from None
+    except RecursionError:
+        raise MatrixError(f"{where}: nested too deeply") from None
+    return build_matrix(table, where, default_name=Path(path).stem)
+
+
+def build_matrix(
+    table: dict[str, Any], where: str = "matrix", default_name: str = "bench"
+) -> Matrix:
+    known = {
+        "name",
+        "repetitions",
+        "energy_repetitions",
+        "cooldown",
+        "energy_interval",
+        "job",
+        "trainer_args",
+        "baseline_cpu",
+        "baseline_one_device",
+        "config",
+    }
+    for key in table:
+        if key not in known:
+            raise _fail(where, key, f"unknown key (known: {', '.join(sorted(known))})")
+    raw = table.get("config")
+    if not isinstance(raw, list) or not raw:
+        raise _fail(where, "config", "give at least one [[config]] table (name, strategy, ...)")
+    configs = [_config(t, f"{where}: config[{i}]") for i, t in enumerate(raw)]
+    names = [c.name for c in configs]
+    for name in names:
+        if names.count(name) > 1:
+            raise _fail(where, "config", f"two configurations are named {name!r}")
+    matrix = Matrix(
+        name=_name(table.get("name", default_name), where, "name"),
+        configs=configs,
+        repetitions=_int(table, "repetitions", where, 3, 1, 1000),
+        energy_repetitions=_int(table, "energy_repetitions", where, 0, 0, 1000),
+        cooldown_s=_float(table, "cooldown", where, 0.0, 0.0, 86400.0),
+        energy_interval_s=_float(table, "energy_interval", where, 0.5, 0.01, 60.0),
+        job=_str(table, "job", where),
+        trainer_args=_args(table, "trainer_args", where),
+        baseline_cpu=_str(table, "baseline_cpu", where),
+        baseline_one_device=_str(table, "baseline_one_device", where),
+    )
+    runs = len(configs) * (matrix.repetitions + matrix.energy_repetitions)
+    if runs > MAX_RUNS:
+        raise _fail(where, "repetitions", f"{runs} runs in all; at most {MAX_RUNS}")
+    for key in ("baseline_cpu", "baseline_one_device"):
+        chosen = getattr(matrix, key)
+        if chosen is not None and chosen not in names:
+            raise _fail(
+                where, key, f"no configuration is named {chosen!r} (known: {', '.join(names)})"
+            )
+    matrix.baseline_cpu = matrix.baseline_cpu or _first(configs, "cpu")
+    matrix.baseline_one_device = (
+        matrix.baseline_one_device or _first(configs, "cuda") or matrix.baseline_cpu
+    )
+    return matrix
+
+
+def _first(configs: list[Config], device: str) -> str | None:
+    """The single-device configuration on ``device`` (plain ``single`` first)."""
+    ones = [c for c in configs if c.device == device and c.devices == 1]
+    ones.sort(key=lambda c: c.strategy != "single")
+    return ones[0].name if ones else None
+
+
+# ------------------------------------------------------------------------ the common case
+
+
+_WORD = re.compile(
+    r"(?P<strategy>[a-z]+)(?::(?P<ranks>[0-9]+)(?:x(?P<nodes>[0-9]+))?)?(?:@(?P<device>[a-z]+))?"
+)
+
+
+def configs_from_words(words: str) -> list[dict[str, Any]]:
+    """``single,ddp:2,mpi:4x2,ddp:2@cuda`` -> [[config]] tables: STRATEGY[:RANKS[xNODES]][@DEVICE],
+    RANKS per node (default 1), NODES (default 1), DEVICE cpu or cuda (default cpu)."""
+    tables = []
+    for word in (w.strip() for w in words.split(",")):
+        m = _WORD.fullmatch(word)
+        if not m or m["strategy"] not in STRATEGIES or (m["device"] and m["device"] not in DEVICES):
+            raise MatrixError(
+                f"--configs: {word!r} is not STRATEGY[:RANKS[xNODES]][@DEVICE] "
+                f"(strategies {', '.join(STRATEGIES)}; devices {', '.join(DEVICES)}), e.g. ddp:2"
+            )
+        ranks, nodes = int(m["ranks"] or 1), int(m["nodes"] or 1)
+        device = m["device"] or ("cuda" if m["strategy"] == "dp" else "cpu")
+        name = m["strategy"] if ranks * nodes == 1 else f"{m['strategy']}-{ranks * nodes}"
+        if nodes > 1:
+            name += f"-{nodes}n"
+        if device == "cuda":
+            name += "-gpu"
+        tables.append(
+            {
+                "name": name,
+                "strategy": m["strategy"],
+                "device": device,
+                "nodes": nodes,
+                "ranks_per_node": ranks,
+            }
+        )
+    return tables

@@ -1,0 +1,354 @@
+"""Running a matrix: every run a job of its own, one after another, through any scheduler.
+
+The order interleaves configurations (round 1 of every configuration, then round 2 …), so that a
+machine that slows down during the matrix slows every configuration alike; energy runs are runs of
+their own (the sampler never perturbs a timing run), interleaved the same way after each round's
+timing runs. Each run is the trainer as a job: the matrix's job spec (or the defaults) with the
+configuration's nodes, ranks, launcher, strategy and device; its run directory is
+``RESULTS/runs/<config>/<job name>-<job id>``.
+
+``RESULTS/runs.json`` is rewritten (atomically) before and after every run, so a matrix that was
+interrupted continues where it stopped: completed runs are kept, a run that was under way is
+waited for (or found finished), failed runs stay failed with their error unless asked to retry.
+Nothing here imports torch: it runs on a login node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from hpcbench import api
+from hpcbench.bench.matrix import Config, Matrix, MatrixError
+from hpcbench.data.manifest import write_json_atomically
+from hpcbench.job import Job
+from hpcbench.schedulers.base import JobRecord, SchedulerError
+
+BENCH_FORMAT = "hpcbench-bench/1"
+RUNS_FORMAT = "hpcbench-runs/1"
+TIMING, ENERGY = "timing", "energy"
+FINISHED = ("completed", "failed")
+# the trainer's line at the end of each epoch, after any launcher's rank label
+EPOCH_LINE = re.compile(r"epoch [0-9]+/[0-9]+: .*")
+VERSIONED = ("hpcbench", "torch", "torchvision", "mpi4py", "mpich", "numpy", "h5py", "nvidia-ml-py")
+
+
+@dataclass
+class Run:
+    """One run of one configuration (a record of ``runs.json``)."""
+
+    config: str
+    kind: str
+    rep: int
+    status: str = "pending"
+    job_id: str | None = None
+    scheduler: str | None = None
+    run_dir: str | None = None
+    started: float | None = None
+    ended: float | None = None
+    error: str = ""
+    stdout: str | None = None
+    stderr: str | None = None
+    script: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.config} {self.kind} {self.rep}"
+
+
+def plan(matrix: Matrix) -> list[Run]:
+    """Every run of the matrix, in the order they run (see the module's docstring)."""
+    runs = []
+    for rnd in range(1, max(matrix.repetitions, matrix.energy_repetitions) + 1):
+        for kind, count in ((TIMING, matrix.repetitions), (ENERGY, matrix.energy_repetitions)):
+            if rnd <= count:
+                runs += [Run(c.name, kind, rnd) for c in matrix.configs]
+    return runs
+
+
+def provenance(cwd: Path) -> dict[str, Any]:
+    """What the matrix ran with, as far as the submitting machine can tell (each run's
+    metrics.json adds the versions, hosts and MPI the ranks themselves saw)."""
+    versions = {}
+    for name in VERSIONED:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "versions": versions,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "submit_host": socket.gethostname(),
+        "git": _git_revision(cwd),
+    }
+
+
+def _git_revision(cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=40"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+class BenchError(RuntimeError):
+    """The matrix cannot go on (one line naming the file or the run)."""
+
+
+class Bench:
+    """A matrix and its results directory; :meth:`run` runs what is left of it."""
+
+    def __init__(
+        self,
+        matrix: Matrix,
+        results: str | Path,
+        scheduler: str | None = None,
+        cwd: str | Path | None = None,
+        echo: Callable[[str], None] = print,
+    ) -> None:
+        self.matrix = matrix
+        self.cwd = Path(cwd or os.getcwd()).resolve()
+        self.results = (self.cwd / results).resolve()
+        self.scheduler = scheduler
+        self.echo = echo
+        self.runs: list[Run] = []
+
+    # ----------------------------------------------------------------------- the directory
+
+    @property
+    def runs_file(self) -> Path:
+        return self.results / "runs.json"
+
+    def open(self) -> bool:
+        """Create the results directory, or reopen it for the same matrix; True when resumed."""
+        bench_file = self.results / "bench.json"
+        if bench_file.exists():
+            recorded = _read_json(bench_file, BENCH_FORMAT)
+            if recorded.get("matrix") != self.matrix.to_dict():
+                raise BenchError(
+                    f"{bench_file}: holds another matrix; resume it with the matrix it was started "
+                    "with, or give a new --results directory"
+                )
+            data = _read_json(self.runs_file, RUNS_FORMAT)
+            try:
+                self.runs = [Run(**r) for r in data["runs"]]
+            except (KeyError, TypeError) as err:
+                raise BenchError(f"{self.runs_file}: not a runs file of hpcbench ({err})") from None
+            return True
+        if self.results.exists() and any(self.results.iterdir()):
+            raise BenchError(
+                f"--results {self.results}: exists and is not a matrix's results directory "
+                "(no bench.json); give a new directory"
+            )
+        self.results.mkdir(parents=True, exist_ok=True)
+        write_json_atomically(
+            bench_file,
+            {
+                "format": BENCH_FORMAT,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "matrix": self.matrix.to_dict(),
+                "provenance": provenance(self.cwd),
+            },
+        )
+        self.runs = plan(self.matrix)
+        self._save()
+        return False
+
+    def _save(self) -> None:
+        write_json_atomically(
+            self.runs_file, {"format": RUNS_FORMAT, "runs": [asdict(r) for r in self.runs]}
+        )
+
+    # ---------------------------------------------------------------------------- the runs
+
+    def spec_for(self, run: Run) -> Any:
+        """The job spec of one run: the matrix's job with this configuration's shape."""
+        config = self.matrix.config(run.config)
+        base = api.load_spec(self.matrix.job)
+        args = [*base.program.args, *self.matrix.trainer_args, *config.trainer_args]
+        args += ["--strategy", config.strategy, "--device", config.device]
+        if run.kind == ENERGY:
+            args += ["--energy", "on", "--energy-interval", f"{self.matrix.energy_interval_s:g}"]
+        output = self.results / "runs" / config.name
+        return api.load_spec(
+            self.matrix.job,
+            **_shape(config),
+            job_name=f"{self.matrix.name}-{config.name}-{run.kind}{run.rep:02d}",
+            output_dir=os.path.relpath(output, self.cwd)
+            if output.is_relative_to(self.cwd)
+            else str(output),
+            module="hpcbench.train",
+            args=args,
+            **({"scheduler": self.scheduler} if self.scheduler else {}),
+        )
+
+    def run(self, retry_failed: bool = False) -> list[Run]:
+        """Run every run not yet completed (failed ones too with ``retry_failed``)."""
+        todo = [
+            r
+            for r in self.runs
+            if r.status not in FINISHED or (retry_failed and r.status == "failed")
+        ]
+        durations: dict[str, list[float]] = {}
+        for r in self.runs:
+            if r.status == "completed" and r.started and r.ended:
+                durations.setdefault(r.config, []).append(r.ended - r.started)
+        for index, run in enumerate(todo, 1):
+            prefix = f"[{index}/{len(todo)}] {run.label}"
+            if run.status == "running" and run.job_id:
+                job = self._reattach(run)
+            else:
+                job = self._submit(run, prefix)
+            if job is not None:
+                self._finish(run, job, prefix)
+            if run.status == "completed" and run.started and run.ended:
+                durations.setdefault(run.config, []).append(run.ended - run.started)
+            left = _time_left(todo[index:], durations)
+            self.echo(f"{prefix}: {run.status}{_outcome(self.results, run)}{left}")
+            if self.matrix.cooldown_s and index < len(todo):
+                time.sleep(self.matrix.cooldown_s)
+        return self.runs
+
+    def _submit(self, run: Run, prefix: str) -> Job | None:
+        try:
+            spec = self.spec_for(run)
+            job = api.submit(spec, self.scheduler, cwd=self.cwd)
+        except (SchedulerError, ValueError) as err:  # SpecError, RenderError are ValueErrors
+            run.status, run.error, run.ended = "failed", f"not submitted: {err}", time.time()
+            self._save()
+            return None
+        assert job.record is not None
+        record = job.record
+        run.status, run.job_id, run.scheduler = "running", job.job_id, record.scheduler
+        run.run_dir = os.path.relpath(record.run_dir, self.results)
+        run.stdout, run.stderr = str(record.stdout_path), str(record.stderr_path)
+        run.script = str(record.script_path)
+        run.started, run.error = time.time(), ""
+        self._save()
+        self.echo(f"{prefix}: job {job.job_id} ({record.scheduler})")
+        return job
+
+    def _reattach(self, run: Run) -> Job:
+        record = JobRecord(
+            run.job_id or "",
+            run.scheduler or "local",
+            Path(run.script or ""),
+            Path(run.stdout or ""),
+            Path(run.stderr or ""),
+            self.results / (run.run_dir or ""),
+        )
+        return Job(record)
+
+    def _finish(self, run: Run, job: Job, prefix: str) -> None:
+        last = [""]
+
+        def on_line(line: str) -> None:
+            m = EPOCH_LINE.search(line)
+            if m and m.group(0) != last[0]:
+                last[0] = m.group(0)
+                self.echo(f"{prefix}: {m.group(0)}")
+
+        try:
+            status = job.wait(on_line=on_line)
+        except SchedulerError as err:
+            run.status, run.error = "failed", str(err)
+        else:
+            run.ended = time.time()
+            if (
+                status.state == "COMPLETED"
+                and (self.results / (run.run_dir or "") / "metrics.json").is_file()
+            ):
+                run.status = "completed"
+            else:
+                run.status = "failed"
+                run.error = job.failure_report(status, 8).strip()
+        run.ended = run.ended or time.time()
+        self._save()
+
+
+def _shape(config: Config) -> dict[str, Any]:
+    """The job's resources and launcher for a configuration."""
+    if config.strategy == "dp":
+        shape = {"gpus_per_node": config.ranks_per_node, "tasks_per_node": 1}
+    elif config.device == "cuda":
+        shape = {"gpus_per_node": config.ranks_per_node, "tasks_per_node": config.ranks_per_node}
+    else:
+        shape = {"gpus_per_node": 0, "tasks_per_node": config.ranks_per_node}
+    return {"nodes": config.nodes, "launcher": config.launcher_kind, **shape}
+
+
+def _time_left(todo: list[Run], durations: dict[str, list[float]]) -> str:
+    if not todo:
+        return ""
+    known = [d for ds in durations.values() for d in ds]
+    if not known:
+        return ""
+    fallback = sum(known) / len(known)
+    seconds = sum(
+        sum(durations[r.config]) / len(durations[r.config]) if r.config in durations else fallback
+        for r in todo
+    )
+    return f"; {len(todo)} run(s) left, about {_duration(seconds)}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _outcome(results: Path, run: Run) -> str:
+    if run.status != "completed":
+        reason = _reason(run.error)
+        return f" ({reason})" if reason else ""
+    try:
+        metrics = json.loads((results / (run.run_dir or "") / "metrics.json").read_text())
+        ph, test = metrics["phases"], metrics.get("test") or {}
+        acc = f", test accuracy {test['accuracy']:.3f}" if test.get("accuracy") is not None else ""
+        return f" in {run.ended - run.started:.0f} s (train {ph['train_s']:.1f} s{acc})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
+def _reason(error: str) -> str:
+    """The line of a failure report that says why: the failing rank's last line (its exception
+    or one-line error), else the report's first line."""
+    lines = [line for line in error.strip().splitlines() if not line.startswith("logs: ")]
+    if any(line.startswith("first failing ") for line in lines):
+        return lines[-1].strip()
+    return lines[0].strip() if lines else ""
+
+
+def _read_json(path: Path, fmt: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BenchError(f"{path}: missing; this results directory is incomplete") from None
+    except (OSError, ValueError) as err:
+        raise BenchError(f"{path}: cannot be read as JSON ({err})") from None
+    if not isinstance(data, dict) or data.get("format") != fmt:
+        raise BenchError(f"{path}: not a {fmt} file")
+    return data
+
+
+__all__ = ["BENCH_FORMAT", "Bench", "BenchError", "MatrixError", "Run", "plan", "provenance"]

@@ -1,0 +1,169 @@
+"""``hpcbench bench``, ``report`` and ``compare``: parse, call :mod:`hpcbench.bench`, print."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from hpcbench.spec import SCHEDULERS
+
+
+def _count(low: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {text!r}")
+        return value
+
+    return parse
+
+
+def add_parsers(sub: Any) -> None:
+    b = sub.add_parser(
+        "bench",
+        help="run an experiment matrix with repetitions",
+        description="Run every configuration of a matrix (a TOML file, or --configs) with "
+        "repetitions, one job per run, and keep every run's results in one directory; run it "
+        "again to continue an interrupted matrix. Trainer options common to every run go "
+        "after '--'.",
+        epilog="e.g. hpcbench bench --configs single,ddp:2,mpi:2 --repetitions 3 -- --epochs 2",
+    )
+    b.add_argument("matrix", nargs="?", help="matrix file (TOML); see docs/benchmarking.md")
+    b.add_argument(
+        "--configs",
+        metavar="LIST",
+        help="the configurations without a file: STRATEGY[:RANKS[xNODES]][@DEVICE],... "
+        "e.g. single,ddp:2,mpi:2 or single@cuda,ddp:2@cuda",
+    )
+    b.add_argument("--repetitions", type=_count(1), help="timing runs per configuration (3)")
+    b.add_argument("--energy-repetitions", type=_count(0), help="energy runs per configuration (0)")
+    b.add_argument("--cooldown", type=float, metavar="S", help="seconds between runs (0)")
+    b.add_argument("--job", metavar="SPEC", help="the job spec every run starts from")
+    b.add_argument("--name", help="the matrix's name (default: the file's, or 'bench')")
+    b.add_argument("--results", metavar="DIR", help="results directory (default runs/bench-<name>)")
+    b.add_argument("--scheduler", choices=SCHEDULERS, help="default: detected")
+    b.add_argument("--retry-failed", action="store_true", help="run failed runs again")
+    b.add_argument("--plan", action="store_true", help="print the runs in order; run nothing")
+    r = sub.add_parser(
+        "report",
+        help="speedup, efficiency, energy: a report of a matrix's results",
+        description="Analyse a results directory of hpcbench bench and write report.md, "
+        "report.html (self-contained), figures and CSV tables.",
+    )
+    r.add_argument("results", metavar="RESULTS")
+    r.add_argument("--output", metavar="DIR", help="default RESULTS/report")
+    c = sub.add_parser(
+        "compare",
+        help="what changed between two results directories",
+        description="Compare two results directories of hpcbench bench: configurations added "
+        "or removed, figures whose 95 %% intervals do not overlap, provenance.",
+    )
+    c.add_argument("a", metavar="RESULTS_A")
+    c.add_argument("b", metavar="RESULTS_B")
+
+
+def build_matrix_from(args: argparse.Namespace, trainer_args: list[str]) -> Any:
+    """The matrix file with the flags on top, or the matrix of the flags alone."""
+    from hpcbench.bench.matrix import MatrixError, build_matrix, configs_from_words, read_matrix
+
+    if args.matrix and args.configs:
+        raise MatrixError("give a matrix file or --configs, not both")
+    if not args.matrix and not args.configs:
+        raise MatrixError("give a matrix file or --configs (e.g. --configs single,ddp:2,mpi:2)")
+    table: dict[str, Any] = {}
+    where = "command line"
+    if args.matrix:
+        base = read_matrix(args.matrix)
+        table = {k: v for k, v in base.to_dict().items() if v is not None}
+        table["config"] = [
+            {
+                k: c[k]
+                for k in ("name", "strategy", "device", "nodes", "ranks_per_node", "trainer_args")
+            }
+            | ({"launcher": c["launcher"]} if c["launcher"] else {})
+            for c in table.pop("configs")
+        ]
+        table["cooldown"] = table.pop("cooldown_s")
+        table["energy_interval"] = table.pop("energy_interval_s")
+        where = args.matrix
+    else:
+        table["config"] = configs_from_words(args.configs)
+    for key, value in (
+        ("repetitions", args.repetitions),
+        ("energy_repetitions", args.energy_repetitions),
+        ("cooldown", args.cooldown),
+        ("job", args.job),
+        ("name", args.name),
+    ):
+        if value is not None:
+            table[key] = value
+    if trainer_args:
+        table["trainer_args"] = [*table.get("trainer_args", []), *trainer_args]
+    return build_matrix(table, where)
+
+
+def run(args: argparse.Namespace, program_args: list[str]) -> int:
+    from hpcbench.bench.analysis import AnalysisError
+    from hpcbench.bench.matrix import MatrixError
+    from hpcbench.bench.runner import Bench, BenchError, plan
+    from hpcbench.render import RenderError
+    from hpcbench.schedulers import SchedulerError
+    from hpcbench.spec import SpecError
+
+    try:
+        if args.action == "report":
+            return _report(args)
+        if args.action == "compare":
+            return _compare(args)
+        matrix = build_matrix_from(args, program_args)
+        if args.plan:
+            for i, r in enumerate(plan(matrix), 1):
+                print(f"{i}\t{r.config}\t{r.kind}\t{r.rep}")
+            return 0
+        bench = Bench(matrix, args.results or f"runs/bench-{matrix.name}", args.scheduler)
+        resumed = bench.open()
+        done = sum(r.status == "completed" for r in bench.runs)
+        print(
+            f"hpcbench bench: {matrix.name}, {len(matrix.configs)} configuration(s), "
+            f"{len(bench.runs)} run(s){f', resumed with {done} done' if resumed else ''}; "
+            f"results in {bench.results}",
+            flush=True,
+        )
+        runs = bench.run(retry_failed=args.retry_failed)
+    except (MatrixError, BenchError, SpecError, RenderError, SchedulerError, ValueError) as err:
+        print(f"hpcbench: error: {err}", file=sys.stderr)
+        return 2 if isinstance(err, (MatrixError, SpecError, RenderError, AnalysisError)) else 1
+    except KeyboardInterrupt:
+        print("\nstopped; run the same command again to continue the matrix", file=sys.stderr)
+        return 130
+    failed = [r for r in runs if r.status == "failed"]
+    print(
+        f"{len(runs) - len(failed)} of {len(runs)} run(s) completed"
+        + (f"; {len(failed)} failed (--retry-failed runs them again)" if failed else "")
+        + f"; hpcbench report {bench.results}"
+    )
+    return 1 if failed else 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from hpcbench.bench.report import build_report
+
+    paths = build_report(args.results, args.output)
+    for path in paths if isinstance(paths, (list, tuple)) else [paths]:
+        print(path)
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from hpcbench.bench.analysis import compare
+
+    findings = compare(args.a, args.b)
+    for finding in findings:
+        print(finding)
+    if not findings:
+        print("no change beyond the 95 % intervals")
+    return 0

@@ -1,0 +1,140 @@
+"""``hpcbench bench`` end to end through the local scheduler: real trainer runs (single, ddp and
+mpi ranks), a failed run recorded as failed, an interrupted matrix resumed where it stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import have_module, hpcbench, mpiexec_available, require
+
+TRAIN = ["--epochs", "1", "--max-steps", "4", "--model", "mlp", "--eval-batch-size", "128"]
+
+
+@pytest.fixture(scope="module")
+def bench_data(tmp_path_factory) -> Path:
+    from data_prep import ConvertOptions, convert, synthetic
+
+    root = tmp_path_factory.mktemp("benchdata") / "shapes"
+    convert(synthetic(450, 9), root, ConvertOptions(size=(16, 12), grayscale=True, progress=False))
+    return root
+
+
+def runs_of(results: Path) -> list[dict]:
+    data = json.loads((results / "runs.json").read_text())
+    assert data["format"] == "hpcbench-runs/1"
+    return data["runs"]
+
+
+@pytest.mark.mpi
+def test_a_small_matrix_runs_every_configuration_three_times(workdir, bench_data):
+    require(have_module("torch") and mpiexec_available(), "torch and mpiexec")
+    r = hpcbench(
+        *("bench", "--configs", "single,ddp:2,mpi:2", "--repetitions", "3"),
+        *("--scheduler", "local", "--results", "res", "--"),
+        *("--data", str(bench_data), *TRAIN),
+        cwd=workdir,
+        timeout=900,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    results = workdir / "res"
+    runs = runs_of(results)
+    assert [(x["config"], x["rep"]) for x in runs] == [
+        (c, rep) for rep in (1, 2, 3) for c in ("single", "ddp-2", "mpi-2")
+    ]
+    assert {x["status"] for x in runs} == {"completed"}
+    assert len({x["job_id"] for x in runs}) == 9
+    for run in runs:
+        metrics = json.loads((results / run["run_dir"] / "metrics.json").read_text())
+        strategy = run["config"].split("-")[0]
+        assert metrics["run"]["strategy"] == strategy
+        assert metrics["run"]["world_size"] == (1 if strategy == "single" else 2)
+        assert metrics["run"]["global_batch"] == 32  # the same training in every configuration
+        assert (results / run["run_dir"] / "epochs.csv").is_file()
+    bench = json.loads((results / "bench.json").read_text())
+    assert bench["matrix"]["configs"][2]["launcher"] == "mpiexec"
+    assert bench["provenance"]["versions"]["hpcbench"]
+    # progress as it happens: each run's epoch line, and the time left once a run has finished
+    assert "[1/9] single timing 1: epoch 1/1:" in r.stdout
+    assert "[2/9] ddp-2 timing 1: completed in" in r.stdout and "8 run(s) left" not in r.stdout
+    assert "7 run(s) left, about" in r.stdout
+    assert "9 of 9 run(s) completed; hpcbench report" in r.stdout
+
+
+def write_matrix(workdir: Path, data: Path, extra: str = "") -> Path:
+    path = workdir / "m.toml"
+    path.write_text(
+        f"""name = "resume"
+repetitions = 1
+trainer_args = {json.dumps(["--data", str(data), *TRAIN])}
+{extra}
+[[config]]
+name = "good"
+strategy = "single"
+
+[[config]]
+name = "broken"
+strategy = "single"
+trainer_args = ["--model", "no_such_model"]
+
+[[config]]
+name = "later"
+strategy = "single"
+"""
+    )
+    return path
+
+
+def test_a_failed_run_is_recorded_and_a_stopped_matrix_resumes(workdir, bench_data):
+    require(have_module("torch"), "torch")
+    write_matrix(workdir, bench_data)
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]}
+    # Stop the matrix (Ctrl-C) as soon as its first run has finished.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcbench", "bench", "m.toml", "--scheduler", "local"],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in proc.stdout:
+        if line.startswith("[1/3] good timing 1: completed"):
+            proc.send_signal(signal.SIGINT)
+            break
+    proc.wait(timeout=300)
+    assert proc.returncode == 130, proc.stderr.read()
+    results = workdir / "runs" / "bench-resume"
+    first = runs_of(results)
+    assert [x["status"] for x in first][0] == "completed"
+    assert [x["status"] for x in first][2] == "pending"
+
+    again = hpcbench("bench", "m.toml", "--scheduler", "local", cwd=workdir, timeout=600)
+    assert again.returncode == 1, again.stdout + again.stderr  # a run failed
+    assert "resumed with 1 done" in again.stdout
+    runs = runs_of(results)
+    assert runs[0]["job_id"] == first[0]["job_id"]  # the completed run was not run again
+    assert [x["status"] for x in runs] == ["completed", "failed", "completed"]
+    assert "no_such_model" in runs[1]["error"]
+    assert "2 of 3 run(s) completed; 1 failed (--retry-failed runs them again)" in again.stdout
+
+    # once more: nothing left to run, the failure stays recorded
+    third = hpcbench("bench", "m.toml", "--scheduler", "local", cwd=workdir, timeout=120)
+    assert third.returncode == 1 and "resumed with 2 done" in third.stdout
+    assert [x["job_id"] for x in runs_of(results)] == [x["job_id"] for x in runs]
+
+    # another matrix in the same directory is refused, in one line, touching nothing
+    write_matrix(workdir, bench_data, extra="cooldown = 1")
+    other = hpcbench("bench", "m.toml", "--scheduler", "local", cwd=workdir)
+    assert other.returncode == 1
+    assert other.stderr.strip() == (
+        f"hpcbench: error: {results / 'bench.json'}: holds another matrix; resume it with the "
+        "matrix it was started with, or give a new --results directory"
+    )
+    assert runs_of(results) == runs

@@ -1,0 +1,169 @@
+"""The experiment matrix (:mod:`hpcbench.bench.matrix`) and the runs it plans
+(:mod:`hpcbench.bench.runner`): reading, one-line errors, order, and each run's job."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcbench.bench.matrix import MatrixError, build_matrix, configs_from_words, read_matrix
+from hpcbench.bench.runner import Bench, Run, plan
+from hpcbench.launchers import shell_join
+from hpcbench.render import render_script
+
+MATRIX = """\
+name = "laptop"
+repetitions = 2
+energy_repetitions = 1
+trainer_args = ["--model", "mlp", "--epochs", "2"]
+
+[[config]]
+name = "cpu"
+strategy = "single"
+
+[[config]]
+name = "ddp-2"
+strategy = "ddp"
+ranks_per_node = 2
+
+[[config]]
+name = "mpi-4"
+strategy = "mpi"
+nodes = 2
+ranks_per_node = 2
+"""
+
+
+def test_a_matrix_file_reads_into_configurations(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text(MATRIX)
+    m = read_matrix(path)
+    assert [c.name for c in m.configs] == ["cpu", "ddp-2", "mpi-4"]
+    assert [(c.devices, c.world_size, c.launcher_kind) for c in m.configs] == [
+        (1, 1, "torchrun"),
+        (2, 2, "torchrun"),
+        (4, 4, "mpiexec"),
+    ]
+    assert (m.repetitions, m.energy_repetitions, m.energy_interval_s) == (2, 1, 0.5)
+    assert (m.baseline_cpu, m.baseline_one_device) == ("cpu", "cpu")  # no GPU configuration
+
+
+def test_runs_interleave_configurations_and_keep_energy_runs_apart():
+    m = build_matrix(
+        {"repetitions": 2, "energy_repetitions": 1, "config": configs_from_words("single,ddp:2")}
+    )
+    assert [(r.config, r.kind, r.rep) for r in plan(m)] == [
+        ("single", "timing", 1),
+        ("ddp-2", "timing", 1),
+        ("single", "energy", 1),
+        ("ddp-2", "energy", 1),
+        ("single", "timing", 2),
+        ("ddp-2", "timing", 2),
+    ]
+
+
+def test_the_short_form_names_each_configuration():
+    tables = configs_from_words("single, ddp:2, mpi:4x2, ddp:2@cuda, dp:2")
+    assert [(t["name"], t["nodes"], t["ranks_per_node"], t["device"]) for t in tables] == [
+        ("single", 1, 1, "cpu"),
+        ("ddp-2", 1, 2, "cpu"),
+        ("mpi-8-2n", 2, 4, "cpu"),
+        ("ddp-2-gpu", 1, 2, "cuda"),
+        ("dp-2-gpu", 1, 2, "cuda"),
+    ]
+    m = build_matrix({"config": tables})
+    # no one-GPU configuration: speedups "against one device" are against the one CPU rank
+    assert (m.baseline_cpu, m.baseline_one_device) == ("single", "single")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "repetitions = 0\n[[config]]\nname='a'\nstrategy='single'\n",
+            "m.toml: repetitions: expected a whole number from 1 to 1000, got 0",
+        ),
+        (
+            "[[config]]\nname='a'\nstrategy='horovod'\n",
+            "m.toml: config[0] (a): strategy: expected one of single, ddp, mpi, dp, got 'horovod'",
+        ),
+        (
+            "[[config]]\nname='../x'\nstrategy='single'\n",
+            "m.toml: config[0]: name: '../x' is not a name",
+        ),
+        (
+            "[[config]]\nname='a'\nstrategy='single'\n[[config]]\nname='a'\nstrategy='ddp'\n",
+            "m.toml: config: two configurations are named 'a'",
+        ),
+        ("name = 'x'\n", "m.toml: config: give at least one [[config]] table"),
+        ("reps = 3\n[[config]]\nname='a'\nstrategy='single'\n", "m.toml: reps: unknown key"),
+        (
+            "trainer_args = ['--strategy', 'ddp']\n[[config]]\nname='a'\nstrategy='single'\n",
+            "m.toml: trainer_args: --strategy is set by the matrix",
+        ),
+        (
+            "[[config]]\nname='a'\nstrategy='single'\nranks_per_node=2\n",
+            "m.toml: config[0] (a): ranks_per_node: single runs one process",
+        ),
+        (
+            "[[config]]\nname='a'\nstrategy='mpi'\nlauncher='torchrun'\n",
+            "m.toml: config[0] (a): launcher: mpi ranks are started by mpiexec or srun",
+        ),
+        (
+            "baseline_cpu = 'gpu'\n[[config]]\nname='a'\nstrategy='single'\n",
+            "m.toml: baseline_cpu: no configuration is named 'gpu'",
+        ),
+        (
+            "cooldown = nan\n[[config]]\nname='a'\nstrategy='single'\n",
+            "m.toml: cooldown: expected a number from 0 to 86400",
+        ),
+        ("[[config]\n", "m.toml: not valid TOML"),
+    ],
+)
+def test_a_bad_matrix_is_one_line_naming_file_and_key(tmp_path, monkeypatch, text, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.toml").write_text(text)
+    with pytest.raises(MatrixError) as err:
+        read_matrix("m.toml")
+    assert str(err.value).startswith(message), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_short_forms_are_refused():
+    for words in ("ddp:", "ddp:two", "horovod:2", "ddp:2@tpu", ""):
+        with pytest.raises(MatrixError, match="--configs: .* is not STRATEGY"):
+            configs_from_words(words)
+
+
+def test_each_run_is_the_trainer_with_its_configurations_shape(tmp_path):
+    (tmp_path / "m.toml").write_text(MATRIX)
+    bench = Bench(read_matrix(tmp_path / "m.toml"), "results", scheduler="local", cwd=tmp_path)
+    spec = bench.spec_for(Run("mpi-4", "energy", 1))
+    assert (spec.resources.nodes, spec.resources.ranks_per_node, spec.launcher.kind) == (
+        2,
+        2,
+        "mpiexec",
+    )
+    assert spec.resources.gpus_per_node == 0
+    assert spec.resources.output_dir == "results/runs/mpi-4"
+    assert spec.resources.job_name == "laptop-mpi-4-energy01"
+    assert spec.program.argv()[3:] == [
+        *("--model", "mlp", "--epochs", "2", "--strategy", "mpi", "--device", "cpu"),
+        *("--energy", "on", "--energy-interval", "0.5"),
+    ]
+    script = render_script(spec, "local")
+    assert shell_join(["--strategy", "mpi"]) in script
+    timing = bench.spec_for(Run("ddp-2", "timing", 2))
+    assert "--energy" not in timing.program.argv()
+    assert (timing.launcher.kind, timing.resources.ranks_per_node) == ("torchrun", 2)
+
+
+def test_gpu_configurations_ask_for_their_gpus(tmp_path):
+    m = build_matrix({"config": configs_from_words("ddp:2@cuda,dp:4")})
+    bench = Bench(m, "r", cwd=tmp_path)
+    ddp, dp = (
+        bench.spec_for(Run("ddp-2-gpu", "timing", 1)),
+        bench.spec_for(Run("dp-4-gpu", "timing", 1)),
+    )
+    assert (ddp.resources.gpus_per_node, ddp.resources.ranks_per_node) == (2, 2)
+    assert (dp.resources.gpus_per_node, dp.resources.ranks_per_node) == (4, 1)
+    assert dp.program.argv()[-4:] == ["--strategy", "dp", "--device", "cuda"]
