@@ -9,6 +9,7 @@ from hpcbench.bench.matrix import MatrixError, build_matrix, configs_from_words,
 from hpcbench.bench.runner import Bench, Run, plan
 from hpcbench.launchers import shell_join
 from hpcbench.render import render_script
+from tests.conftest import REPO
 
 MATRIX = """\
 name = "laptop"
@@ -167,3 +168,16 @@ def test_gpu_configurations_ask_for_their_gpus(tmp_path):
     assert (ddp.resources.gpus_per_node, ddp.resources.ranks_per_node) == (2, 2)
     assert (dp.resources.gpus_per_node, dp.resources.ranks_per_node) == (4, 1)
     assert dp.program.argv()[-4:] == ["--strategy", "dp", "--device", "cuda"]
+
+
+@pytest.mark.parametrize(
+    "path", sorted((REPO / "jobs" / "bench").glob("*.toml")), ids=lambda p: p.name
+)
+def test_every_shipped_matrix_reads_and_each_run_renders_for_slurm(path, monkeypatch):
+    monkeypatch.chdir(REPO)  # the matrices' paths are relative to the repository, as documented
+    m = read_matrix(path)
+    bench = Bench(m, "runs/x", scheduler="slurm", cwd=REPO)
+    for run in plan(m)[: len(m.configs) * 2]:
+        spec = bench.spec_for(run)
+        text = render_script(spec, "slurm")
+        assert "--strategy" in text and spec.resources.world_size >= 1

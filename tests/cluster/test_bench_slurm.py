@@ -1,0 +1,53 @@
+"""``hpcbench bench`` on the real two-node SLURM test cluster: each run its own sbatch job
+(single, DDP across both nodes, MPI ranks started by srun), results collected into one directory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cluster.conftest import TRAIN_ARGS
+from tests.conftest import have_module, hpcbench, require
+
+pytestmark = [pytest.mark.slurm]
+
+
+def test_a_matrix_runs_as_slurm_jobs(slurm_cluster, workdir, cluster_data):
+    require(have_module("torch") and have_module("mpi4py"), "torch and mpi4py")
+    (workdir / "m.toml").write_text(
+        f"""name = "cluster"
+repetitions = 1
+trainer_args = {json.dumps(["--data", str(cluster_data), *TRAIN_ARGS])}
+
+[[config]]
+name = "single"
+strategy = "single"
+
+[[config]]
+name = "ddp-2n"
+strategy = "ddp"
+nodes = 2
+
+[[config]]
+name = "mpi-2n"
+strategy = "mpi"
+nodes = 2
+launcher = "srun"
+"""
+    )
+    r = hpcbench("bench", "m.toml", "--scheduler", "slurm", cwd=workdir, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    results = workdir / "runs" / "bench-cluster"
+    runs = json.loads((results / "runs.json").read_text())["runs"]
+    assert [(x["config"], x["status"], x["scheduler"]) for x in runs] == [
+        ("single", "completed", "slurm"),
+        ("ddp-2n", "completed", "slurm"),
+        ("mpi-2n", "completed", "slurm"),
+    ]
+    for run in runs:
+        metrics = json.loads((results / run["run_dir"] / "metrics.json").read_text())
+        assert metrics["provenance"]["job_id"] == run["job_id"]
+        if run["config"] != "single":
+            assert metrics["run"]["world_size"] == 2
+            assert metrics["provenance"]["nodelist"] == "node[1-2]"
