@@ -23,6 +23,10 @@ system-deps:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck) >/dev/null; \
 	  else echo "shellcheck is missing: install it (apt-get install shellcheck); its tests will skip"; fi; }
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null; \
+	  else echo "chromium is missing: install it (apt-get install chromium); the report's browser test will skip"; fi; }
 
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/hpcbench submit jobs/demo.toml --scheduler local --wait

@@ -1,0 +1,607 @@
+"""The report's figures, drawn with matplotlib (Agg, no pyplot state) from the analysis dict of
+:func:`hpcbench.bench.analysis.analyse` and the power traces of the energy runs.
+
+Each figure is a PNG written to a temporary name and renamed, and kept in memory for the HTML
+page. A figure whose data are missing is not drawn: :class:`Plot` then carries one sentence saying
+why (taken from the analysis where it gives one), which the report prints in its place.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcbench.atomic import current_umask
+
+PHASES = ("setup", "train", "val", "test")
+PHASE_COLOURS = {"setup": "#9e9e9e", "train": "#0072b2", "val": "#e69f00", "test": "#009e73"}
+# Okabe–Ito: distinguishable with the common colour-vision deficiencies, and in greyscale print.
+PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000")
+DPI = 150
+RC = {
+    "font.size": 11,
+    "axes.titlesize": 12,
+    "axes.labelsize": 11,
+    "legend.fontsize": 9,
+    "xtick.labelsize": 10,
+    "ytick.labelsize": 10,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "savefig.bbox": "tight",
+}
+MAX_POWER_PANELS = 6
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One figure of the report: drawn (``path`` and ``png``) or missing (``missing`` says why)."""
+
+    key: str
+    title: str
+    caption: str
+    path: Path | None = None
+    png: bytes = b""
+    missing: str = ""
+
+
+@dataclass
+class PowerTrace:
+    """The power of one energy run: per device (``label``: host and device), watts over seconds
+    since the run's first sample; ``phases``: (phase, start s, end s) on the same clock."""
+
+    config: str
+    run: str
+    series: list[tuple[str, list[float], list[float]]] = field(default_factory=list)
+    phases: list[tuple[str, float, float]] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def label(text: Any) -> str:
+    """A string from user data made safe for matplotlib's text: ``$`` would start mathtext."""
+    return str(text).replace("$", r"\$")
+
+
+def stat_ok(stat: Any) -> bool:
+    """A STAT with at least one value and a median."""
+    return (
+        isinstance(stat, dict)
+        and bool(stat.get("n"))
+        and isinstance(stat.get("median"), (int, float))
+        and math.isfinite(stat["median"])
+    )
+
+
+def est_ok(est: Any) -> bool:
+    """An EST with a finite value."""
+    return (
+        isinstance(est, dict)
+        and isinstance(est.get("value"), (int, float))
+        and math.isfinite(est["value"])
+    )
+
+
+def _interval(d: dict[str, Any], centre: float, scale: float = 1.0) -> tuple[float, float]:
+    """Distances below and above ``centre`` of the 95 % interval (0, 0 without one)."""
+    ci = d.get("ci95")
+    if not (isinstance(ci, (list, tuple)) and len(ci) == 2) or None in ci:
+        return 0.0, 0.0
+    lo, hi = float(ci[0]) * scale, float(ci[1]) * scale
+    return max(0.0, centre - lo), max(0.0, hi - centre)
+
+
+def _errors(items: Sequence[tuple[dict[str, Any], float]]) -> list[list[float]]:
+    """matplotlib's yerr (2 × n) from (STAT or EST, plotted centre) pairs."""
+    below, above = [], []
+    for d, centre in items:
+        lo, hi = _interval(d, centre) if d else (0.0, 0.0)
+        below.append(lo)
+        above.append(hi)
+    return [below, above]
+
+
+def watts_from_samples(samples: Sequence[Sequence[float]]) -> tuple[list[float], list[float]]:
+    """Cumulative joules ``[[unix s, J], ...]`` to power: the mean watts of each interval, placed
+    at the interval's midpoint, in seconds since the first sample. Intervals of zero length are
+    skipped (two readings in the same clock tick)."""
+    times, watts = [], []
+    pts = [(float(t), float(j)) for t, j in samples]
+    if len(pts) < 2:
+        return times, watts
+    t0 = pts[0][0]
+    for (ta, ja), (tb, jb) in zip(pts, pts[1:], strict=False):
+        if tb <= ta:
+            continue
+        times.append((ta + tb) / 2 - t0)
+        watts.append((jb - ja) / (tb - ta))
+    return times, watts
+
+
+def colour_of(analysis: dict[str, Any], name: str) -> str:
+    """A configuration's colour, the same in every figure (its place in the matrix)."""
+    names = [c.get("name") for c in analysis.get("configs", [])]
+    i = names.index(name) if name in names else len(names)
+    return PALETTE[i % len(PALETTE)]
+
+
+def _new_figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _save(fig, out_dir: Path, key: str) -> tuple[Path, bytes]:
+    """The figure as PNG bytes, written to ``out_dir/key.png`` through a temporary file."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, facecolor="white")
+    png = buf.getvalue()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{key}.png"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=out_dir)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(png)
+        os.chmod(tmp, 0o644 & ~current_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path, png
+
+
+def _xticks(ax, names: Sequence[str]) -> None:
+    ax.set_xticks(range(len(names)))
+    long = len(names) > 5 or max((len(n) for n in names), default=0) > 12
+    ax.set_xticklabels(
+        [label(n) for n in names], rotation=30 if long else 0, ha="right" if long else "center"
+    )
+
+
+def _configs_with_runs(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in analysis.get("configs", []) if stat_ok(c.get("time", {}).get("total"))]
+
+
+# ---------------------------------------------------------------------------------------------
+# The figures
+
+
+def phase_times(
+    analysis: dict[str, Any], out_dir: Path, total: Sequence[str] = ("train", "val", "test")
+) -> Plot:
+    """Stacked bars of the median seconds per phase per configuration (the phases of the total
+    first, then those outside it, hatched), with the total's median and 95 % interval."""
+    title = "Time per phase"
+    inside = [p for p in PHASES if p in total]
+    outside = [p for p in PHASES if p not in total]
+    words = {"setup": "set-up", "train": "training", "val": "validation", "test": "test"}
+    caption = (
+        "Each bar stacks the median seconds per run of "
+        + ", ".join(words[p] for p in inside)
+        + (
+            f" (the total time), with {' and '.join(words[p] for p in outside)} on top, hatched, "
+            "outside the total"
+            if outside
+            else ""
+        )
+        + "; the black point and whisker are the median total time and its 95 % bootstrap "
+        "interval. Shorter is better."
+    )
+    configs = _configs_with_runs(analysis)
+    if not configs:
+        return Plot("phase_times", title, caption, missing=_no_runs(analysis))
+    names = [c["name"] for c in configs]
+    fig = _new_figure(max(6.5, 1.5 + 1.1 * len(names)), 4.5)
+    ax = fig.add_subplot()
+    bottom = [0.0] * len(names)
+    for phase in inside + outside:
+        heights = []
+        for c in configs:
+            s = c["time"].get(phase)
+            heights.append(float(s["median"]) if stat_ok(s) else 0.0)
+        if not any(heights):
+            continue
+        out = phase in outside
+        ax.bar(
+            range(len(names)),
+            heights,
+            bottom=bottom,
+            width=0.6,
+            color="white" if out else PHASE_COLOURS[phase],
+            edgecolor=PHASE_COLOURS[phase],
+            hatch="///" if out else None,
+            label=words[phase] + (" (not in total)" if out else ""),
+        )
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    totals = [float(c["time"]["total"]["median"]) for c in configs]
+    ax.errorbar(
+        range(len(names)),
+        totals,
+        yerr=_errors([(c["time"]["total"], t) for c, t in zip(configs, totals, strict=True)]),
+        fmt="o",
+        color="black",
+        markersize=4,
+        capsize=4,
+        label="total (median, 95 % CI)",
+    )
+    _xticks(ax, names)
+    ax.set_xlabel("configuration")
+    ax.set_ylabel("time per run (s)")
+    ax.set_ylim(0, max(bottom) * 1.08)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.set_title(title)
+    path, png = _save(fig, out_dir, "phase_times")
+    return Plot("phase_times", title, caption, path, png)
+
+
+def scaling(analysis: dict[str, Any], out_dir: Path) -> Plot:
+    """Speedup against the one-device baseline over the device count, with the ideal line, and
+    the parallel efficiency (whole run and train loop) per configuration. Only configurations on
+    the baseline's kind of device: a speedup of GPUs over a CPU says nothing about scaling."""
+    from matplotlib.lines import Line2D
+
+    title = "Speedup and efficiency"
+    base = (analysis.get("baselines") or {}).get("one_device")
+    all_configs = analysis.get("configs", [])
+    base_device = next((c.get("device") for c in all_configs if c.get("name") == base), None)
+    configs = [
+        c
+        for c in all_configs
+        if est_ok(c.get("speedup_vs_one_device"))
+        and (base_device is None or c.get("device") in (None, base_device))
+    ]
+    left_out = [
+        c["name"]
+        for c in all_configs
+        if est_ok(c.get("speedup_vs_one_device")) and c not in configs
+    ]
+    caption = (
+        f"Left: speedup of the median total time over the one-device baseline "
+        f"({base or 'none'}) against the number of devices p; the dashed line is ideal linear "
+        "speedup (p times faster); filled circles are the whole run, hollow squares the train "
+        "loop alone. Right: parallel efficiency = speedup ÷ p; 100 % is ideal. Whiskers: 95 % "
+        "bootstrap intervals."
+    )
+    if left_out:
+        caption += (
+            f" Left out, as they run on another kind of device than {base}: "
+            + ", ".join(left_out)
+            + " (their speedups are in the scaling table)."
+        )
+    if not configs:
+        if not base:
+            why = (
+                "No speedup figure: the matrix names no one-device baseline "
+                "(baseline_one_device), so speedup and efficiency are not defined."
+            )
+        else:
+            why = (
+                f"No speedup figure: the one-device baseline {base} has no completed run to "
+                "compare with."
+            )
+        return Plot("scaling", title, caption, missing=why)
+    configs.sort(key=lambda c: (c.get("devices") or 0, c["name"]))
+    fig = _new_figure(11.0, 4.8)
+    ax, ax2 = fig.subplots(1, 2, width_ratios=[1, 1.2])
+    ps = [float(c.get("devices") or 1) for c in configs]
+    pmax = max(max(ps), 2.0)
+    ax.plot([1.0, pmax], [1.0, pmax], "--", color="grey", label="ideal (speedup = p)")
+    # configurations with the same p side by side, not on top of each other
+    dodge: dict[float, int] = {}
+    for i, c in enumerate(configs):
+        colour = colour_of(analysis, c["name"])
+        p = ps[i]
+        same = sum(1 for q in ps if q == p)
+        k = dodge.get(p, 0)
+        dodge[p] = k + 1
+        width = 0.04 * pmax
+        x = p + (k - (same - 1) / 2) * 2.2 * width
+        s = c["speedup_vs_one_device"]
+        v = float(s["value"])
+        ax.errorbar(
+            [x - width / 2],
+            [v],
+            yerr=_errors([(s, v)]),
+            fmt="o",
+            color=colour,
+            capsize=4,
+            label=label(c["name"]),
+        )
+        t = c.get("speedup_train_vs_one_device")
+        if est_ok(t):
+            tv = float(t["value"])
+            ax.errorbar(
+                [x + width / 2],
+                [tv],
+                yerr=_errors([(t, tv)]),
+                fmt="s",
+                mfc="white",
+                color=colour,
+                capsize=3,
+            )
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [
+        Line2D([], [], marker="o", ls="", color="black"),
+        Line2D([], [], marker="s", ls="", mfc="white", color="black"),
+    ]
+    labels += ["whole run", "train loop"]
+    ax.legend(handles, labels, loc="upper left")
+    ax.set_xlabel("devices p")
+    ax.set_ylabel(f"speedup over {label(base)} (×)")
+    ax.set_xlim(0.5, pmax * 1.1 + 0.2)
+    ax.set_ylim(0, pmax * 1.1)
+    if pmax <= 16:
+        ax.set_xticks(sorted({1, *(int(p) for p in ps)}))
+    ax.set_title("Speedup")
+
+    x = list(range(len(configs)))
+    for offset, key, name, hatch in (
+        (-0.2, "efficiency", "whole run", ""),
+        (0.2, "efficiency_train", "train loop", "//"),
+    ):
+        vals, below, above = [], [], []
+        for c in configs:
+            e = c.get(key)
+            v = float(e["value"]) * 100 if est_ok(e) else 0.0
+            lo, hi = _interval(e, v, 100.0) if est_ok(e) else (0.0, 0.0)
+            vals.append(v)
+            below.append(lo)
+            above.append(hi)
+        if not any(vals):
+            continue
+        ax2.bar(
+            [i + offset for i in x],
+            vals,
+            width=0.4,
+            color="white" if hatch else "#0072b2",
+            edgecolor="#0072b2",
+            hatch=hatch or None,
+            yerr=[below, above],
+            capsize=3,
+            label=name,
+        )
+    ax2.axhline(100, ls="--", color="grey", label="ideal (100 %)")
+    _xticks(ax2, [f"{c['name']} (p = {c.get('devices')})" for c in configs])
+    ax2.set_ylabel("parallel efficiency (%)")
+    ax2.set_xlabel("configuration")
+    ax2.set_ylim(0, max(130.0, ax2.get_ylim()[1] * 1.1))
+    ax2.legend(loc="upper center", ncol=3)
+    ax2.set_title("Efficiency")
+    path, png = _save(fig, out_dir, "scaling")
+    return Plot("scaling", title, caption, path, png)
+
+
+def accuracy(analysis: dict[str, Any], out_dir: Path) -> Plot:
+    """The median validation accuracy per epoch, one line per configuration."""
+    title = "Validation accuracy per epoch"
+    caption = (
+        "The median over a configuration's runs of the validation accuracy after each epoch. "
+        "Configurations that train the same model on the same data with the same global batch "
+        "should follow the same curve; a curve that departs shows the parallel strategy changed "
+        "what is learnt, not only how fast."
+    )
+    rows = []
+    for c in analysis.get("configs", []):
+        pts = [
+            (int(e), float(a))
+            for e, a in ((c.get("accuracy") or {}).get("per_epoch") or [])
+            if isinstance(a, (int, float)) and math.isfinite(a)
+        ]
+        if pts:
+            rows.append((c["name"], pts))
+    if not rows:
+        return Plot(
+            "accuracy",
+            title,
+            caption,
+            missing=(
+                "No accuracy figure: no completed run recorded a validation accuracy "
+                "(no run completed, or validation was switched off with --val-every)."
+            ),
+        )
+    fig = _new_figure(7.5, 4.5)
+    ax = fig.add_subplot()
+    markers = "osD^v<>P"
+    for i, (name, pts) in enumerate(rows):
+        ax.plot(
+            [e for e, _ in pts],
+            [a * 100 for _, a in pts],
+            marker=markers[i % len(markers)],
+            color=colour_of(analysis, name),
+            label=label(name),
+            markersize=5,
+        )
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation accuracy (%)")
+    epochs = sorted({e for _, pts in rows for e, _ in pts})
+    if len(epochs) <= 20:
+        ax.set_xticks(epochs)
+    ax.legend(loc="lower right")
+    ax.set_title(title)
+    path, png = _save(fig, out_dir, "accuracy")
+    return Plot("accuracy", title, caption, path, png)
+
+
+def power(traces: Sequence[PowerTrace], analysis: dict[str, Any], out_dir: Path) -> Plot:
+    """Power over time per device, one panel per configuration (its first completed energy run),
+    phases shaded."""
+    title = "Power over time"
+    caption = (
+        "Watts drawn by each measured device during one energy run per configuration (the first "
+        "completed), from the cumulative energy counters differentiated over each sampling "
+        "interval; shaded bands are the training, validation and test phases on rank 0. Idle "
+        "draw is included."
+    )
+    traces = [t for t in traces if t.series]
+    if not traces:
+        return Plot("power", title, caption, missing=_no_energy(analysis, "power"))
+    shown = traces[:MAX_POWER_PANELS]
+    if len(traces) > len(shown):
+        caption += f" The first {len(shown)} of {len(traces)} configurations are shown."
+    fig = _new_figure(10.0, 2.6 * len(shown) + 0.6)
+    axes = fig.subplots(len(shown), 1, squeeze=False)[:, 0]
+    shade = {"setup": "#bdbdbd", "train": "#56b4e9", "val": "#e69f00", "test": "#009e73"}
+    for ax, trace in zip(axes, shown, strict=True):
+        seen: set[str] = set()
+        for phase, start, end in trace.phases:
+            name = {"val": "validation", "setup": "set-up"}.get(phase, phase)
+            ax.axvspan(
+                start,
+                end,
+                color=shade.get(phase, "#dddddd"),
+                alpha=0.18,
+                lw=0,
+                label=None if name in seen else name,
+            )
+            seen.add(name)
+        for i, (dev, times, watts) in enumerate(trace.series):
+            ax.plot(times, watts, color=PALETTE[i % len(PALETTE)], lw=1.4, label=label(dev))
+        ax.set_ylabel("power (W)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"{label(trace.config)}  ({label(trace.run)})", loc="left")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    axes[-1].set_xlabel("time since the first sample (s)")
+    path, png = _save(fig, out_dir, "power")
+    return Plot("power", title, caption, path, png)
+
+
+def energy(analysis: dict[str, Any], out_dir: Path) -> Plot:
+    """Energy per run (measured devices, and with the idle draw of the unused ones) and the
+    energy-delay product relative to the baseline."""
+    title = "Energy and energy-delay product"
+    caption = (
+        "Left: median energy of one energy run on the devices it computed on (used), and on "
+        "every sampled device of its nodes, the allocated ones it left idle included (with "
+        "idle); whiskers are 95 % bootstrap intervals. Right: energy-delay product (energy × "
+        "time, lower is better) relative to the one-device baseline; below 1 beats the baseline "
+        "on the energy/speed trade-off. Configurations without a measurement are marked n/a."
+    )
+    configs = analysis.get("configs", [])
+    have = [c for c in configs if (c.get("energy") or {}).get("available")]
+    if not have or not any(stat_ok(c["energy"].get("used_j")) for c in have):
+        return Plot("energy", title, caption, missing=_no_energy(analysis, "energy"))
+    names = [c["name"] for c in configs]
+    values = [
+        float(s["median"]) for c in have for s in (c["energy"].get("used_j"),) if stat_ok(s)
+    ] + [float(s["median"]) for c in have for s in (c["energy"].get("with_idle_j"),) if stat_ok(s)]
+    scale, unit = (1e-3, "kJ") if max(values) >= 1e4 else (1.0, "J")
+    fig = _new_figure(max(10.0, 2.0 + 1.6 * len(names)), 4.5)
+    ax, ax2 = fig.subplots(1, 2)
+    x = list(range(len(names)))
+    for offset, key, name, colour in (
+        (-0.2, "used_j", "used devices", "#0072b2"),
+        (0.2, "with_idle_j", "with idle devices", "#e69f00"),
+    ):
+        vals, below, above = [], [], []
+        for c in configs:
+            s = (
+                (c.get("energy") or {}).get(key)
+                if (c.get("energy") or {}).get("available")
+                else None
+            )
+            v = float(s["median"]) * scale if stat_ok(s) else 0.0
+            lo, hi = _interval(s, v, scale) if stat_ok(s) else (0.0, 0.0)
+            vals.append(v)
+            below.append(lo)
+            above.append(hi)
+        if any(vals):
+            ax.bar(
+                [i + offset for i in x],
+                vals,
+                width=0.4,
+                color=colour,
+                yerr=[below, above],
+                capsize=3,
+                label=name,
+            )
+    _mark_unavailable(ax, configs, "available")
+    _xticks(ax, names)
+    ax.set_ylabel(f"energy per run ({unit})")
+    ax.set_xlabel("configuration")
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.25)
+    ax.legend(loc="upper center", ncol=2)
+    ax.set_title("Energy")
+
+    norm = any(isinstance((c.get("energy") or {}).get("edp_norm"), (int, float)) for c in configs)
+    keys = (
+        (("edp_norm", "used devices", "#0072b2"), ("edp_with_idle_norm", "with idle", "#e69f00"))
+        if norm
+        else (("edp", "used devices", "#0072b2"),)
+    )
+    for offset, (key, name, colour) in zip((-0.2, 0.2) if norm else (0.0,), keys, strict=True):
+        vals = []
+        for c in configs:
+            v = (c.get("energy") or {}).get(key)
+            vals.append(float(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0)
+        if any(vals):
+            ax2.bar(
+                [i + offset for i in x], vals, width=0.4 if norm else 0.6, color=colour, label=name
+            )
+    if norm:
+        ax2.axhline(1.0, ls="--", color="grey", label="baseline = 1")
+        ax2.set_ylabel("EDP relative to the baseline")
+    else:
+        ax2.set_ylabel("EDP (J·s)")
+    _mark_unavailable(ax2, configs, "available")
+    _xticks(ax2, names)
+    ax2.set_xlabel("configuration")
+    ax2.set_ylim(0, ax2.get_ylim()[1] * 1.25)
+    ax2.legend(loc="upper center", ncol=3)
+    ax2.set_title("Energy-delay product")
+    path, png = _save(fig, out_dir, "energy")
+    return Plot("energy", title, caption, path, png)
+
+
+def _mark_unavailable(ax, configs: Sequence[dict[str, Any]], key: str) -> None:
+    from matplotlib.transforms import blended_transform_factory
+
+    trans = blended_transform_factory(ax.transData, ax.transAxes)
+    for i, c in enumerate(configs):
+        if not (c.get("energy") or {}).get(key):
+            ax.text(i, 0.02, "n/a", ha="center", va="bottom", color="#b00020", transform=trans)
+
+
+def _no_runs(analysis: dict[str, Any]) -> str:
+    n = sum((c.get("runs") or {}).get("failed", 0) for c in analysis.get("configs", []))
+    return "No time figure: no run completed" + (
+        f" ({n} failed; see Failed runs)." if n else " yet."
+    )
+
+
+def _no_energy(analysis: dict[str, Any], what: str) -> str:
+    reasons = []
+    for c in analysis.get("configs", []):
+        e = c.get("energy") or {}
+        if not e.get("available"):
+            reasons.append(f"{c['name']}: {e.get('reason') or 'no energy run completed'}")
+    detail = "; ".join(reasons) if reasons else "no energy samples were recorded"
+    return f"No {what} figure: energy was not measured ({detail})."
+
+
+def render_all(
+    analysis: dict[str, Any],
+    traces: Sequence[PowerTrace],
+    out_dir: Path,
+    total: Sequence[str] = ("train", "val", "test"),
+) -> list[Plot]:
+    """Every figure of the report, in the report's order, written into ``out_dir``; ``total``:
+    the phases a run's total time sums."""
+    from matplotlib import rc_context
+
+    with rc_context(RC):
+        return [
+            phase_times(analysis, out_dir, total),
+            scaling(analysis, out_dir),
+            accuracy(analysis, out_dir),
+            power(traces, analysis, out_dir),
+            energy(analysis, out_dir),
+        ]

@@ -1,0 +1,899 @@
+"""``hpcbench report RESULTS``: the benchmark's results as a Markdown file and one self-contained
+HTML page (figures embedded as PNG data URIs, CSS inline, no external URL, no JavaScript), plus
+the figures as PNG files and the analysis tables as CSV.
+
+The numbers come from :func:`hpcbench.bench.analysis.analyse`; what the analysis dict does not
+hold (each run's status, error and job id, the provenance, the energy sources and samples) is
+read from the results directory's own files (``bench.json``, ``runs.json``, each run's
+``energy.json`` and ``metrics.json``). The report is built once as a list of blocks and written
+twice, so both files say the same; every string from those files is user data, escaped for the
+format it lands in. Documented in docs/report.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcbench.atomic import write_atomically
+
+
+class ReportError(ValueError):
+    """A results directory the report cannot read; the message names the file."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The document: blocks written as Markdown and as HTML
+
+
+@dataclass
+class Heading:
+    level: int
+    text: str
+    anchor: str = ""
+
+
+@dataclass
+class Para:
+    text: str
+    css: str = ""  # "note" (a figure replaced by a sentence), "warn"
+
+
+@dataclass
+class Bullets:
+    items: list[str]
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+    numeric: set[int] = field(default_factory=set)  # column indexes aligned right
+
+
+@dataclass
+class Code:
+    text: str
+
+
+@dataclass
+class Image:
+    title: str
+    caption: str
+    rel_path: str  # from the report's directory
+    png: bytes
+
+
+Block = Heading | Para | Bullets | Table | Code | Image
+
+# Backslash-escaped (CommonMark shows an escaped character literally): what starts inline HTML,
+# an entity, code, emphasis or a table cell; brackets only where they would close a link.
+_MD_SPECIAL = re.compile(r"([\\`*<>|&])|(\])(?=[(\[])")
+
+
+def md_text(text: Any) -> str:
+    """Text for Markdown: one line, with the characters that would start markup, HTML or a
+    table cell backslash-escaped."""
+    return _MD_SPECIAL.sub(lambda m: "\\" + (m.group(1) or m.group(2)), " ".join(str(text).split()))
+
+
+def to_markdown(blocks: Sequence[Block]) -> str:
+    out: list[str] = []
+    for b in blocks:
+        if isinstance(b, Heading):
+            out.append(f"{'#' * b.level} {md_text(b.text)}")
+        elif isinstance(b, Para):
+            out.append(("> " if b.css else "") + md_text(b.text))
+        elif isinstance(b, Bullets):
+            out.append("\n".join(f"- {md_text(i)}" for i in b.items))
+        elif isinstance(b, Table):
+            lines = ["| " + " | ".join(md_text(h) for h in b.header) + " |"]
+            lines.append(
+                "|"
+                + "|".join("---:" if i in b.numeric else "---" for i in range(len(b.header)))
+                + "|"
+            )
+            lines += ["| " + " | ".join(md_text(c) for c in row) + " |" for row in b.rows]
+            out.append("\n".join(lines))
+        elif isinstance(b, Code):
+            longest = max((len(m) for m in re.findall(r"`+", b.text)), default=0)
+            fence = "`" * max(3, longest + 1)
+            out.append(f"{fence}text\n{b.text.rstrip()}\n{fence}")
+        elif isinstance(b, Image):
+            out.append(f"![{md_text(b.title)}]({b.rel_path})\n\n*{md_text(b.caption)}*")
+    return "\n\n".join(out) + "\n"
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;
+ max-width:1100px;margin:2em auto;padding:0 1.5em;color:#1b1b1b;line-height:1.5;
+ background:#fff}
+h1{font-size:1.8em;border-bottom:2px solid #0072b2;padding-bottom:.2em}
+h2{font-size:1.35em;margin-top:2em;border-bottom:1px solid #ddd;padding-bottom:.15em}
+h3{font-size:1.1em;margin-top:1.5em}
+table{border-collapse:collapse;margin:.8em 0 1.2em;font-size:.92em;display:block;
+ overflow-x:auto}
+th,td{border:1px solid #d0d0d0;padding:.3em .6em;vertical-align:top}
+th{background:#f0f4f8;text-align:left}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+tr:nth-child(even) td{background:#fafafa}
+figure{margin:1.2em 0 2em}
+figure img{max-width:100%;height:auto;border:1px solid #e4e4e4}
+figcaption{font-size:.9em;color:#444;margin-top:.4em}
+p.note{background:#fff8e1;border-left:4px solid #e69f00;padding:.5em .8em}
+p.warn{background:#fdecea;border-left:4px solid #b00020;padding:.5em .8em}
+pre{background:#f6f6f6;border:1px solid #e0e0e0;padding:.6em;overflow-x:auto;
+ white-space:pre-wrap;word-break:break-word;font-size:.88em}
+ul.summary li{margin:.2em 0}
+.ci{color:#555;font-size:.85em}
+"""
+
+
+def esc(text: Any) -> str:
+    """Text for HTML, escaped; a per cent sign stays on the line of its number."""
+    return html.escape(str(text), quote=True).replace(" %", "\u00a0%")
+
+
+def _size(png: bytes) -> str:
+    """``width``/``height`` attributes showing a figure at its size in inches (96 CSS px each),
+    so that every figure's text has the same size on the page (CSS caps it at the page width)."""
+    from hpcbench.bench.figures import DPI
+
+    if png[:8] != b"\x89PNG\r\n\x1a\n" or len(png) < 24:
+        return ""
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    return f' width="{round(width * 96 / DPI)}" height="{round(height * 96 / DPI)}"'
+
+
+def _num_cell(text: str) -> str:
+    """A number cell; the interval and n of ``median unit [lo, hi], n = k`` on a second line."""
+    main, sep, rest = text.partition(" [")
+    if not sep:
+        main, sep, rest = text.partition(", n = ")
+        rest = "n = " + rest
+    if not sep:
+        return f'<td class="num">{esc(text)}</td>'
+    detail = ("[" if sep == " [" else "") + rest
+    return f'<td class="num">{esc(main)}<br><span class="ci">{esc(detail)}</span></td>'
+
+
+def to_html(blocks: Sequence[Block], title: str) -> str:
+    body: list[str] = []
+    for b in blocks:
+        if isinstance(b, Heading):
+            anchor = f' id="{esc(b.anchor)}"' if b.anchor else ""
+            body.append(f"<h{b.level}{anchor}>{esc(b.text)}</h{b.level}>")
+        elif isinstance(b, Para):
+            css = f' class="{b.css}"' if b.css else ""
+            body.append(f"<p{css}>{esc(b.text)}</p>")
+        elif isinstance(b, Bullets):
+            items = "".join(f"<li>{esc(i)}</li>" for i in b.items)
+            body.append(f'<ul class="summary">{items}</ul>')
+        elif isinstance(b, Table):
+            head = "".join(f"<th>{esc(h)}</th>" for h in b.header)
+            rows = "".join(
+                "<tr>"
+                + "".join(
+                    _num_cell(c) if i in b.numeric else f"<td>{esc(c)}</td>"
+                    for i, c in enumerate(row)
+                )
+                + "</tr>"
+                for row in b.rows
+            )
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+        elif isinstance(b, Code):
+            body.append(f"<pre>{esc(b.text.rstrip())}</pre>")
+        elif isinstance(b, Image):
+            data = base64.b64encode(b.png).decode("ascii")
+            body.append(
+                f'<figure><img class="plot" alt="{esc(b.title)}"{_size(b.png)} '
+                f'src="data:image/png;base64,{data}">'
+                f"<figcaption>{esc(b.caption)}</figcaption></figure>"
+            )
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body>\n</html>\n"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers as text
+
+
+def num(x: Any) -> str:
+    """A measurement with three significant digits (whole numbers from 1000 up)."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
+        return "–"
+    ax = abs(x)
+    if ax >= 1000:
+        return f"{x:,.0f}".replace(",", " ")
+    if ax >= 100:
+        return f"{x:.0f}"
+    if ax >= 10:
+        return f"{x:.1f}"
+    if ax >= 1 or ax == 0:
+        return f"{x:.2f}"
+    return f"{x:#.3g}"
+
+
+def _ci(d: dict[str, Any], scale: float = 1.0) -> str:
+    """`` [lo, hi]``; nothing when there is no interval (one value: lo = hi)."""
+    ci = d.get("ci95")
+    if (
+        isinstance(ci, (list, tuple))
+        and len(ci) == 2
+        and all(isinstance(v, (int, float)) for v in ci)
+        and ci[0] != ci[1]
+    ):
+        return f" [{num(ci[0] * scale)}, {num(ci[1] * scale)}]"
+    return ""
+
+
+def fmt_joules(stat: Any) -> str:
+    """An energy STAT in J, kJ or MJ, whichever keeps the median below 10 000."""
+    from hpcbench.bench.figures import stat_ok
+
+    if not stat_ok(stat):
+        return "–"
+    for unit, scale in (("MJ", 1e6), ("kJ", 1e3), ("J", 1.0)):
+        if abs(stat["median"]) >= 10 * scale or unit == "J":
+            return fmt_stat(stat, unit, 1.0 / scale)
+    return "–"
+
+
+def fmt_stat(stat: Any, unit: str = "", scale: float = 1.0) -> str:
+    """``median [lo, hi] unit, n = k`` of a STAT; ``–`` without values."""
+    from hpcbench.bench.figures import stat_ok
+
+    if not stat_ok(stat):
+        return "–"
+    u = f" {unit}" if unit else ""
+    return f"{num(stat['median'] * scale)}{u}{_ci(stat, scale)}, n = {stat['n']}"
+
+
+def fmt_est(est: Any, unit: str = "", scale: float = 1.0) -> str:
+    """``value [lo, hi] unit`` of an EST; ``–`` when undefined."""
+    from hpcbench.bench.figures import est_ok
+
+    if not est_ok(est):
+        return "–"
+    u = f" {unit}" if unit else ""
+    return f"{num(est['value'] * scale)}{u}{_ci(est, scale)}"
+
+
+def _when(t: Any) -> str:
+    if not isinstance(t, (int, float)):
+        return "–"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
+
+
+# ---------------------------------------------------------------------------------------------
+# The results directory's own files (what the analysis dict does not hold)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ReportError(f"{path}: missing") from None
+    except (OSError, ValueError) as err:
+        raise ReportError(f"{path}: unreadable ({err})") from None
+
+
+def _read_optional(path: Path) -> Any:
+    """A run's JSON file, or None when it is absent or broken (the analysis reports those)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _inside(results: Path, rel: Any) -> Path | None:
+    """``results/rel`` if it stays inside ``results`` (run_dir is data, not a free path)."""
+    if not isinstance(rel, str) or not rel:
+        return None
+    p = (results / rel).resolve()
+    try:
+        p.relative_to(results.resolve())
+    except ValueError:
+        return None
+    return p
+
+
+def _runs(results: Path) -> list[dict[str, Any]]:
+    data = _read_json(results / "runs.json")
+    runs = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(runs, list):
+        raise ReportError(f"{results / 'runs.json'}: no list 'runs'")
+    return [r for r in runs if isinstance(r, dict)]
+
+
+def power_traces(results: Path, runs: Sequence[dict[str, Any]]) -> list:
+    """Per configuration, the power trace of its first completed energy run."""
+    from hpcbench.bench.figures import PowerTrace, watts_from_samples
+
+    traces: list[PowerTrace] = []
+    done: set[str] = set()
+    for r in sorted(runs, key=lambda r: (str(r.get("config")), r.get("rep") or 0)):
+        name = str(r.get("config"))
+        if r.get("kind") != "energy" or r.get("status") != "completed" or name in done:
+            continue
+        run_dir = _inside(results, r.get("run_dir"))
+        energy = _read_optional(run_dir / "energy.json") if run_dir else None
+        if not isinstance(energy, dict):
+            continue
+        trace = PowerTrace(name, f"energy run {r.get('rep')}")
+        t0 = None
+        for node in energy.get("nodes") or []:
+            for dev in node.get("devices") or []:
+                samples = dev.get("samples") or []
+                if dev.get("method") == "unavailable" or len(samples) < 2:
+                    continue
+                first = float(samples[0][0])
+                t0 = first if t0 is None else min(t0, first)
+        if t0 is None:
+            continue
+        for node in energy.get("nodes") or []:
+            for dev in node.get("devices") or []:
+                samples = dev.get("samples") or []
+                if dev.get("method") == "unavailable" or len(samples) < 2:
+                    continue
+                times, watts = watts_from_samples(samples)
+                shift = float(samples[0][0]) - t0
+                used = "" if dev.get("used", True) else ", unused"
+                trace.series.append(
+                    (
+                        f"{node.get('host')}:{dev.get('name')} ({dev.get('method')}{used})",
+                        [t + shift for t in times],
+                        watts,
+                    )
+                )
+        metrics = _read_optional(run_dir / "metrics.json")
+        for w in (metrics or {}).get("phase_windows") or []:
+            try:
+                trace.phases.append((str(w["phase"]), w["start"] - t0, w["end"] - t0))
+            except (KeyError, TypeError):
+                continue
+        traces.append(trace)
+        done.add(name)
+    return traces
+
+
+def energy_sources(results: Path, runs: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """Every device any completed energy run sampled or could not: config, host, device, kind,
+    method, period, used, reason (one row per distinct device and method)."""
+    rows: list[list[str]] = []
+    seen: set[tuple[str, ...]] = set()
+    for r in runs:
+        if r.get("kind") != "energy" or r.get("status") != "completed":
+            continue
+        run_dir = _inside(results, r.get("run_dir"))
+        energy = _read_optional(run_dir / "energy.json") if run_dir else None
+        if not isinstance(energy, dict):
+            row = [
+                str(r.get("config")),
+                "–",
+                "–",
+                "–",
+                "unavailable",
+                "–",
+                "–",
+                f"no energy.json in {r.get('run_dir')}",
+            ]
+        else:
+            for node in energy.get("nodes") or []:
+                for dev in node.get("devices") or []:
+                    period = dev.get("interval_s", energy.get("interval_s"))
+                    row = [
+                        str(r.get("config")),
+                        str(node.get("host")),
+                        str(dev.get("name")),
+                        str(dev.get("kind")),
+                        str(dev.get("method")),
+                        f"{period:g}\u00a0s" if isinstance(period, (int, float)) else "–",
+                        "yes" if dev.get("used") else "no",
+                        str(dev.get("reason") or ""),
+                    ]
+                    if tuple(row) not in seen:
+                        seen.add(tuple(row))
+                        rows.append(row)
+            continue
+        if tuple(row) not in seen:
+            seen.add(tuple(row))
+            rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# The report's sections
+
+_PHASE_WORDS = {"setup": "set-up", "train": "training", "val": "validation", "test": "test"}
+
+
+def total_phases() -> tuple[str, ...]:
+    """The phases the analysis sums into a run's total time ("train", "val", "test" ...)."""
+    try:
+        from hpcbench.bench.analysis import TOTAL_PHASES
+    except ImportError:
+        return ("setup", "train", "val", "test")
+    return tuple(p.removesuffix("_s") for p in TOTAL_PHASES)
+
+
+def _total_words() -> str:
+    phases = total_phases()
+    text = " + ".join(_PHASE_WORDS.get(p, p) for p in phases)
+    if "setup" not in phases:
+        text += " (set-up, shown on its own, is left out, as MLPerf and the throughput do)"
+    return text
+
+
+def _config_table(bench: dict[str, Any], analysis: dict[str, Any]) -> Table:
+    by_name = {c.get("name"): c for c in analysis.get("configs", [])}
+    rows = []
+    for c in (bench.get("matrix") or {}).get("configs") or []:
+        a = by_name.get(c.get("name"), {})
+        runs = a.get("runs") or {}
+        rows.append(
+            [
+                str(c.get("name")),
+                str(c.get("strategy")),
+                str(c.get("device")),
+                f"{c.get('nodes')} × {c.get('ranks_per_node')}",
+                str(c.get("devices")),
+                str(c.get("launcher")),
+                " ".join(str(x) for x in c.get("trainer_args") or []) or "–",
+                str(runs.get("completed", 0)),
+                str(runs.get("failed", 0)),
+            ]
+        )
+    return Table(
+        [
+            "configuration",
+            "strategy",
+            "device",
+            "nodes × ranks",
+            "devices p",
+            "launcher",
+            "extra trainer flags",
+            "completed",
+            "failed",
+        ],
+        rows,
+        numeric={4, 7, 8},
+    )
+
+
+def _time_table(analysis: dict[str, Any]) -> Table:
+    rows = []
+    for c in analysis.get("configs", []):
+        t = c.get("time") or {}
+        rows.append(
+            [str(c["name"])]
+            + [fmt_stat(t.get(p), "s") for p in ("total", "setup", "train", "val", "test")]
+            + [fmt_stat(c.get("throughput"), "samples/s")]
+        )
+    return Table(
+        [
+            "configuration",
+            "total",
+            "set-up" + ("" if "setup" in total_phases() else " (not in total)"),
+            "train",
+            "validation",
+            "test",
+            "train throughput",
+        ],
+        rows,
+        numeric={1, 2, 3, 4, 5, 6},
+    )
+
+
+def _scaling_table(analysis: dict[str, Any]) -> Table:
+    rows = []
+    for c in analysis.get("configs", []):
+        rows.append(
+            [
+                str(c["name"]),
+                str(c.get("devices")),
+                fmt_est(c.get("speedup_vs_cpu"), "×"),
+                fmt_est(c.get("speedup_vs_one_device"), "×"),
+                fmt_est(c.get("speedup_train_vs_one_device"), "×"),
+                fmt_est(c.get("efficiency"), "%", 100.0),
+                fmt_est(c.get("efficiency_train"), "%", 100.0),
+                fmt_est(c.get("karp_flatt")),
+            ]
+        )
+    return Table(
+        [
+            "configuration",
+            "devices p",
+            "speedup vs CPU",
+            "speedup vs 1 device",
+            "train-loop speedup",
+            "efficiency",
+            "train-loop efficiency",
+            "Karp–Flatt e",
+        ],
+        rows,
+        numeric=set(range(1, 8)),
+    )
+
+
+def _accuracy_table(analysis: dict[str, Any]) -> Table:
+    rows = []
+    for c in analysis.get("configs", []):
+        acc = c.get("accuracy") or {}
+        per_epoch = acc.get("per_epoch") or []
+        last = per_epoch[-1][1] if per_epoch else None
+        rows.append(
+            [
+                str(c["name"]),
+                fmt_stat(acc.get("final"), "%", 100.0),
+                f"{num(last * 100)} %" if isinstance(last, (int, float)) else "–",
+            ]
+        )
+    return Table(
+        ["configuration", "test accuracy", "last validation accuracy (median)"],
+        rows,
+        numeric={1, 2},
+    )
+
+
+def _energy_blocks(
+    analysis: dict[str, Any], results: Path, runs: Sequence[dict[str, Any]], idle: Any
+) -> list[Block]:
+    blocks: list[Block] = []
+    rows, sources = [], []
+    for c in analysis.get("configs", []):
+        e = c.get("energy") or {}
+        if e.get("available"):
+            used = "; ".join(str(s) for s in e.get("sources") or []) or "–"
+            sources.append(f"{c['name']}: {used}")
+        else:
+            sources.append(f"{c['name']}: unavailable: {e.get('reason') or 'no energy run'}")
+        rows.append(
+            [
+                str(c["name"]),
+                str(e.get("window") or "–"),
+                fmt_joules(e.get("used_j")),
+                fmt_joules(e.get("with_idle_j")),
+                fmt_joules(e.get("net_j")),
+                fmt_stat(e.get("per_sample_j"), "J"),
+                num(e.get("edp")),
+                num(e.get("edp_norm")),
+                num(e.get("edp_with_idle_norm")),
+                num(e.get("ed2p_norm")),
+            ]
+        )
+    blocks.append(
+        Para(
+            "Energy of one energy run (kept apart from the timing runs), median over the energy "
+            "runs with its 95 % bootstrap interval: used = the devices the run computed on; with "
+            "idle = every sampled device of its nodes, the allocated ones it left idle included; "
+            "net = used less the idle power of the used devices (idle.json) over the run's time, "
+            "the work's own energy; per sample = used ÷ training samples. EDP = energy × time "
+            "(J·s), ED²P = energy × time²; the columns marked / baseline divide by the one-device "
+            "baseline's (below 1 is better)."
+        )
+    )
+    blocks.append(
+        Table(
+            [
+                "configuration",
+                "window",
+                "used",
+                "with idle",
+                "net",
+                "per sample",
+                "EDP (J·s)",
+                "EDP / baseline",
+                "EDP with idle / baseline",
+                "ED²P / baseline",
+            ],
+            rows,
+            numeric=set(range(2, 10)),
+        )
+    )
+    why = []
+    for c in analysis.get("configs", []):
+        e = c.get("energy") or {}
+        if not e.get("available"):
+            continue
+        for key, what in (("with_idle_reason", "with idle"), ("net_reason", "net")):
+            if e.get(key):
+                why.append(f"{c['name']}: {what} unavailable: {e[key]}")
+    if why:
+        blocks.append(Bullets(why))
+    blocks.append(Heading(3, "Energy sources"))
+    blocks.append(Para("Where each configuration's energy comes from (method, device, period):"))
+    blocks.append(Bullets(sources))
+    src = energy_sources(results, runs)
+    blocks.append(Para("Per device, over every completed energy run:"))
+    if src:
+        blocks.append(
+            Table(
+                ["configuration", "host", "device", "kind", "method", "period", "used", "reason"],
+                src,
+            )
+        )
+    else:
+        blocks.append(Para("No energy run completed, so no device was sampled.", "note"))
+    blocks.append(Heading(3, "Idle power"))
+    devices = idle.get("devices") if isinstance(idle, dict) else None
+    if devices:
+        blocks.append(
+            Para(
+                f"Measured before the matrix for {num(idle.get('seconds'))} s, sampled every "
+                f"{num(idle.get('interval_s'))} s."
+            )
+        )
+        blocks.append(
+            Table(
+                ["host", "device", "kind", "method", "idle power", "reason"],
+                [
+                    [
+                        str(d.get("host")),
+                        str(d.get("name")),
+                        str(d.get("kind")),
+                        str(d.get("method")),
+                        f"{num(d.get('watts'))} W" if d.get("watts") is not None else "–",
+                        str(d.get("reason") or ""),
+                    ]
+                    for d in devices
+                    if isinstance(d, dict)
+                ],
+                numeric={4},
+            )
+        )
+    else:
+        blocks.append(
+            Para(
+                "unavailable: no idle.json (the idle power was not measured before the matrix), "
+                "so net energies (above idle power) could not be computed.",
+                "note",
+            )
+        )
+    return blocks
+
+
+def _failed_blocks(runs: Sequence[dict[str, Any]]) -> list[Block]:
+    failed = [r for r in runs if r.get("status") == "failed"]
+    if not failed:
+        return [Para("No run failed.")]
+    blocks: list[Block] = [
+        Para(f"{len(failed)} run(s) failed; the analysis leaves them out.", "warn")
+    ]
+    for r in failed:
+        blocks.append(
+            Heading(
+                3,
+                f"{r.get('config')}, {r.get('kind')} run {r.get('rep')} "
+                f"(job {r.get('job_id') or '–'}, {r.get('scheduler') or '–'})",
+            )
+        )
+        blocks.append(Code(str(r.get("error") or "(no error recorded)")))
+    return blocks
+
+
+def _provenance_blocks(bench: dict[str, Any], runs: Sequence[dict[str, Any]]) -> list[Block]:
+    prov = bench.get("provenance") or {}
+    rows = []
+    for key, value in prov.items():
+        if isinstance(value, (list, tuple)):
+            text = ", ".join(str(v) for v in value)
+        elif isinstance(value, dict):
+            text = json.dumps(value, sort_keys=True)
+        else:
+            text = "–" if value is None else str(value)
+        rows.append([str(key), text])
+    matrix = bench.get("matrix") or {}
+    rows.append(["created", str(bench.get("created", "–"))])
+    rows.append(
+        ["common trainer flags", " ".join(str(a) for a in matrix.get("trainer_args") or [])]
+    )
+    rows.append(
+        [
+            "repetitions",
+            f"{matrix.get('repetitions')} timing + {matrix.get('energy_repetitions')} energy "
+            f"per configuration, {num(matrix.get('cooldown_s'))} s cool-down",
+        ]
+    )
+    run_rows = []
+    for r in runs:
+        started, ended = r.get("started"), r.get("ended")
+        took = (
+            f"{num(ended - started)} s"
+            if isinstance(started, (int, float)) and isinstance(ended, (int, float))
+            else "–"
+        )
+        run_rows.append(
+            [
+                str(r.get("config")),
+                str(r.get("kind")),
+                str(r.get("rep")),
+                str(r.get("status")),
+                str(r.get("scheduler") or "–"),
+                str(r.get("job_id") or "–"),
+                _when(started),
+                took,
+                str(r.get("run_dir") or "–"),
+            ]
+        )
+    return [
+        Table(["what", "value"], rows),
+        Heading(3, "Runs"),
+        Table(
+            [
+                "configuration",
+                "kind",
+                "rep",
+                "status",
+                "scheduler",
+                "job id",
+                "started",
+                "wall time",
+                "run directory",
+            ],
+            run_rows,
+            numeric={2, 7},
+        ),
+    ]
+
+
+def _differences(analysis: dict[str, Any]) -> list[str]:
+    out = []
+    for d in analysis.get("differences") or []:
+        ratio = d.get("ratio")
+        if not isinstance(ratio, (int, float)):
+            continue
+        verdict = (
+            "the 95 % intervals do not overlap: a real difference"
+            if d.get("significant")
+            else "the intervals overlap: not distinguishable from noise at this sample size"
+        )
+        metric = {"total": "total time", "train": "train time", "used_j": "energy"}.get(
+            str(d.get("metric")), str(d.get("metric"))
+        )
+        out.append(f"{d.get('a')} ÷ {d.get('b')}, {metric}: {num(ratio)}; {verdict}")
+    return out
+
+
+def build_blocks(
+    results: Path,
+    analysis: dict[str, Any],
+    plots: Sequence[Any],
+    tables: Sequence[Path],
+    out_dir: Path,
+) -> list[Block]:
+    """The whole report as blocks (the order of docs/report.md)."""
+    bench = _read_json(results / "bench.json")
+    runs = _runs(results)
+    idle = _read_optional(results / "idle.json")
+    matrix = bench.get("matrix") or {}
+    name = matrix.get("name") or results.name
+    prov = bench.get("provenance") or {}
+    blocks: list[Block] = [
+        Heading(1, f"Benchmark report: {name}"),
+        Para(
+            f"Results directory {results}; matrix created {bench.get('created', '–')}; "
+            f"hpcbench {prov.get('hpcbench', '–')}, git {prov.get('git') or '–'}; report "
+            f"written {_when(time.time())}.",
+            "",
+        ),
+        Heading(2, "Summary", "summary"),
+    ]
+    sentences = [str(s) for s in analysis.get("sentences") or []]
+    blocks.append(Bullets(sentences) if sentences else Para("The analysis found nothing to say."))
+    base = analysis.get("baselines") or {}
+    blocks.append(
+        Para(
+            f"Baselines: CPU {base.get('cpu') or 'none'}, one device "
+            f"{base.get('one_device') or 'none'}. Times are seconds per run (the slowest "
+            f"rank's for training): total = {_total_words()}. Each cell gives the median over "
+            "the completed timing runs, its 95 % bootstrap interval in brackets, and n, the "
+            "number of runs."
+        )
+    )
+    failed = sum(r.get("status") == "failed" for r in runs)
+    if failed:
+        blocks.append(Para(f"{failed} of {len(runs)} runs failed; see Failed runs below.", "warn"))
+    diffs = _differences(analysis)
+    if diffs:
+        blocks += [Heading(3, "Against the one-device baseline"), Bullets(diffs)]
+
+    blocks.append(Heading(2, "Figures", "figures"))
+    for p in plots:
+        blocks.append(Heading(3, p.title))
+        if p.path is None:
+            blocks.append(Para(p.missing, "note"))
+        else:
+            rel = p.path.relative_to(out_dir).as_posix()
+            blocks.append(Image(p.title, p.caption, rel, p.png))
+
+    blocks += [Heading(2, "Configurations", "configs"), _config_table(bench, analysis)]
+    blocks += [Heading(2, "Time", "time"), _time_table(analysis)]
+    blocks += [
+        Heading(2, "Scaling", "scaling"),
+        Para(
+            "Speedup = median time of the baseline ÷ median time of the configuration; "
+            "efficiency = speedup over one device ÷ p; Karp–Flatt e = (1/S − 1/p) ÷ (1 − 1/p) "
+            "is the serial fraction the measured speedup implies (0 is perfect scaling; a value "
+            "that grows with p points to overheads such as communication, not to serial code). "
+            "The train-loop columns use the training time alone."
+        ),
+        _scaling_table(analysis),
+    ]
+    blocks += [Heading(2, "Accuracy", "accuracy"), _accuracy_table(analysis)]
+    blocks += [Heading(2, "Energy", "energy")]
+    blocks += _energy_blocks(analysis, results, runs, idle)
+
+    blocks += [Heading(2, "Failed runs", "failed")] + _failed_blocks(runs)
+    blocks += [Heading(2, "Provenance", "provenance")] + _provenance_blocks(bench, runs)
+    blocks += [
+        Heading(2, "Files", "files"),
+        Para(
+            "Next to this report: report.md and report.html (the same content), the figures as "
+            "PNG in figures/, and the tables as CSV:"
+        ),
+        Bullets([t.relative_to(out_dir).as_posix() for t in tables] or ["(none)"]),
+    ]
+    return blocks
+
+
+def render_report(
+    results_dir: str | Path,
+    analysis: dict[str, Any],
+    out_dir: str | Path,
+    tables: Sequence[Path] = (),
+) -> list[Path]:
+    """Write the report of ``analysis`` (the dict of :func:`hpcbench.bench.analysis.analyse` for
+    ``results_dir``) into ``out_dir``: the figures, ``report.md`` and ``report.html``; ``tables``
+    are the CSV files already written there, listed in the report. Returns the paths written,
+    ``report.md`` and ``report.html`` first."""
+    from hpcbench.bench import figures
+
+    results, out = Path(results_dir), Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = _runs(results)
+    fig_dir = out / "figures"
+    plots = figures.render_all(analysis, power_traces(results, runs), fig_dir, total_phases())
+    for p in plots:  # a figure drawn by an earlier report but missing now must not linger
+        if p.path is None:
+            (fig_dir / f"{p.key}.png").unlink(missing_ok=True)
+    blocks = build_blocks(results, analysis, plots, tables, out)
+    title = blocks[0].text if isinstance(blocks[0], Heading) else "Benchmark report"
+    md = write_atomically(out / "report.md", to_markdown(blocks))
+    page = write_atomically(out / "report.html", to_html(blocks, title))
+    return [md, page] + [p.path for p in plots if p.path is not None] + list(tables)
+
+
+def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Analyse ``results_dir`` and write the report into ``out_dir`` (default
+    ``results_dir/report``): ``report.md``, ``report.html`` (self-contained), ``figures/*.png``
+    and ``tables/*.csv``. Returns the paths written, ``report.md`` and ``report.html`` first.
+    :class:`ReportError` without matplotlib; the analysis' own error (one line naming the file)
+    for a directory that is not a benchmark's results."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ReportError(
+            "hpcbench report needs matplotlib: pip install 'hpcbench[report]'"
+        ) from None
+    from hpcbench.bench import analysis as an
+
+    results = Path(results_dir)
+    out = Path(out_dir) if out_dir is not None else results / "report"
+    analysis = an.analyse(an.load_results(results))
+    tables = [Path(t) for t in an.write_tables(analysis, out / "tables")]
+    return render_report(results, analysis, out, tables)
