@@ -86,7 +86,7 @@ def provenance(cwd: Path) -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return {
-        "versions": versions,
+        **versions,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "submit_host": socket.gethostname(),
@@ -282,6 +282,32 @@ class Bench:
                 run.error = job.failure_report(status, 8).strip()
         run.ended = run.ended or time.time()
         self._save()
+        if run.status == "completed":
+            self._record_run_side(run)
+
+    def _record_run_side(self, run: Run) -> None:
+        """Add what the ranks saw (hosts, node lists, MPI, backend, torch) to bench.json's
+        provenance, so the report states it once for the whole matrix."""
+        try:
+            seen = json.loads((self.results / (run.run_dir or "") / "metrics.json").read_text())
+            ranks = seen["provenance"]
+            bench_file = self.results / "bench.json"
+            bench = json.loads(bench_file.read_text())
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        prov = bench.setdefault("provenance", {})
+        changed = False
+        for key, value in (
+            ("hosts", ranks.get("nodelist") or ranks.get("host")),
+            ("mpi_seen", ranks.get("mpi")),
+            ("backends_seen", ranks.get("backend")),
+            ("torch_seen", ranks.get("torch")),
+        ):
+            if value and value not in prov.setdefault(key, []):
+                prov[key].append(value)
+                changed = True
+        if changed:
+            write_json_atomically(bench_file, bench)
 
 
 def _shape(config: Config) -> dict[str, Any]:

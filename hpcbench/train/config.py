@@ -38,6 +38,7 @@ DATA_ORDERS = ("global", "shards")
 LR_SCALINGS = ("none", "linear")
 DEVICES = ("auto", "cpu", "cuda")
 PROGRESS_MODES = ("auto", "bar", "lines", "none")
+ENERGY_MODES = ("off", "on")
 DEFAULT_DATA = "data/shapes"
 DEFAULT_GLOBAL_BATCH = 32  # the global batch when neither batch option is given
 
@@ -291,6 +292,20 @@ class TrainConfig:
         group="output",
         choices=PROGRESS_MODES,
         help="auto: a bar on a terminal, one line per epoch otherwise",
+    )
+    energy: str = option(
+        "off",
+        group="output",
+        choices=ENERGY_MODES,
+        help="on: one sampler per node reads the GPUs (NVML) and CPU packages/DRAM (RAPL) and "
+        "rank 0 writes energy.json; what cannot be read is reported unavailable, never fails "
+        "the run (docs/energy.md)",
+    )
+    energy_interval: float = option(
+        0.5,
+        group="output",
+        rule=finite_in("in [0.01, 60]", lambda v: 0.01 <= v <= 60),
+        help="seconds between energy readings (--energy on)",
     )
 
     def as_dict(self) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """One training run as a function: what ``python -m hpcbench.train`` and the submitit helper call.
 
 ``run_training(argv)`` parses the options, sets up the rank, trains, and returns the results dict
-(rank 0 also writes metrics.json/epochs.csv and prints the summary). On an error that every rank
+(rank 0 also writes metrics.json/epochs.csv, energy.json with ``--energy on``
+(:mod:`hpcbench.train.energy`), and prints the summary). On an error that every rank
 met together (set-up checks, divergence: :mod:`hpcbench.train.failures`) each rank leaves by
 itself; on any other error it stops the other ranks (MPI_Abort where there is no agent to do it).
 Either way it re-raises.
@@ -37,8 +38,9 @@ def run_training(argv: list[str] | None = None) -> dict[str, Any]:
     config = parse_args(argv)  # before torch is imported: a usage error answers at once
 
     from hpcbench.train import loop
+    from hpcbench.train.energy import RunEnergy, energy_line
     from hpcbench.train.failures import stopped_together
-    from hpcbench.train.results import summary, write_results
+    from hpcbench.train.results import summary, write_energy, write_results
     from hpcbench.train.runtime import make_runtime
     from hpcbench.train.strategies import choose, make_strategy
 
@@ -49,18 +51,25 @@ def run_training(argv: list[str] | None = None) -> dict[str, Any]:
         if rank == 0:
             print(message, flush=True)
 
-    strategy = None
+    strategy = energy = None
     try:
         strategy = make_strategy(choose(config, runtime), config, runtime)
+        energy = RunEnergy.start(config, runtime, strategy)
         run_dir = run_dir_of(config) if rank == 0 else None
         results = loop.run(config, runtime, strategy, log, run_dir)
+        joules = energy.finish(strategy, results["phase_windows"]) if energy else None
         if run_dir is not None:
             paths = write_results(run_dir[0], results)
             results["files"] = {"metrics": str(paths[0]), "epochs": str(paths[1])}
             print(summary(results, paths), flush=True)
+            if joules is not None:
+                results["files"]["energy"] = str(write_energy(run_dir[0], joules))
+                print(energy_line(joules) + f" ({results['files']['energy']})", flush=True)
         strategy.close()
         return results
     except BaseException as err:
+        if energy is not None:
+            energy.abandon()
         if strategy is not None and stopped_together(err):
             # Every rank is here and leaves by itself. Report first: close() waits for every
             # rank, so no launcher sees a rank exit (and stops the rest) before this line is out.

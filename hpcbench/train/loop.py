@@ -1,6 +1,8 @@
 """The training run, top to bottom (:func:`run`): :func:`start` (set-up), :func:`announce` (the
 banner), for each epoch :func:`run_epoch` (:func:`train_steps`, then the reductions and the
 validation), then :func:`finish` (test, and the results whose layout :mod:`.results` holds).
+Each phase also gets its wall-clock window (unix times, device synchronised at each bound:
+``phase_windows``), from which the energy sampler's figures are split by phase.
 
 Timed phases (seconds, the slowest rank's): ``setup`` (dataset, model, process group; excluded
 from throughput, as MLPerf does), per epoch ``train`` = ``data`` (waiting for this rank's batch)
@@ -38,7 +40,7 @@ from hpcbench.launch import job_id, usable_cores
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData, ensure_dataset, wait_for_dataset
 from hpcbench.train.failures import agree, diverged
-from hpcbench.train.metrics import Clock, Meter
+from hpcbench.train.metrics import Clock, Meter, PhaseWindows
 from hpcbench.train.models import build_model
 from hpcbench.train.results import EpochTimes, epoch_row, final_results, prepare_run_dir
 from hpcbench.train.runtime import Runtime
@@ -256,6 +258,7 @@ class Training:
     strategy: Strategy
     log: Log
     clock: Clock
+    windows: PhaseWindows  # each phase's wall-clock bounds on this rank
     data: TrainData
     model: nn.Module
     optimizer: torch.optim.Optimizer
@@ -299,29 +302,32 @@ def start(
     log: Log,
     run_dir: tuple[Path, str] | None,
 ) -> Training:
-    """Set-up, timed (the slowest rank's time): the agreed checks, then the model placed by the
-    strategy, the optimiser and its schedule."""
+    """Set-up, timed (the slowest rank's time) and windowed: the agreed checks, then the model
+    placed by the strategy, the optimiser and its schedule."""
     clock = Clock(runtime)
-    t0 = clock()
-    data, model = set_up(config, runtime, strategy, log, run_dir)
-    model = strategy.setup(model, data.weight)
-    optimizer = make_optimizer(config, model, data.global_batch)
-    t = Training(
-        config=config,
-        runtime=runtime,
-        strategy=strategy,
-        log=log,
-        clock=clock,
-        data=data,
-        model=model,
-        optimizer=optimizer,
-        schedule=make_schedule(config, optimizer, data.steps),
-        criterion=nn.CrossEntropyLoss(),
-        norm=Normalizer(data.manifest, runtime.device),
-        fail_step=_fail_drill(runtime.rank),
-    )
-    strategy.barrier()
-    t.setup_s = float(strategy.all_reduce(np.array([clock() - t0]), "max")[0])
+    windows = PhaseWindows(clock)
+    with windows.phase("setup"):
+        t0 = clock()
+        data, model = set_up(config, runtime, strategy, log, run_dir)
+        model = strategy.setup(model, data.weight)
+        optimizer = make_optimizer(config, model, data.global_batch)
+        t = Training(
+            config=config,
+            runtime=runtime,
+            strategy=strategy,
+            log=log,
+            clock=clock,
+            windows=windows,
+            data=data,
+            model=model,
+            optimizer=optimizer,
+            schedule=make_schedule(config, optimizer, data.steps),
+            criterion=nn.CrossEntropyLoss(),
+            norm=Normalizer(data.manifest, runtime.device),
+            fail_step=_fail_drill(runtime.rank),
+        )
+        strategy.barrier()
+        t.setup_s = float(strategy.all_reduce(np.array([clock() - t0]), "max")[0])
     return t
 
 
@@ -391,7 +397,8 @@ def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
 def run_epoch(t: Training, epoch: int) -> dict[str, Any]:
     """One epoch: train, reduce over ranks (the slowest rank's times, bytes summed), validate
     when due; its row of the results (:func:`hpcbench.train.results.epoch_row`)."""
-    meter, train_s, data_s, comm_s = train_steps(t, epoch)
+    with t.windows.phase("train"):
+        meter, train_s, data_s, comm_s = train_steps(t, epoch)
     io = t.data.io_stats()
     times = t.strategy.all_reduce(np.array([train_s, data_s, comm_s]), "max")
     bytes_read = int(t.strategy.all_reduce(np.array([io["bytes_read"]], dtype=np.float64))[0])
@@ -400,8 +407,10 @@ def run_epoch(t: Training, epoch: int) -> dict[str, Any]:
     if not math.isfinite(train["loss"]):  # the same all-reduced number on every rank
         raise _diverged_epoch(epoch, t.runtime.world_size, train["loss"], t.runtime.rank)
     v0 = t.clock()
-    due = (epoch + 1) % t.config.val_every == 0 or epoch + 1 == t.config.epochs
-    val = evaluate(t.strategy, t.data, "val", t.norm, t.criterion) if due else None
+    val = None
+    if (epoch + 1) % t.config.val_every == 0 or epoch + 1 == t.config.epochs:
+        with t.windows.phase("val"):
+            val = evaluate(t.strategy, t.data, "val", t.norm, t.criterion)
     val_s = t.clock() - v0
     return epoch_row(
         epoch=epoch + 1,
@@ -427,9 +436,10 @@ def epoch_line(epoch: int, epochs: int, row: dict[str, Any]) -> str:
 
 def finish(t: Training, epochs: list[dict[str, Any]]) -> dict[str, Any]:
     """Test, then the results of the run."""
-    t_test = t.clock()
-    test = evaluate(t.strategy, t.data, "test", t.norm, t.criterion)
-    test_s = t.clock() - t_test
+    with t.windows.phase("test"):
+        t_test = t.clock()
+        test = evaluate(t.strategy, t.data, "test", t.norm, t.criterion)
+        test_s = t.clock() - t_test
     return final_results(
         config=t.config,
         strategy=t.strategy.name,
@@ -443,4 +453,5 @@ def finish(t: Training, epochs: list[dict[str, Any]]) -> dict[str, Any]:
         test=test,
         test_s=test_s,
         setup_s=t.setup_s,
+        phase_windows=t.windows.rows,
     )

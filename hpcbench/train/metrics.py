@@ -1,10 +1,13 @@
 """Per-epoch measurements: loss, accuracy and macro-F1 from a confusion matrix accumulated on
-the device (no host sync per step), and phase timers that synchronise the device before reading
-the clock."""
+the device (no host sync per step), phase timers that synchronise the device before reading
+the clock, and the phases' wall-clock windows (unix times, for the energy sampler's figures)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import torch
@@ -58,3 +61,23 @@ class Clock:
     def __call__(self) -> float:
         self.runtime.synchronize()
         return time.perf_counter()
+
+    def wall(self) -> float:
+        """Unix seconds, with the device synchronised first."""
+        self.runtime.synchronize()
+        return time.time()
+
+
+class PhaseWindows:
+    """This rank's wall-clock bounds of each phase: ``[{"phase", "start", "end"}]`` in unix
+    seconds, each bound read after synchronising the device (metrics.json's phase_windows)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.rows: list[dict[str, Any]] = []
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = self.clock.wall()
+        yield
+        self.rows.append({"phase": name, "start": start, "end": self.clock.wall()})

@@ -10,12 +10,17 @@ completes; the run directory is checked during set-up; plus the summary printed 
 - ``provenance``: versions, host, launcher, job id, node list, threads, backend, MPI, git;
 - ``phases``: seconds of train_s, data_s, compute_s, comm_s, val_s (summed over epochs), test_s,
   setup_s;
+- ``phase_windows``: rank 0's wall-clock bounds of each phase, ``{"phase", "start", "end"}``
+  in unix seconds (device synchronised at each bound): setup, then per epoch train and (when
+  validated) val, then test; in time order;
 - ``throughput``: train_samples_per_s, comm_share (of the train time);
 - ``epochs``: one record per epoch, :data:`EPOCH_FIELDS` (the slowest rank's times);
 - ``validation``: the last epoch's validation accuracy; ``test``: loss, accuracy, macro_f1,
   samples (None without a test split).
 
 ``epochs.csv``: the epoch records' fields marked for it, :data:`CSV_COLUMNS`.
+
+``energy.json`` (``--energy on``): the nodes' energy records, docs/energy.md.
 """
 
 from __future__ import annotations
@@ -120,6 +125,7 @@ def final_results(
     test: dict[str, float] | None,
     test_s: float,
     setup_s: float,
+    phase_windows: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """What ``metrics.json`` holds (the layout in this module's docstring)."""
     global_batch = sum(batch_sizes)
@@ -150,6 +156,7 @@ def final_results(
         "config": config.as_dict(),
         "provenance": provenance,
         "phases": phases,
+        "phase_windows": phase_windows,
         "throughput": {
             "train_samples_per_s": config.epochs * steps_per_epoch * global_batch / train_s,
             "comm_share": phases["comm_s"] / train_s if train_s else 0.0,
@@ -188,6 +195,11 @@ def write_results(run_dir: Path, results: dict[str, Any]) -> tuple[Path, Path]:
     csv_path = run_dir / "epochs.csv"
     write_atomically(csv_path, out.getvalue())
     return write_json_atomically(run_dir / "metrics.json", results), csv_path
+
+
+def write_energy(run_dir: Path, document: dict[str, Any]) -> Path:
+    """``energy.json`` (format hpcbench-energy/1, :mod:`hpcbench.energy.sampler`) in ``run_dir``."""
+    return write_json_atomically(run_dir / "energy.json", document)
 
 
 def summary(results: dict[str, Any], paths: tuple[Path, Path]) -> str:

@@ -37,6 +37,7 @@ def test_a_small_matrix_runs_every_configuration_three_times(workdir, bench_data
     require(have_module("torch") and mpiexec_available(), "torch and mpiexec")
     r = hpcbench(
         *("bench", "--configs", "single,ddp:2,mpi:2", "--repetitions", "3"),
+        *("--energy-repetitions", "1"),
         *("--scheduler", "local", "--results", "res", "--"),
         *("--data", str(bench_data), *TRAIN),
         cwd=workdir,
@@ -45,11 +46,14 @@ def test_a_small_matrix_runs_every_configuration_three_times(workdir, bench_data
     assert r.returncode == 0, r.stdout + r.stderr
     results = workdir / "res"
     runs = runs_of(results)
-    assert [(x["config"], x["rep"]) for x in runs] == [
-        (c, rep) for rep in (1, 2, 3) for c in ("single", "ddp-2", "mpi-2")
+    configs = ("single", "ddp-2", "mpi-2")
+    assert [(x["config"], x["kind"], x["rep"]) for x in runs] == [
+        *((c, "timing", 1) for c in configs),
+        *((c, "energy", 1) for c in configs),
+        *((c, "timing", rep) for rep in (2, 3) for c in configs),
     ]
     assert {x["status"] for x in runs} == {"completed"}
-    assert len({x["job_id"] for x in runs}) == 9
+    assert len({x["job_id"] for x in runs}) == 12
     for run in runs:
         metrics = json.loads((results / run["run_dir"] / "metrics.json").read_text())
         strategy = run["config"].split("-")[0]
@@ -59,12 +63,28 @@ def test_a_small_matrix_runs_every_configuration_three_times(workdir, bench_data
         assert (results / run["run_dir"] / "epochs.csv").is_file()
     bench = json.loads((results / "bench.json").read_text())
     assert bench["matrix"]["configs"][2]["launcher"] == "mpiexec"
-    assert bench["provenance"]["versions"]["hpcbench"]
+    assert bench["provenance"]["hpcbench"] and bench["provenance"]["hosts"]
     # progress as it happens: each run's epoch line, and the time left once a run has finished
-    assert "[1/9] single timing 1: epoch 1/1:" in r.stdout
-    assert "[2/9] ddp-2 timing 1: completed in" in r.stdout and "8 run(s) left" not in r.stdout
-    assert "7 run(s) left, about" in r.stdout
-    assert "9 of 9 run(s) completed; hpcbench report" in r.stdout
+    assert "[1/12] single timing 1: epoch 1/1:" in r.stdout
+    assert "[2/12] ddp-2 timing 1: completed in" in r.stdout
+    assert "10 run(s) left, about" in r.stdout
+    assert "12 of 12 run(s) completed; hpcbench report" in r.stdout
+    # energy runs: one energy.json per run; nothing is readable here, and it says why (no 0 J)
+    for run in (x for x in runs if x["kind"] == "energy"):
+        energy = json.loads((results / run["run_dir"] / "energy.json").read_text())
+        devices = [d for node in energy["nodes"] for d in node["devices"]]
+        assert len(energy["nodes"]) == 1 and devices
+        assert all(d["method"] == "unavailable" and d["reason"] for d in devices)
+        assert all(d["total_j"] is None for d in devices)
+    rep = hpcbench("report", "res", cwd=workdir, timeout=300)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    md = (results / "report" / "report.md").read_text()
+    html = (results / "report" / "report.html").read_text()
+    for config in configs:
+        assert f"| {config} |" in md
+    assert "unavailable" in md and "powercap" in md  # the energy source states its reason
+    assert "Karp" in md and "efficien" in md
+    assert "http://" not in html and "https://" not in html and "<img" in html
 
 
 def write_matrix(workdir: Path, data: Path, extra: str = "") -> Path:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from torch import nn
@@ -50,6 +50,11 @@ class Strategy:
 
     def barrier(self) -> None:
         pass
+
+    def gather_object(self, obj: Any) -> list[Any] | None:
+        """Every rank's ``obj`` (picklable, small, outside training), in rank order, on rank 0;
+        None on the other ranks."""
+        return [obj]
 
     def abort(self) -> None:
         """Stop every rank now (after this rank failed)."""

@@ -79,6 +79,13 @@ class DDPStrategy(Strategy):
     def barrier(self) -> None:
         dist.barrier()
 
+    def gather_object(self, obj: object) -> list[object] | None:
+        # Over the run's process group; with nccl the pickled bytes go through the current GPU,
+        # which make_runtime set.
+        out = [None] * self.runtime.world_size if self.runtime.rank == 0 else None
+        dist.gather_object(obj, out, dst=0)
+        return out
+
     def abort(self) -> None:
         if self.runtime.launch.launcher in MPI_LAUNCHERS:
             from mpi4py import MPI  # no agent to stop the others under mpiexec

@@ -191,6 +191,9 @@ class MPIStrategy(Strategy):
     def barrier(self) -> None:
         self.comm.Barrier()
 
+    def gather_object(self, obj: object) -> list[object] | None:
+        return self.comm.gather(obj, root=0)
+
     def abort(self) -> None:
         self.comm.Abort(1)
 
