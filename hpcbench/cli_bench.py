@@ -89,6 +89,7 @@ def build_matrix_from(args: argparse.Namespace, trainer_args: list[str]) -> Any:
         ]
         table["cooldown"] = table.pop("cooldown_s")
         table["energy_interval"] = table.pop("energy_interval_s")
+        table["idle_seconds"] = table.pop("idle_seconds")
         where = args.matrix
     else:
         table["config"] = configs_from_words(args.configs)

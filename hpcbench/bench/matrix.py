@@ -7,6 +7,7 @@ A matrix is a TOML file (or the same built from flags, :func:`configs_from_words
     energy_repetitions = 1           # energy runs per configuration, kept apart from timing runs
     cooldown = 0                     # seconds of rest between runs
     energy_interval = 0.5            # the energy sampler's period, seconds
+    idle_seconds = 10                # idle power measured this long before energy runs (0: not)
     job = "jobs/demo.toml"           # optional: the job spec every run starts from (partition,
                                      # account, modules, time ...); resources below replace its own
     trainer_args = ["--model", "small_cnn", "--epochs", "2", "--global-batch-size", "32"]
@@ -97,6 +98,7 @@ class Matrix:
     energy_repetitions: int = 0
     cooldown_s: float = 0.0
     energy_interval_s: float = 0.5
+    idle_seconds: float = 10.0
     job: str | None = None
     trainer_args: list[str] = field(default_factory=list)
     baseline_cpu: str | None = None
@@ -113,6 +115,7 @@ class Matrix:
             "energy_repetitions": self.energy_repetitions,
             "cooldown_s": self.cooldown_s,
             "energy_interval_s": self.energy_interval_s,
+            "idle_seconds": self.idle_seconds,
             "job": self.job,
             "trainer_args": list(self.trainer_args),
             "baseline_cpu": self.baseline_cpu,
@@ -257,6 +260,7 @@ def build_matrix(
         "energy_repetitions",
         "cooldown",
         "energy_interval",
+        "idle_seconds",
         "job",
         "trainer_args",
         "baseline_cpu",
@@ -281,6 +285,7 @@ def build_matrix(
         energy_repetitions=_int(table, "energy_repetitions", where, 0, 0, 1000),
         cooldown_s=_float(table, "cooldown", where, 0.0, 0.0, 86400.0),
         energy_interval_s=_float(table, "energy_interval", where, 0.5, 0.01, 60.0),
+        idle_seconds=_float(table, "idle_seconds", where, 10.0, 0.0, 3600.0),
         job=_str(table, "job", where),
         trainer_args=_args(table, "trainer_args", where),
         baseline_cpu=_str(table, "baseline_cpu", where),

@@ -192,16 +192,60 @@ class Bench:
             self.matrix.job,
             **_shape(config),
             job_name=f"{self.matrix.name}-{config.name}-{run.kind}{run.rep:02d}",
-            output_dir=os.path.relpath(output, self.cwd)
-            if output.is_relative_to(self.cwd)
-            else str(output),
+            output_dir=self._relative(output),
             module="hpcbench.train",
             args=args,
             **({"scheduler": self.scheduler} if self.scheduler else {}),
         )
 
+    def measure_idle(self) -> None:
+        """Before energy runs: a one-task job measures a compute node's idle power into
+        ``idle.json`` (once; a failure is reported and the net energy stays unavailable)."""
+        m = self.matrix
+        idle_file = self.results / "idle.json"
+        if not m.energy_repetitions or not m.idle_seconds or idle_file.exists():
+            return
+        gpus = max((c.ranks_per_node for c in m.configs if c.device == "cuda"), default=0)
+        output = self.results / "idle"
+        try:
+            spec = api.load_spec(
+                m.job,
+                nodes=1,
+                gpus_per_node=gpus,
+                tasks_per_node=1,
+                launcher="torchrun",
+                job_name=f"{m.name}-idle",
+                output_dir=self._relative(output),
+                module="hpcbench.energy",
+                args=["idle", "--seconds", f"{m.idle_seconds:g}"]
+                + ["--interval", f"{m.energy_interval_s:g}", "--output", str(idle_file)],
+                **({"scheduler": self.scheduler} if self.scheduler else {}),
+            )
+            spec.program.config = None  # the trainer's options file is not for this program
+            job = api.submit(spec, self.scheduler, cwd=self.cwd)
+            self.echo(f"idle power: job {job.job_id}, {m.idle_seconds:g} s")
+            status = job.wait()
+        except (SchedulerError, ValueError) as err:
+            self.echo(f"idle power: not measured ({err}); net energy will be unavailable")
+            return
+        if status.state != "COMPLETED" or not idle_file.is_file():
+            self.echo(
+                f"idle power: not measured (job {job.job_id} {status.state.lower()}; "
+                f"{job.record.stderr_path if job.record else ''}); net energy will be unavailable"
+            )
+
+    def _on_slurm(self) -> bool:
+        return (
+            self.scheduler or api.resolve_scheduler(api.load_spec(self.matrix.job))[0]
+        ) == "slurm"
+
+    def _relative(self, path: Path) -> str:
+        return os.path.relpath(path, self.cwd) if path.is_relative_to(self.cwd) else str(path)
+
     def run(self, retry_failed: bool = False) -> list[Run]:
         """Run every run not yet completed (failed ones too with ``retry_failed``)."""
+        if any(r.kind == ENERGY and r.status not in FINISHED for r in self.runs):
+            self.measure_idle()
         todo = [
             r
             for r in self.runs

@@ -76,6 +76,10 @@ def test_a_small_matrix_runs_every_configuration_three_times(workdir, bench_data
         assert len(energy["nodes"]) == 1 and devices
         assert all(d["method"] == "unavailable" and d["reason"] for d in devices)
         assert all(d["total_j"] is None for d in devices)
+    # idle power was measured once, by a job, before the energy runs: unavailable here, with why
+    idle = json.loads((results / "idle.json").read_text())
+    assert idle["devices"] and all(d["watts"] is None and d["reason"] for d in idle["devices"])
+    assert "idle power: job local-1, 10 s" in r.stdout
     rep = hpcbench("report", "res", cwd=workdir, timeout=300)
     assert rep.returncode == 0, rep.stdout + rep.stderr
     md = (results / "report" / "report.md").read_text()
