@@ -51,3 +51,7 @@ launcher = "srun"
         if run["config"] != "single":
             assert metrics["run"]["world_size"] == 2
             assert metrics["provenance"]["nodelist"] == "node[1-2]"
+    rep = hpcbench("report", str(results), cwd=workdir, timeout=300)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    md = (results / "report" / "report.md").read_text()
+    assert "| mpi-2n |" in md and "node[1-2]" in md  # the hosts the ranks saw, in the provenance
