@@ -575,7 +575,8 @@ def sentences(analysis: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for cfg in analysis["configs"]:
         name = cfg["name"]
-        if cfg["speedup_vs_cpu"] and name != base_cpu:
+        # against the CPU only where that is another baseline than the one-device one
+        if cfg["speedup_vs_cpu"] and name != base_cpu and base_cpu != base_one:
             s = cfg["speedup_vs_cpu"]["value"]
             slower = f"{1 / s:.1f}× slower" if s < 1 else f"{s:.1f}× faster"
             out.append(f"{name}: {slower} than {base_cpu} (whole run)")

@@ -109,12 +109,13 @@ def option(
     unset: str | None = None,
     exclusive: str | None = None,
     factory: Callable[[], Any] | None = None,
+    metavar: str | None = None,
 ) -> Any:
     """A :class:`TrainConfig` field with what the command line, the checks and the file need.
 
     ``help`` explains the option (the parser appends its default, from the field); ``unset``
     what None means; ``rule`` checks a set value; ``exclusive`` names a group of options of
-    which one at most is given.
+    which one at most is given; ``metavar`` names the value in ``--help``.
     """
     assert group in GROUPS, group
     assert (unset is not None) == (default is None), "say what an unset option means"
@@ -125,6 +126,7 @@ def option(
         "rule": rule,
         "unset": unset,
         "exclusive": exclusive,
+        "metavar": metavar,
     }
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
@@ -293,6 +295,15 @@ class TrainConfig:
         choices=PROGRESS_MODES,
         help="auto: a bar on a terminal, one line per epoch otherwise",
     )
+    tensorboard: str | None = option(
+        None,
+        group="output",
+        help="rank 0 logs every epoch's metrics and times, the test metrics and the options to "
+        "TensorBoard in DIR/<run directory's name> (needs pip install 'hpcbench[tensorboard]'; "
+        "view with tensorboard --logdir DIR)",
+        unset="no TensorBoard log",
+        metavar="DIR",
+    )
     energy: str = option(
         "off",
         group="output",
@@ -443,7 +454,9 @@ def build_parser() -> argparse.ArgumentParser:
                 flag(f),
                 type=CLI_TYPES[kind],
                 choices=meta["choices"],
-                metavar=METAVARS.get(kind) if meta["choices"] is None else None,
+                metavar=(meta["metavar"] or METAVARS.get(kind))
+                if meta["choices"] is None
+                else None,
                 help=text,
             )
     return p

@@ -10,9 +10,13 @@ from throughput, as MLPerf does), per epoch ``train`` = ``data`` (waiting for th
 overlap the backward pass), ``val`` and, at the end, ``test``. Throughput = global samples
 trained ÷ train time.
 
-Set-up checks (run directory, dataset, batch split, model) are agreed on by every rank before
-training (:func:`hpcbench.train.failures.agree`). A step whose synchronised gradients are not
-finite, or an epoch whose all-reduced loss is not, stops every rank there
+With ``--tensorboard``, rank 0 also logs each epoch's row and, at the end, the test metrics to
+TensorBoard (:mod:`.tensorboard`; a null object otherwise), and closes the log at the end and on
+failure.
+
+Set-up checks (run directory, TensorBoard directory, dataset, batch split, model) are agreed on by
+every rank before training (:func:`hpcbench.train.failures.agree`). A step whose synchronised
+gradients are not finite, or an epoch whose all-reduced loss is not, stops every rank there
 (:class:`hpcbench.train.failures.TrainingDiverged`): nothing is written.
 """
 
@@ -25,7 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +49,7 @@ from hpcbench.train.models import build_model
 from hpcbench.train.results import EpochTimes, epoch_row, final_results, prepare_run_dir
 from hpcbench.train.runtime import Runtime
 from hpcbench.train.strategies import Strategy
+from hpcbench.train.tensorboard import NullBoard, check_board, open_board
 
 if TYPE_CHECKING:
     from hpcbench.progress import Progress
@@ -208,13 +213,15 @@ def set_up(
     run_dir: tuple[Path, str] | None = None,
 ) -> tuple[TrainData, nn.Module]:
     """Every check the user's input can fail, agreed on by every rank before any collective of
-    the model: the run directory (rank 0 creates it and writes a probe file), the dataset, the
-    batch split, the model."""
+    the model: the run directory (rank 0 creates it and writes a probe file), the TensorBoard
+    package and directory (rank 0), the dataset, the batch split, the model."""
     rank, world = runtime.rank, runtime.world_size
 
     def place() -> None:
         if rank == 0 and run_dir is not None:
             prepare_run_dir(*run_dir)
+        if rank == 0:
+            check_board(config, run_dir[0] if run_dir else None)
         ensure_dataset(config, rank, log)
 
     agree(strategy, place)
@@ -268,6 +275,7 @@ class Training:
     fail_step: int | None  # the failure drill's global step on this rank
     setup_s: float = 0.0  # the slowest rank's set-up seconds
     steps_done: int = 0  # training steps so far, over all epochs
+    board: NullBoard = field(default_factory=NullBoard)  # rank 0's --tensorboard log
 
     @property
     def lr(self) -> float:
@@ -285,14 +293,20 @@ def run(
     ``run_dir`` (rank 0: the directory and the option that named it) is checked for writing
     during set-up."""
     t = start(config, runtime, strategy, log, run_dir)
-    announce(t)
-    epochs: list[dict[str, Any]] = []
-    t.model.train()
-    for epoch in range(config.epochs):
-        row = run_epoch(t, epoch)
-        epochs.append(row)
-        log(epoch_line(epoch, config.epochs, row))
-    return finish(t, epochs)
+    try:
+        announce(t)
+        epochs: list[dict[str, Any]] = []
+        t.model.train()
+        for epoch in range(config.epochs):
+            row = run_epoch(t, epoch)
+            epochs.append(row)
+            t.board.epoch(row)
+            log(epoch_line(epoch, config.epochs, row))
+        results = finish(t, epochs)
+        t.board.finish(results)
+        return results
+    finally:
+        t.board.close()
 
 
 def start(
@@ -328,6 +342,7 @@ def start(
         )
         strategy.barrier()
         t.setup_s = float(strategy.all_reduce(np.array([clock() - t0]), "max")[0])
+    t.board = open_board(config, runtime.rank, run_dir[0] if run_dir else None)
     return t
 
 
