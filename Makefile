@@ -37,6 +37,7 @@ test: $(STAMP) system-deps
 bench: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/cli_startup.py
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/loader.py --data runs/bench-loader
+	$(PY) benchmarks/energy_sampler.py
 
 # The built-in dataset (9 classes, 9000 samples, 197x148 grayscale) as HDF5 shards in data/shapes
 data: $(STAMP)
