@@ -1,0 +1,65 @@
+"""The CLI of ``bench``, ``report`` and ``compare``: usage errors are one line, exit 2, and
+nothing is created."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import hpcbench
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ("bench",),
+            "hpcbench: error: give a matrix file or --configs (e.g. --configs single,ddp:2,mpi:2)",
+        ),
+        (
+            ("bench", "m.toml", "--configs", "single"),
+            "hpcbench: error: give a matrix file or --configs, not both",
+        ),
+        (
+            ("bench", "--configs", "single,horovod:2"),
+            "hpcbench: error: --configs: 'horovod:2' is not STRATEGY",
+        ),
+        (("bench", "nope.toml"), "hpcbench: error: nope.toml: no such file"),
+        (
+            ("bench", "--configs", "single", "--", "--output-dir", "x"),
+            "hpcbench: error: command line: trainer_args: --output-dir is set by the matrix",
+        ),
+        (("report", "missing-dir"), "hpcbench: error: missing-dir"),
+        (("compare", "a", "b"), "hpcbench: error: a"),
+    ],
+)
+def test_usage_errors_are_one_line(workdir, args, message):
+    r = hpcbench(*args, cwd=workdir)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), r.stderr
+    assert not (workdir / "runs").exists()
+
+
+def test_plan_prints_the_runs_in_order_and_runs_nothing(workdir):
+    r = hpcbench("bench", "--configs", "single,mpi:2", "--repetitions", "2", "--plan", cwd=workdir)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "1\tsingle\ttiming\t1",
+        "2\tmpi-2\ttiming\t1",
+        "3\tsingle\ttiming\t2",
+        "4\tmpi-2\ttiming\t2",
+    ]
+    assert not (workdir / "runs").exists()
+
+
+def test_results_that_are_not_a_matrixs_are_refused_untouched(workdir):
+    (workdir / "mine").mkdir()
+    (workdir / "mine" / "notes.txt").write_text("my own file\n")
+    r = hpcbench(
+        "bench", "--configs", "single", "--results", "mine", "--scheduler", "local", cwd=workdir
+    )
+    assert r.returncode == 1
+    assert r.stderr.strip().endswith(
+        "exists and is not a matrix's results directory (no bench.json); give a new directory"
+    )
+    assert [p.name for p in (workdir / "mine").iterdir()] == ["notes.txt"]
