@@ -37,6 +37,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcbench.data.files import NotRegularFile, read_regular
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -45,6 +47,7 @@ else:  # pragma: no cover - Python 3.10
 STRATEGIES = ("single", "ddp", "mpi", "dp")
 DEVICES = ("cpu", "cuda")
 LAUNCHERS = ("torchrun", "mpiexec", "srun")
+MAX_MATRIX_BYTES = 1 << 20
 MAX_RUNS = 10_000  # a matrix larger than this is a typo, not a plan
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # Options the matrix sets for every run itself; a configuration or trainer_args must not.
@@ -233,15 +236,17 @@ def read_matrix(path: str | Path) -> Matrix:
     """The matrix in ``path``, checked; :class:`MatrixError` naming the file and key."""
     where = str(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8-sig")
+        text = read_regular(path, MAX_MATRIX_BYTES).decode("utf-8-sig")
     except FileNotFoundError:
         raise MatrixError(f"{where}: no such file") from None
-    except IsADirectoryError:
-        raise MatrixError(f"{where}: is a directory; give the matrix file (TOML)") from None
+    except NotRegularFile:
+        raise MatrixError(f"{where}: not a regular file; give the matrix file (TOML)") from None
     except OSError as err:
         raise MatrixError(f"{where}: cannot read it ({err.strerror})") from None
-    except UnicodeDecodeError as err:
-        raise MatrixError(f"{where}: not UTF-8 text (byte {err.start})") from None
+    except ValueError as err:  # too large (UnicodeDecodeError is handled below)
+        if isinstance(err, UnicodeDecodeError):
+            raise MatrixError(f"{where}: not UTF-8 text (byte {err.start})") from None
+        raise MatrixError(f"{where}: {err}; not a matrix") from None
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
