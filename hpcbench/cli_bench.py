@@ -116,10 +116,16 @@ def run(args: argparse.Namespace, program_args: list[str]) -> int:
     from hpcbench.spec import SpecError
 
     try:
-        if args.action == "report":
-            return _report(args)
-        if args.action == "compare":
-            return _compare(args)
+        if args.action in ("report", "compare"):
+            try:
+                return _report(args) if args.action == "report" else _compare(args)
+            except (TypeError, AttributeError, KeyError, ZeroDivisionError, OverflowError) as err:
+                # a file of the results directory edited or damaged beyond what the checks name
+                where = args.results if args.action == "report" else f"{args.a} or {args.b}"
+                raise AnalysisError(
+                    f"{where}: results that cannot be analysed ({type(err).__name__}: {err}); "
+                    "was a file of it edited?"
+                ) from None
         matrix = build_matrix_from(args, program_args)
         if args.plan:
             for i, r in enumerate(plan(matrix), 1):

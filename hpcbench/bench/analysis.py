@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,7 +88,8 @@ def _read_json(path: Path, hint: str) -> Any:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite number (JSON lets NaN and Infinity through; they are never a measurement)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_bench(path: Path, bench: Any) -> None:
@@ -118,8 +120,11 @@ def _check_metrics(path: Path, metrics: Any) -> None:
     if not isinstance(metrics, dict) or not isinstance(metrics.get("phases"), dict):
         raise AnalysisError(f'{path}: no "phases" (not a metrics.json of hpcbench train)')
     for key in ("setup_s", *TOTAL_PHASES):
-        if not _is_number(metrics["phases"].get(key)):
-            raise AnalysisError(f"{path}: phases.{key} is missing or not a number")
+        value = metrics["phases"].get(key)
+        if not _is_number(value) or value < 0 or (key == "train_s" and value == 0):
+            raise AnalysisError(
+                f"{path}: phases.{key} is {value!r}, not a finite number of seconds >= 0"
+            )
     if not isinstance(metrics.get("run"), dict):
         raise AnalysisError(f'{path}: no "run" (not a metrics.json of hpcbench train)')
 
@@ -136,6 +141,12 @@ def _check_energy(path: Path, energy: Any) -> None:
         for dev in node["devices"]:
             if not isinstance(dev, dict) or "name" not in dev or "method" not in dev:
                 raise AnalysisError(f'{path}: a device without "name" and "method"')
+            if not isinstance(dev.get("phases") or {}, dict) or not isinstance(
+                dev.get("samples") or [], list
+            ):
+                raise AnalysisError(f"{path}: device {dev['name']!r}: phases or samples malformed")
+        if not isinstance(node.get("host", ""), str):
+            raise AnalysisError(f"{path}: a node whose host is not a name")
 
 
 def load_results(results_dir: str | Path) -> Results:
@@ -166,7 +177,7 @@ def load_results(results_dir: str | Path) -> Results:
             raise AnalysisError(
                 f"{runs_path}: runs[{i}] lacks one of config, kind, rep, status, run_dir"
             )
-        if rec["config"] not in names:
+        if not isinstance(rec["config"], str) or rec["config"] not in names:
             raise AnalysisError(
                 f"{runs_path}: runs[{i}]: config {rec['config']!r} is not in the matrix"
             )
@@ -176,12 +187,18 @@ def load_results(results_dir: str | Path) -> Results:
             raise AnalysisError(
                 f"{runs_path}: runs[{i}]: kind {rec['kind']!r} is not timing or energy"
             )
+        run_dir = rec["run_dir"]
+        if run_dir is not None and not isinstance(run_dir, str):
+            raise AnalysisError(f"{runs_path}: runs[{i}]: run_dir {run_dir!r} is not a path")
+        if rec["status"] == "completed" and not run_dir:
+            raise AnalysisError(f"{runs_path}: runs[{i}]: completed without a run_dir")
         run = Run(
             config=rec["config"],
             kind=rec["kind"],
             rep=rec["rep"],
             status=str(rec["status"]),
-            run_dir=directory / rec["run_dir"],
+            # pending runs and runs never submitted have no directory; they are only counted
+            run_dir=directory / run_dir if run_dir else directory,
             error=str(rec.get("error") or ""),
         )
         if run.status == "completed":

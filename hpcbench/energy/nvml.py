@@ -135,6 +135,11 @@ def _measurable(nvml: ModuleType, gpu: Gpu, name: str, used: bool) -> Source:
         return Unavailable(name, "gpu", f"NVML power: {err}", used)
 
 
+def _no_driver(err: Exception) -> bool:
+    """NVML's library itself is missing: the node has no NVIDIA driver, hence no NVIDIA GPU."""
+    return type(err).__name__ == "NVMLError_LibraryNotFound" or "Library Not Found" in str(err)
+
+
 def discover(
     cuda_visible: str | None, used_ordinals: Iterable[int]
 ) -> tuple[list[Source], ModuleType | None]:
@@ -142,14 +147,24 @@ def discover(
     ``used_ordinals`` (CUDA ordinals as ``cuda_visible`` maps them) is on it; and the pynvml
     module to shut down at the end (None when NVML did not start). One unavailable ``gpu``
     entry, with the reason, when NVML cannot be used."""
+    used_ordinals = list(used_ordinals)
+    computing = bool(used_ordinals)  # the ranks of this node compute on GPUs
+
+    def unknown(reason: str, nvml: ModuleType | None) -> tuple[list[Source], ModuleType | None]:
+        # The GPUs the run computes on cannot be measured: their energy is unknown, and so is
+        # the run's. Without GPUs in use it only says that idle GPUs, if any, are not counted.
+        return [Unavailable("gpu", "gpu", reason, used=computing)], nvml
+
     try:
         nvml = load_pynvml()
     except ImportError:
-        return [Unavailable("gpu", "gpu", INSTALL_HINT)], None
+        return unknown(INSTALL_HINT, None)
     try:
         nvml.nvmlInit()
     except Exception as err:  # NVMLError_LibraryNotFound, DriverNotLoaded, …
-        return [Unavailable("gpu", "gpu", f"NVML cannot start: {err}")], None
+        if not computing and _no_driver(err):
+            return [], None  # no NVIDIA driver on this node: it has no NVIDIA GPU to count
+        return unknown(f"NVML cannot start: {err}", None)
     try:
         gpus = []
         for i in range(int(nvml.nvmlDeviceGetCount())):
@@ -157,9 +172,11 @@ def discover(
             uuid = _text(nvml.nvmlDeviceGetUUID(handle))
             gpus.append(Gpu(i, uuid, handle, _mig_mode(nvml, handle)))
     except Exception as err:
-        return [Unavailable("gpu", "gpu", f"NVML cannot list the GPUs: {err}")], nvml
+        return unknown(f"NVML cannot list the GPUs: {err}", nvml)
     if not gpus:
-        return [Unavailable("gpu", "gpu", "NVML sees no GPU on this node")], nvml
+        if not computing:
+            return [], nvml  # NVML itself says there is none
+        return unknown("NVML sees no GPU on this node", nvml)
     mapping = visible(cuda_visible, gpus, nvml)
     chosen = [mapping[k] for k in used_ordinals if 0 <= k < len(mapping)]
     used = {index for index, _ in chosen if index is not None}

@@ -248,6 +248,34 @@ def test_without_pynvml_or_a_driver_gpus_are_unavailable_with_the_reason(monkeyp
     assert only.reason == "NVML cannot start: NVML error 9"
 
 
+def test_gpus_the_run_computes_on_are_used_even_when_nvml_cannot_measure_them(monkeypatch):
+    # The used GPU's energy is unknown, so the run's is: never the CPU's joules alone.
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    ((only,), _) = nvml_mod.discover("0", range(1))
+    assert only.used and only.method == "unavailable"
+    ((only,), _) = nvml_mod.discover(None, [])  # a CPU run: whether idle GPUs exist is unknown
+    assert not only.used
+
+
+class NVMLError_LibraryNotFound(Exception):  # noqa: N801 - pynvml's own name for it
+    pass
+
+
+def test_a_node_without_the_nvidia_driver_has_no_gpu_to_count(monkeypatch):
+    fake = fake_pynvml([])
+
+    def no_library():
+        raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+
+    fake.nvmlInit = no_library
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert nvml_mod.discover(None, []) == ([], None)  # CPU run: nothing to count, nothing unknown
+    ((only,), _) = nvml_mod.discover("0", range(1))  # a GPU run on it: unknown, and said so
+    assert only.used and "Library Not Found" in only.reason
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([]))  # NVML runs and sees none
+    assert nvml_mod.discover(None, [])[0] == []
+
+
 # ---- from samples to joules ----------------------------------------------------------------------
 SAMPLES = [[0.0, 0.0], [1.0, 10.0], [2.0, 30.0], [4.0, 30.0]]
 
