@@ -123,7 +123,7 @@ def karp_flatt_est(speedup: dict[str, Any] | None, devices: int) -> dict[str, An
     }
 
 
-MIN_SIGNIFICANT_N = 3  # fewer repetitions on a side: no interval worth the name
+MIN_SIGNIFICANT_N = 5  # below, [min, max] is what the bootstrap gives: too often apart by chance
 
 
 def significantly_different(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -174,5 +174,7 @@ def test_without_readable_counters_every_device_is_unavailable_never_zero(small_
             assert d["total_j"] is not None and d["samples"]
     if not rapl_readable() and not nvml_works():
         assert all(d["method"] == "unavailable" for d in devices)
-        assert {d["kind"] for d in devices} == {"gpu", "cpu"}
+        # the CPU packages always (unavailable here); no "gpu" entry when the node has no NVIDIA
+        # driver and the run computes on the CPU (there is no GPU to count)
+        assert "cpu" in {d["kind"] for d in devices} <= {"gpu", "cpu"}
     check_windows(json.loads((out / "metrics.json").read_text()), 3, began, ended)
