@@ -40,3 +40,11 @@ class LogFollower:
         data = self._partial + chunk
         *complete, self._partial = data.split(b"\n")
         return [line.decode("utf-8", "replace").rstrip("\r") for line in complete]
+
+    def rest(self) -> list[str]:
+        """After the job has ended: the new lines, and a last line that never got its newline."""
+        lines = self.new_lines()
+        if self._partial:
+            lines.append(self._partial.decode("utf-8", "replace").rstrip("\r"))
+            self._partial = b""
+        return lines

@@ -119,11 +119,11 @@ class Job:
                 for line in follower.new_lines():
                     on_line(line)
 
-        try:
-            return self.scheduler.wait([self.job_id], timeout, on_tick)[self.job_id]
-        finally:
-            if on_tick is not None:
-                on_tick()  # the lines written between the last look and the end
+        status = self.scheduler.wait([self.job_id], timeout, on_tick)[self.job_id]
+        if on_line is not None:
+            for line in follower.rest():  # written since the last look, and an unended last line
+                on_line(line)
+        return status
 
     def cancel(self) -> None:
         if self._submitit is not None:

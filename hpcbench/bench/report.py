@@ -707,6 +707,28 @@ def render_report(
     return [md, page] + [p.path for p in plots if p.path is not None] + list(tables)
 
 
+REPORT_MARK = ".hpcbench-report"  # in a directory hpcbench report wrote: it may write there again
+
+
+def claim_output(out: Path) -> None:
+    """Make ``out`` the report's directory, refusing one that holds anything else: the report
+    replaces its own files (and removes its stale figures), never a user's."""
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"--output {out}: is a file, not a directory")
+    if out.is_dir() and not (out / REPORT_MARK).is_file() and any(out.iterdir()):
+        raise ReportError(
+            f"--output {out}: holds files that hpcbench report did not write; give a new "
+            "or empty directory"
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomically(
+            out / REPORT_MARK, "written by hpcbench report; it may replace its files here\n"
+        )
+    except OSError as err:
+        raise ReportError(f"--output {out}: cannot write there ({err.strerror or err})") from None
+
+
 def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
     """Analyse ``results_dir`` and write the report into ``out_dir`` (default
     ``results_dir/report``): ``report.md``, ``report.html`` (self-contained), ``figures/*.png``
@@ -724,5 +746,6 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     results = Path(results_dir)
     out = Path(out_dir) if out_dir is not None else results / "report"
     analysis = an.analyse(an.load_results(results))
+    claim_output(out)
     tables = [Path(t) for t in an.write_tables(analysis, out / "tables")]
     return render_report(results, analysis, out, tables)

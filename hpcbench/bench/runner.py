@@ -15,6 +15,7 @@ Nothing here imports torch: it runs on a login node.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench import api
-from hpcbench.bench.matrix import Config, Matrix, MatrixError
+from hpcbench.bench.matrix import RESERVED_TRAINER_FLAGS, Config, Matrix, MatrixError
 from hpcbench.data.manifest import write_json_atomically
 from hpcbench.job import Job
 from hpcbench.schedulers.base import JobRecord, SchedulerError
@@ -38,6 +39,7 @@ BENCH_FORMAT = "hpcbench-bench/1"
 RUNS_FORMAT = "hpcbench-runs/1"
 TIMING, ENERGY = "timing", "energy"
 FINISHED = ("completed", "failed")
+SUBMIT_RETRIES = (10.0, 30.0)  # seconds before asking a refusing scheduler again
 # the trainer's line at the end of each epoch, after any launcher's rank label
 EPOCH_LINE = re.compile(r"epoch [0-9]+/[0-9]+: .*")
 VERSIONED = ("hpcbench", "torch", "torchvision", "mpi4py", "mpich", "numpy", "h5py", "nvidia-ml-py")
@@ -140,6 +142,18 @@ class Bench:
     def open(self) -> bool:
         """Create the results directory, or reopen it for the same matrix; True when resumed."""
         bench_file = self.results / "bench.json"
+        if self.results.exists() and not self.results.is_dir():
+            raise BenchError(f"--results {self.results}: is a file, not a directory")
+        if (
+            not bench_file.exists()
+            and self.results.is_dir()
+            and any(p.name != ".lock" for p in self.results.iterdir())
+        ):
+            raise BenchError(
+                f"--results {self.results}: exists and is not a matrix's results directory "
+                "(no bench.json); give a new directory"
+            )
+        self._lock()
         if bench_file.exists():
             recorded = _read_json(bench_file, BENCH_FORMAT)
             if recorded.get("matrix") != self.matrix.to_dict():
@@ -152,13 +166,13 @@ class Bench:
                 self.runs = [Run(**r) for r in data["runs"]]
             except (KeyError, TypeError) as err:
                 raise BenchError(f"{self.runs_file}: not a runs file of hpcbench ({err})") from None
+            # a run the matrix plans but the file lost (edited, an older version) is run again
+            recorded = {(r.config, r.kind, r.rep) for r in self.runs}
+            lost = [r for r in plan(self.matrix) if (r.config, r.kind, r.rep) not in recorded]
+            if lost:
+                self.runs += lost
+                self._save()
             return True
-        if self.results.exists() and any(self.results.iterdir()):
-            raise BenchError(
-                f"--results {self.results}: exists and is not a matrix's results directory "
-                "(no bench.json); give a new directory"
-            )
-        self.results.mkdir(parents=True, exist_ok=True)
         write_json_atomically(
             bench_file,
             {
@@ -172,6 +186,24 @@ class Bench:
         self._save()
         return False
 
+    def _lock(self) -> None:
+        """Hold ``RESULTS/.lock`` while this process runs the matrix: a second ``bench`` on the
+        same directory would share the machine with it and overwrite its records."""
+        try:
+            self.results.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.results / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as err:
+            raise BenchError(f"--results {self.results}: cannot use it ({err.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise BenchError(
+                f"--results {self.results}: another hpcbench bench is running this matrix; wait "
+                "for it (or stop it), then run this again to continue"
+            ) from None
+        self._lock_fd = fd  # released when the process ends
+
     def _save(self) -> None:
         write_json_atomically(
             self.runs_file, {"format": RUNS_FORMAT, "runs": [asdict(r) for r in self.runs]}
@@ -183,7 +215,14 @@ class Bench:
         """The job spec of one run: the matrix's job with this configuration's shape."""
         config = self.matrix.config(run.config)
         base = api.load_spec(self.matrix.job)
-        args = [*base.program.args, *self.matrix.trainer_args, *config.trainer_args]
+        for flag in base.program.args:
+            if flag.split("=", 1)[0] in RESERVED_TRAINER_FLAGS:
+                raise MatrixError(
+                    f"{self.matrix.job}: program.args: {flag.split('=', 1)[0]} is set by the "
+                    "matrix for each run; remove it from the job spec"
+                )
+        # the job's own program.args stay first: list overrides add to the file's list
+        args = [*self.matrix.trainer_args, *config.trainer_args]
         args += ["--strategy", config.strategy, "--device", config.device]
         if run.kind == ENERGY:
             args += ["--energy", "on", "--energy-interval", f"{self.matrix.energy_interval_s:g}"]
@@ -274,7 +313,7 @@ class Bench:
     def _submit(self, run: Run, prefix: str) -> Job | None:
         try:
             spec = self.spec_for(run)
-            job = api.submit(spec, self.scheduler, cwd=self.cwd)
+            job = self._submit_retrying(spec, prefix)
         except (SchedulerError, ValueError) as err:  # SpecError, RenderError are ValueErrors
             run.status, run.error, run.ended = "failed", f"not submitted: {err}", time.time()
             self._save()
@@ -289,6 +328,17 @@ class Bench:
         self._save()
         self.echo(f"{prefix}: job {job.job_id} ({record.scheduler})")
         return job
+
+    def _submit_retrying(self, spec: Any, prefix: str) -> Job:
+        """Submit; a scheduler that refuses for a moment (a controller restarting, a full
+        queue) is asked again after 10 s and 30 s before the run counts as failed."""
+        for delay in SUBMIT_RETRIES:
+            try:
+                return api.submit(spec, self.scheduler, cwd=self.cwd)
+            except SchedulerError as err:
+                self.echo(f"{prefix}: not submitted ({err}); again in {delay:g} s")
+                time.sleep(delay)
+        return api.submit(spec, self.scheduler, cwd=self.cwd)
 
     def _reattach(self, run: Run) -> Job:
         record = JobRecord(

@@ -425,6 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
         "timing every phase. Rank, world size and device come from the launcher "
         "(torchrun, mpiexec, srun) or default to one process.",
         argument_default=argparse.SUPPRESS,
+        # A job script is read once and runs for hours: "--output" must not silently mean
+        # --output-dir (nor a benchmark's reserved flags be reached by a prefix).
+        allow_abbrev=False,
     )
     p.add_argument(
         "--config",

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from hpcbench.bench.matrix import MatrixError, build_matrix, configs_from_words, read_matrix
@@ -181,3 +183,62 @@ def test_every_shipped_matrix_reads_and_each_run_renders_for_slurm(path, monkeyp
         spec = bench.spec_for(run)
         text = render_script(spec, "slurm")
         assert "--strategy" in text and spec.resources.world_size >= 1
+
+
+def test_a_results_directory_serves_one_bench_at_a_time_and_keeps_every_planned_run(tmp_path):
+    import json
+
+    from hpcbench.bench.runner import BenchError
+
+    m = build_matrix({"repetitions": 2, "config": configs_from_words("single,ddp:2")})
+    first = Bench(m, "res", scheduler="local", cwd=tmp_path)
+    assert first.open() is False
+    with pytest.raises(BenchError, match="another hpcbench bench is running this matrix"):
+        Bench(m, "res", scheduler="local", cwd=tmp_path).open()
+    os.close(first._lock_fd)  # the first one ends
+    runs_file = tmp_path / "res" / "runs.json"
+    data = json.loads(runs_file.read_text())
+    data["runs"] = data["runs"][:1]  # a runs.json that lost planned runs
+    runs_file.write_text(json.dumps(data))
+    again = Bench(m, "res", scheduler="local", cwd=tmp_path)
+    assert again.open() is True
+    assert sorted((r.config, r.rep) for r in again.runs) == sorted(
+        (c, rep) for c in ("single", "ddp-2") for rep in (1, 2)
+    )
+
+
+def test_results_that_are_a_file_are_one_line(tmp_path):
+    from hpcbench.bench.runner import BenchError
+
+    (tmp_path / "afile").write_text("x")
+    m = build_matrix({"config": configs_from_words("single")})
+    for where in ("afile", "afile/sub"):
+        with pytest.raises(BenchError, match=r"^--results .*afile"):
+            Bench(m, where, cwd=tmp_path).open()
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_the_jobs_own_args_come_once_and_may_not_set_what_the_matrix_sets(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.toml").write_text('[program]\nargs = ["--data", "shapes"]\n')
+    m = build_matrix(
+        {
+            "job": "job.toml",
+            "trainer_args": ["--epochs", "1"],
+            "config": configs_from_words("single"),
+        }
+    )
+    argv = Bench(m, "r", cwd=tmp_path).spec_for(Run("single", "timing", 1)).program.argv()
+    assert argv[3:] == [
+        "--data",
+        "shapes",
+        "--epochs",
+        "1",
+        "--strategy",
+        "single",
+        "--device",
+        "cpu",
+    ]
+    (tmp_path / "job.toml").write_text('[program]\nargs = ["--energy", "on"]\n')
+    with pytest.raises(MatrixError, match=r"job.toml: program.args: --energy is set by the matrix"):
+        Bench(m, "r", cwd=tmp_path).spec_for(Run("single", "timing", 1))

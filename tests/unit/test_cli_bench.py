@@ -63,3 +63,21 @@ def test_results_that_are_not_a_matrixs_are_refused_untouched(workdir):
         "exists and is not a matrix's results directory (no bench.json); give a new directory"
     )
     assert [p.name for p in (workdir / "mine").iterdir()] == ["notes.txt"]
+
+
+def test_report_output_never_replaces_files_it_did_not_write(tmp_path):
+    from hpcbench.bench.report import ReportError, claim_output
+
+    mine = tmp_path / "mydocs"
+    (mine / "figures").mkdir(parents=True)
+    (mine / "figures" / "power.png").write_text("precious")
+    with pytest.raises(ReportError, match="holds files that hpcbench report did not write"):
+        claim_output(mine)
+    assert (mine / "figures" / "power.png").read_text() == "precious"
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ReportError, match="is a file, not a directory"):
+        claim_output(tmp_path / "afile")
+    fresh = tmp_path / "fresh"
+    claim_output(fresh)
+    (fresh / "report.md").write_text("an earlier report")
+    claim_output(fresh)  # its own directory: it may write there again

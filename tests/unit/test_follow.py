@@ -30,3 +30,12 @@ def test_a_truncated_or_replaced_log_is_read_from_its_start(tmp_path):
     other.write_text("fresh 1\nfresh 2\nfresh 3\n")  # longer, and another file
     os.replace(other, log)
     assert follow.new_lines() == ["fresh 1", "fresh 2", "fresh 3"]
+
+
+def test_the_rest_includes_a_last_line_without_its_newline(tmp_path):
+    log = tmp_path / "job.out"
+    follow = LogFollower(log)
+    log.write_text("line1\nfinal-no-newline")
+    assert follow.new_lines() == ["line1"]
+    assert follow.rest() == ["final-no-newline"]
+    assert follow.rest() == []

@@ -185,3 +185,10 @@ def test_a_good_file_reaches_the_run(tmp_path):
     r = train("--config", "run.toml", cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     assert f"--data {tmp_path / 'elsewhere'}: no dataset there" in one_line(r.stderr)
+
+
+def test_a_prefix_of_an_option_is_not_that_option():
+    # "--output" would otherwise be --output-dir: a benchmark's reserved flags could be reached
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["--output", "/tmp/x"])
+    assert stop.value.code == 2
