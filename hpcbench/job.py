@@ -184,7 +184,16 @@ class Job:
         code = "" if status.exit_code is None else f" with exit code {status.exit_code}"
         why = f" ({status.reason})" if status.reason else ""
         report = [f"job {self.job_id} {status.state.lower()}{code}{why}"]
-        err = first_rank_error(self.stderr()) or first_rank_error(self.stdout())
+        logs = (self.stderr(), self.stdout())
+        err = next(
+            (
+                found
+                for lines_too in (False, True)
+                for text in logs
+                if (found := first_rank_error(text, lines_too)) is not None and found.traceback
+            ),
+            None,
+        )
         if err is not None and err.traceback:
             who = f"rank {err.rank}" if err.rank is not None else "a rank"
             report += [f"first failing {who}:", err.traceback]

@@ -59,9 +59,10 @@ def _block(lines: list[str], start: int, prefix: str) -> list[str]:
     return block
 
 
-def first_rank_error(text: str) -> RankError | None:
+def first_rank_error(text: str, one_line_errors: bool = True) -> RankError | None:
     """The first traceback printed by a rank (not by a launcher), with the rank if known; else
-    the first one-line error a rank printed."""
+    the first one-line error a rank printed (unless ``one_line_errors`` is False: a caller
+    with several logs looks for a traceback in each before settling for a line)."""
     lines = text.splitlines()
     root = _ROOT_CAUSE_RANK.search(text)
     fallback: RankError | None = None
@@ -78,7 +79,7 @@ def first_rank_error(text: str) -> RankError | None:
         if label is not None:
             return error
         fallback = fallback or error
-    if fallback is None:
+    if fallback is None and one_line_errors:
         fallback = _first_error_line(lines, root.group(1) if root else None)
     if fallback is None and root:
         return RankError(root.group(1), "")

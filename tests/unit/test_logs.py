@@ -67,3 +67,17 @@ def test_a_rank_that_stopped_with_a_one_line_error_is_named_by_it():
     # a launcher's own error line is not the reason
     assert first_rank_error("srun: error: node2: task 0: Exited with exit code 2\n") is None
     assert first_rank_error("[3] usage: train.py\n[3] train.py: error: unrecognized x\n").rank == "3"
+
+
+def test_a_traceback_in_either_log_wins_over_an_error_line_in_the_other(tmp_path):
+    from hpcbench.job import Job
+    from hpcbench.schedulers.base import JobRecord, JobStatus
+
+    out, err = tmp_path / "job.out", tmp_path / "job.err"
+    out.write_text("\n".join("1: " + line for line in TB) + "\n")
+    err.write_text("0: mpi4py: error: the other rank went away\nsrun: error: task 1 exited\n")
+    job = Job(JobRecord("12", "slurm", tmp_path / "s.sh", out, err, tmp_path / "run"))
+    report = job.failure_report(JobStatus("FAILED", exit_code=1))
+    assert "first failing rank 1:" in report and report.count("ValueError: bad batch") == 1
+    assert "the other rank went away" not in report
+    assert first_rank_error(err.read_text(), one_line_errors=False) is None
