@@ -22,7 +22,7 @@ _ROOT_CAUSE_RANK = re.compile(
 )
 _TRACEBACK = "Traceback (most recent call last):"
 # the launchers' own error lines say that a rank died, not why
-_LAUNCHER_ERRORS = ("srun:", "slurmstepd:", "mpiexec:", "mpirun:", "torchrun:", "hpcbench:")
+_LAUNCHER_ERRORS = re.compile(r"(?:srun|slurmstepd|mpiexec|mpirun|torchrun|hpcbench)(?:-\S+)?:")
 _ERROR_LINE = re.compile(r"[A-Za-z][\w.-]*(?: [\w.-]+)?: error: \S")
 # Frames of the launchers themselves: their tracebacks say that a rank died, not why.
 _LAUNCHER_FRAMES = (
@@ -91,7 +91,7 @@ def _first_error_line(lines: list[str], root_rank: str | None) -> RankError | No
     ``prog: error: ...``) and no traceback: that line is the reason."""
     for line in lines:
         prefix, label, body = _split(line)
-        if _ERROR_LINE.match(body) and not body.startswith(_LAUNCHER_ERRORS):
+        if _ERROR_LINE.match(body) and not _LAUNCHER_ERRORS.match(body):
             torchrun = prefix.startswith("[default")
             return RankError(root_rank if (torchrun or label is None) and root_rank else label, line)
     return None
