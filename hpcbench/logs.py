@@ -93,5 +93,7 @@ def _first_error_line(lines: list[str], root_rank: str | None) -> RankError | No
         prefix, label, body = _split(line)
         if _ERROR_LINE.match(body) and not _LAUNCHER_ERRORS.match(body):
             torchrun = prefix.startswith("[default")
-            return RankError(root_rank if (torchrun or label is None) and root_rank else label, line)
+            return RankError(
+                root_rank if (torchrun or label is None) and root_rank else label, line
+            )
     return None

@@ -66,8 +66,12 @@ def test_a_rank_that_stopped_with_a_one_line_error_is_named_by_it():
     assert err.rank == "4" and err.traceback == line
     # a launcher's own error line is not the reason
     assert first_rank_error("srun: error: node2: task 0: Exited with exit code 2\n") is None
-    assert first_rank_error("0: slurmstepd-node1: error: mpi/pmi2: invalid client request\n") is None
-    assert first_rank_error("[3] usage: train.py\n[3] train.py: error: unrecognized x\n").rank == "3"
+    assert (
+        first_rank_error("0: slurmstepd-node1: error: mpi/pmi2: invalid client request\n") is None
+    )
+    assert (
+        first_rank_error("[3] usage: train.py\n[3] train.py: error: unrecognized x\n").rank == "3"
+    )
 
 
 def test_a_traceback_in_either_log_wins_over_an_error_line_in_the_other(tmp_path):

@@ -224,7 +224,9 @@ def test_a_missing_program_config_is_one_line(tmp_path, monkeypatch):
 def test_a_trainer_config_with_an_unknown_option_is_refused_at_load(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "t.toml").write_text("lrr = 0.05\n")
-    with pytest.raises(SpecError, match=r"program.config: t.toml: unknown option 'lrr'; did you mean 'lr'"):
+    with pytest.raises(
+        SpecError, match=r"program.config: t.toml: unknown option 'lrr'; did you mean 'lr'"
+    ):
         build_spec({"program": {"config": "t.toml"}})
     # another program's file is its own business: only its presence is checked
     spec = build_spec({"program": {"script": "mine.py", "config": "t.toml"}})
