@@ -1,5 +1,5 @@
 # make demo   install into .venv and run the demo job on the local scheduler
-# make test   install into .venv (plus shellcheck) and run the whole test suite; as root the tests
+# make test   install into .venv (plus shellcheck and chromium) and run the whole test suite; as root the tests
 #             also start throwaway SLURM and Grid Engine clusters (tests/cluster/*-up.sh)
 # make bench  run the benchmarks (each prints ratios against a peer measured in the same run)
 # make data   generate the built-in synthetic dataset into data/shapes

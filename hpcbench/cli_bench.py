@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from hpcbench.spec import SCHEDULERS
@@ -68,31 +69,22 @@ def add_parsers(sub: Any) -> None:
 
 def build_matrix_from(args: argparse.Namespace, trainer_args: list[str]) -> Any:
     """The matrix file with the flags on top, or the matrix of the flags alone."""
-    from hpcbench.bench.matrix import MatrixError, build_matrix, configs_from_words, read_matrix
+    from hpcbench.bench.matrix import (
+        MatrixError,
+        build_matrix,
+        configs_from_words,
+        read_matrix_table,
+    )
 
     if args.matrix and args.configs:
         raise MatrixError("give a matrix file or --configs, not both")
     if not args.matrix and not args.configs:
         raise MatrixError("give a matrix file or --configs (e.g. --configs single,ddp:2,mpi:2)")
-    table: dict[str, Any] = {}
-    where = "command line"
     if args.matrix:
-        base = read_matrix(args.matrix)
-        table = {k: v for k, v in base.to_dict().items() if v is not None}
-        table["config"] = [
-            {
-                k: c[k]
-                for k in ("name", "strategy", "device", "nodes", "ranks_per_node", "trainer_args")
-            }
-            | ({"launcher": c["launcher"]} if c["launcher"] else {})
-            for c in table.pop("configs")
-        ]
-        table["cooldown"] = table.pop("cooldown_s")
-        table["energy_interval"] = table.pop("energy_interval_s")
-        table["idle_seconds"] = table.pop("idle_seconds")
-        where = args.matrix
+        table, where = read_matrix_table(args.matrix), args.matrix
+        table.setdefault("name", Path(args.matrix).stem)
     else:
-        table["config"] = configs_from_words(args.configs)
+        table, where = {"config": configs_from_words(args.configs)}, "command line"
     for key, value in (
         ("repetitions", args.repetitions),
         ("energy_repetitions", args.energy_repetitions),

@@ -234,6 +234,11 @@ def _check_config(c: Config, where: str) -> None:
 
 def read_matrix(path: str | Path) -> Matrix:
     """The matrix in ``path``, checked; :class:`MatrixError` naming the file and key."""
+    return build_matrix(read_matrix_table(path), str(path), default_name=Path(path).stem)
+
+
+def read_matrix_table(path: str | Path) -> dict[str, Any]:
+    """The TOML table of a matrix file, unchecked (flags may still change it)."""
     where = str(path)
     try:
         text = read_regular(path, MAX_MATRIX_BYTES).decode("utf-8-sig")
@@ -253,7 +258,7 @@ def read_matrix(path: str | Path) -> Matrix:
         raise MatrixError(f"{where}: not valid TOML ({' '.join(str(err).split())})") from None
     except RecursionError:
         raise MatrixError(f"{where}: nested too deeply") from None
-    return build_matrix(table, where, default_name=Path(path).stem)
+    return table
 
 
 def build_matrix(

@@ -81,3 +81,23 @@ def test_report_output_never_replaces_files_it_did_not_write(tmp_path):
     claim_output(fresh)
     (fresh / "report.md").write_text("an earlier report")
     claim_output(fresh)  # its own directory: it may write there again
+
+
+def test_flags_change_a_matrix_file(workdir):
+    (workdir / "m.toml").write_text(
+        'repetitions = 3\ntrainer_args = ["--epochs", "2"]\n'
+        '[[config]]\nname = "a"\nstrategy = "single"\n'
+    )
+    r = hpcbench("bench", "m.toml", "--repetitions", "1", "--plan", cwd=workdir)
+    assert r.stdout.splitlines() == ["1\ta\ttiming\t1"], r.stderr
+    from hpcbench.bench.matrix import build_matrix, read_matrix_table
+    from hpcbench.cli import build_parser
+    from hpcbench.cli_bench import build_matrix_from
+
+    args = build_parser().parse_args(
+        ["bench", str(workdir / "m.toml"), "--energy-repetitions", "2"]
+    )
+    m = build_matrix_from(args, ["--model", "mlp"])
+    assert (m.name, m.repetitions, m.energy_repetitions) == ("m", 3, 2)
+    assert m.trainer_args == ["--epochs", "2", "--model", "mlp"]
+    assert build_matrix(read_matrix_table(workdir / "m.toml")).trainer_args == ["--epochs", "2"]
