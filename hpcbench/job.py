@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.follow import LogFollower
-from hpcbench.logs import first_rank_error
+from hpcbench.logs import RankError, first_rank_error
 from hpcbench.schedulers import get as get_scheduler
 from hpcbench.schedulers.base import JobRecord, JobStatus, Scheduler, tail
 
@@ -184,16 +184,7 @@ class Job:
         code = "" if status.exit_code is None else f" with exit code {status.exit_code}"
         why = f" ({status.reason})" if status.reason else ""
         report = [f"job {self.job_id} {status.state.lower()}{code}{why}"]
-        logs = (self.stderr(), self.stdout())
-        err = next(
-            (
-                found
-                for lines_too in (False, True)
-                for text in logs
-                if (found := first_rank_error(text, lines_too)) is not None and found.traceback
-            ),
-            None,
-        )
+        err = _first_failure((self.stderr(), self.stdout()))
         if err is not None and err.traceback:
             who = f"rank {err.rank}" if err.rank is not None else "a rank"
             report += [f"first failing {who}:", err.traceback]
@@ -211,3 +202,13 @@ def _read(path: Path) -> str:
         return path.read_text(errors="replace")
     except OSError:
         return ""
+
+
+def _first_failure(logs: tuple[str, ...]) -> RankError | None:
+    """A rank's traceback in any of the logs, else a rank's one-line error in any of them."""
+    for one_line_errors in (False, True):
+        for text in logs:
+            found = first_rank_error(text, one_line_errors)
+            if found is not None and found.traceback:
+                return found
+    return None
