@@ -1,7 +1,11 @@
 """``python -m hpcbench.train``: run one training (:func:`hpcbench.train.entry.run_training`) and
 turn its outcome into an exit status.
 
-Exit status: 0 done; 2 an option or dataset the user can fix (one line, also under mpiexec: every
+The stop signals (SIGUSR2, SIGTERM) are caught first thing, before the heavy imports, so that a
+scheduler's early warning never kills a rank that is still starting.
+
+Exit status: 0 done; 75 stopped by a signal after writing a checkpoint (run again with
+``--resume auto``); 2 an option or dataset the user can fix (one line, also under mpiexec: every
 rank finds it and exits by itself); 1 a diverged training (one line, every rank stops at the same
 step) or anything else, after printing this rank's traceback and stopping every other rank
 (MPI_Abort under mpiexec; torchrun's agent and ``srun --kill-on-bad-exit`` stop the others when
@@ -14,6 +18,9 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hpcbench.train.stopping import StopRequest
+
+    stop = StopRequest().install()
     from hpcbench.launch import line_buffered_output
 
     line_buffered_output()
@@ -21,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     from hpcbench.train.failures import exit_code
 
     try:
-        run_training(argv)
+        run_training(argv, stop)
         return 0
     except SystemExit as err:  # argparse: --help, or a usage error already printed
         return err.code if isinstance(err.code, int) else 2

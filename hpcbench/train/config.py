@@ -42,7 +42,13 @@ ENERGY_MODES = ("off", "on")
 DEFAULT_DATA = "data/shapes"
 DEFAULT_GLOBAL_BATCH = 32  # the global batch when neither batch option is given
 
-GROUPS = ("data and model", "parallelism", "batch and optimisation", "output")
+GROUPS = (
+    "data and model",
+    "parallelism",
+    "batch and optimisation",
+    "checkpoints and stopping",
+    "output",
+)
 
 
 class ConfigError(Exception):
@@ -317,6 +323,53 @@ class TrainConfig:
         group="output",
         rule=finite_in("in [0.01, 60]", lambda v: 0.01 <= v <= 60),
         help="seconds between energy readings (--energy on)",
+    )
+    checkpoint: bool = option(
+        True,
+        group="checkpoints and stopping",
+        help="write checkpoints (rank 0, atomically) at the end of each epoch, every "
+        "--checkpoint-every steps, and when a stop signal arrives (--no-checkpoint: never)",
+    )
+    checkpoint_every: int = option(
+        0,
+        group="checkpoints and stopping",
+        rule=at_least(0),
+        help="also write a checkpoint every N training steps (0: only at epoch ends and on a "
+        "stop signal)",
+        metavar="N",
+    )
+    checkpoint_keep: int = option(
+        2,
+        group="checkpoints and stopping",
+        rule=at_least(1),
+        help="keep the newest K checkpoints (older ones written by this directory's runs are "
+        "removed)",
+        metavar="K",
+    )
+    checkpoint_dir: str | None = option(
+        None,
+        group="checkpoints and stopping",
+        help="where checkpoints are written and --resume auto looks",
+        unset="<results directory>/checkpoints",
+        metavar="DIR",
+    )
+    resume: str = option(
+        group="checkpoints and stopping",
+        factory=lambda: os.environ.get("HPCBENCH_RESUME") or "none",
+        rule=lambda v: None if v.strip() else "must be none, auto or a checkpoint file",
+        help="auto: continue from the newest valid checkpoint in the checkpoint directory "
+        "(start afresh when there is none; a corrupt one is skipped with a warning); FILE: "
+        "from that checkpoint; none: start afresh ($HPCBENCH_RESUME, which job scripts set to "
+        "auto, gives the default)",
+        metavar="auto|none|FILE",
+    )
+    hang_timeout: float = option(
+        600.0,
+        group="checkpoints and stopping",
+        rule=finite_in("in [0, 1e7]", lambda v: 0 <= v <= 1e7),
+        help="a rank that finishes no training step for this many seconds stops the job, "
+        "naming itself (twice as long inside a step, where it may wait for others; 0: never)",
+        metavar="SECONDS",
     )
 
     def as_dict(self) -> dict[str, Any]:

@@ -1,11 +1,12 @@
 """One training run as a function: what ``python -m hpcbench.train`` and the submitit helper call.
 
 ``run_training(argv)`` parses the options, sets up the rank, trains, and returns the results dict
-(rank 0 also writes metrics.json/epochs.csv, energy.json with ``--energy on``
+(rank 0 also writes metrics.json/epochs.csv/steps.csv, energy.json with ``--energy on``
 (:mod:`hpcbench.train.energy`), and prints the summary). On an error that every rank
 met together (set-up checks, divergence: :mod:`hpcbench.train.failures`) each rank leaves by
 itself; on any other error it stops the other ranks (MPI_Abort where there is no agent to do it).
-Either way it re-raises.
+Either way it re-raises. A stop signal ends every rank at the same step after a checkpoint
+(:class:`hpcbench.train.stopping.Stopped`, exit 75).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hpcbench.train.config import TrainConfig
+    from hpcbench.train.stopping import StopRequest
 
 
 def default_run_dir() -> str:
@@ -32,10 +34,21 @@ def run_dir_of(config: TrainConfig) -> tuple[Path, str]:
     return Path(default_run_dir()).resolve(), env
 
 
-def run_training(argv: list[str] | None = None) -> dict[str, Any]:
+def run_training(argv: list[str] | None = None, stop: StopRequest | None = None) -> dict[str, Any]:
+    """``stop``: the stop signals' record, installed as early as possible by the caller (one is
+    installed here otherwise), and uninstalled on return."""
     from hpcbench.train.config import parse_args
+    from hpcbench.train.stopping import StopRequest
 
-    config = parse_args(argv)  # before torch is imported: a usage error answers at once
+    stop = stop or StopRequest().install()
+    try:
+        config = parse_args(argv)  # before torch is imported: a usage error answers at once
+        return _train(config, stop)
+    finally:
+        stop.uninstall()
+
+
+def _train(config: TrainConfig, stop: StopRequest) -> dict[str, Any]:
 
     from hpcbench.train import loop
     from hpcbench.train.energy import RunEnergy, energy_line
@@ -56,7 +69,7 @@ def run_training(argv: list[str] | None = None) -> dict[str, Any]:
         strategy = make_strategy(choose(config, runtime), config, runtime)
         energy = RunEnergy.start(config, runtime, strategy)
         run_dir = run_dir_of(config) if rank == 0 else None
-        results = loop.run(config, runtime, strategy, log, run_dir)
+        results = loop.run(config, runtime, strategy, log, run_dir, stop)
         joules = energy.finish(strategy, results["phase_windows"]) if energy else None
         if run_dir is not None:
             paths = write_results(run_dir[0], results)
@@ -94,9 +107,14 @@ def report(err: BaseException, rank: int | None = None) -> None:
     import traceback
 
     from hpcbench.train.failures import USAGE_ERRORS, StoppedTogether, TrainingDiverged
+    from hpcbench.train.stopping import Stopped
 
     if isinstance(err, StoppedTogether):
         return  # another rank reported why
+    if isinstance(err, Stopped):
+        if rank in (0, None) and "with the other ranks" not in str(err):
+            print(f"hpcbench train: {err}", file=sys.stderr, flush=True)
+        return
     if isinstance(err, (*USAGE_ERRORS, TrainingDiverged)):
         print(f"hpcbench train: error: {err}", file=sys.stderr, flush=True)
     else:

@@ -46,10 +46,15 @@ class StoppedTogether(Exception):
 
 
 def exit_code(err: BaseException) -> int:
-    """The status agreed on by the ranks, else 2 for an option or dataset the user can fix, else 1."""
+    """The status agreed on by the ranks, else 75 for a stop on request (after a checkpoint),
+    2 for an option or dataset the user can fix, else 1."""
+    from hpcbench.train.stopping import STOPPED_EXIT, Stopped
+
     agreed = getattr(err, EXIT, None)
     if isinstance(agreed, int):
         return agreed
+    if isinstance(err, Stopped):
+        return STOPPED_EXIT
     return 2 if isinstance(err, USAGE_ERRORS) else 1
 
 

@@ -41,20 +41,22 @@ from torch.nn.utils import get_total_norm
 from hpcbench import __version__
 from hpcbench.data.manifest import Manifest
 from hpcbench.launch import job_id, usable_cores
+from hpcbench.train import checkpoint as ckpt
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData, ensure_dataset, wait_for_dataset
-from hpcbench.train.failures import agree, diverged
+from hpcbench.train.drills import Drill, act, drill_for
+from hpcbench.train.failures import agree, diverged, stop_together
 from hpcbench.train.metrics import Clock, Meter, PhaseWindows
 from hpcbench.train.models import build_model
 from hpcbench.train.results import EpochTimes, epoch_row, final_results, prepare_run_dir
 from hpcbench.train.runtime import Runtime
+from hpcbench.train.stopping import StopRequest, Stopped, Watchdog, mark
 from hpcbench.train.strategies import Strategy
 from hpcbench.train.tensorboard import NullBoard, check_board, open_board
 
 if TYPE_CHECKING:
     from hpcbench.progress import Progress
 
-FAIL_AT_VARIABLE = "HPCBENCH_FAIL_AT"  # "RANK:STEP": a failure drill (see docs/training.md)
 Log = Callable[[str], None]
 
 
@@ -167,14 +169,6 @@ def evaluate(
     return Meter.summarise(strategy.all_reduce(meter.vector()), data.manifest.num_classes)
 
 
-def _fail_drill(rank: int) -> int | None:
-    spec = os.environ.get(FAIL_AT_VARIABLE, "")
-    r, _, step = spec.partition(":")
-    if r.strip().isdigit() and step.strip().isdigit() and int(r) == rank:
-        return int(step)
-    return None
-
-
 def _provenance(runtime: Runtime, strategy_name: str) -> dict[str, Any]:
     info: dict[str, Any] = {
         "hpcbench": __version__,
@@ -272,10 +266,21 @@ class Training:
     schedule: torch.optim.lr_scheduler.LRScheduler
     criterion: nn.Module
     norm: Normalizer
-    fail_step: int | None  # the failure drill's global step on this rank
+    drill: Drill | None  # this rank's failure drill ($HPCBENCH_FAIL_AT)
+    stop: StopRequest  # the stop signals this process received
+    watchdog: Watchdog
+    checkpoint_dir: Path
+    fingerprint: dict[str, Any]
     setup_s: float = 0.0  # the slowest rank's set-up seconds
     steps_done: int = 0  # training steps so far, over all epochs
     board: NullBoard = field(default_factory=NullBoard)  # rank 0's --tensorboard log
+    start_epoch: int = 0  # where this run starts (after --resume)
+    start_step: int = 0
+    epochs: list[dict[str, Any]] = field(default_factory=list)  # the rows so far
+    losses: list[float] = field(default_factory=list)  # each step's global mean loss so far
+    partial: dict[str, Any] | None = None  # a resumed epoch's meter and seconds so far
+    checkpoint_s: list[float] = field(default_factory=list)  # each checkpoint's seconds
+    resumed_from: str | None = None
 
     @property
     def lr(self) -> float:
@@ -288,25 +293,32 @@ def run(
     strategy: Strategy,
     log: Log = print,
     run_dir: tuple[Path, str] | None = None,
+    stop: StopRequest | None = None,
 ) -> dict[str, Any]:
     """Train, validate, test; return the results (:func:`hpcbench.train.results.final_results`).
     ``run_dir`` (rank 0: the directory and the option that named it) is checked for writing
-    during set-up."""
-    t = start(config, runtime, strategy, log, run_dir)
+    during set-up. With ``--resume`` the run continues from a checkpoint; a stop signal
+    (``stop``) ends it at the next step boundary with a checkpoint (:class:`Stopped`)."""
+    t = start(config, runtime, strategy, log, run_dir, stop or StopRequest())
     try:
         announce(t)
-        epochs: list[dict[str, Any]] = []
         t.model.train()
-        for epoch in range(config.epochs):
+        for epoch in range(t.start_epoch, config.epochs):
             row = run_epoch(t, epoch)
-            epochs.append(row)
+            t.epochs.append(row)
             t.board.epoch(row)
             log(epoch_line(epoch, config.epochs, row))
-        results = finish(t, epochs)
+            save_checkpoint(t, epoch + 1, 0)
+        results = finish(t, t.epochs)
         t.board.finish(results)
         return results
     finally:
+        t.watchdog.at(None, t.steps_done)
         t.board.close()
+
+
+def checkpoint_dir_of(config: TrainConfig, run_dir: Path) -> Path:
+    return Path(config.checkpoint_dir).expanduser().resolve() if config.checkpoint_dir else run_dir / "checkpoints"
 
 
 def start(
@@ -315,9 +327,11 @@ def start(
     strategy: Strategy,
     log: Log,
     run_dir: tuple[Path, str] | None,
+    stop: StopRequest,
 ) -> Training:
     """Set-up, timed (the slowest rank's time) and windowed: the agreed checks, then the model
-    placed by the strategy, the optimiser and its schedule."""
+    placed by the strategy, the optimiser and its schedule, then the checkpoint to resume from
+    (found and loaded on every rank; a bad one stops every rank together)."""
     clock = Clock(runtime)
     windows = PhaseWindows(clock)
     with windows.phase("setup"):
@@ -338,12 +352,111 @@ def start(
             schedule=make_schedule(config, optimizer, data.steps),
             criterion=nn.CrossEntropyLoss(),
             norm=Normalizer(data.manifest, runtime.device),
-            fail_step=_fail_drill(runtime.rank),
+            drill=drill_for(runtime.rank),
+            stop=stop,
+            watchdog=Watchdog(config.hang_timeout, runtime.rank),
+            checkpoint_dir=strategy.broadcast_object(
+                checkpoint_dir_of(config, run_dir[0]) if run_dir else None
+            ),
+            fingerprint=ckpt.fingerprint(config, data.global_batch, data.manifest.dataset_id),
         )
+        agree(strategy, lambda: resume(t))
         strategy.barrier()
         t.setup_s = float(strategy.all_reduce(np.array([clock() - t0]), "max")[0])
+    if runtime.rank == 0:
+        mark("ready", {"steps_done": t.steps_done})
+        stop.read_request_file()
     t.board = open_board(config, runtime.rank, run_dir[0] if run_dir else None)
     return t
+
+
+def resume(t: Training) -> None:
+    """Continue from the checkpoint ``--resume`` names, if any: weights, optimiser, schedule,
+    random generators, position and the progress so far."""
+    def warn(message: str) -> None:
+        if t.runtime.rank == 0:
+            print(message, file=sys.stderr, flush=True)
+
+    found = ckpt.find(
+        t.config.resume, t.checkpoint_dir, warn, t.fingerprint, t.runtime.world_size
+    )
+    if found is None:
+        if t.config.resume == "auto":
+            t.log(f"no checkpoint in {t.checkpoint_dir}: starting afresh")
+        return
+    ckpt.restore(found, t.strategy, t.optimizer, t.schedule, t.runtime.rank)
+    pos, progress = found.payload["position"], found.payload["progress"]
+    t.start_epoch, t.start_step, t.steps_done = pos["epoch"], pos["step"], pos["steps_done"]
+    t.epochs = list(progress["epochs"])
+    t.losses = list(progress["losses"])
+    t.partial = progress["partial"] if t.start_step else None
+    t.checkpoint_s = list(progress["checkpoint_s"])
+    t.resumed_from = str(found.path)
+    t.log(
+        f"resuming from {found.path}: epoch {t.start_epoch + 1}, step {t.start_step} "
+        f"({t.steps_done} steps done, written by {pos['world_size']} rank(s))"
+    )
+
+
+def save_checkpoint(
+    t: Training, epoch: int, step: int, meter: Meter | None = None, times: list[float] | None = None
+) -> Path | None:
+    """Write the checkpoint of position (epoch, step) -- every rank calls this at the same
+    step: the replicas' checksums are compared, every rank's generators gathered, rank 0
+    writes. Returns the file on rank 0."""
+    if not t.config.checkpoint:
+        return None
+    c0 = time.perf_counter()
+    strategy, rank = t.strategy, t.runtime.rank
+    assert strategy.eval_model is not None
+    mine = ckpt.parameter_checksum(strategy.eval_model)
+    low, high = strategy.all_reduce(np.array([-mine, mine]), "max")
+    if -low != high:
+        raise RuntimeError(
+            f"the model replicas differ between ranks at step {t.steps_done} (parameter "
+            f"checksums {-float(low)!r} and {float(high)!r}): no checkpoint written"
+        )
+    ranks = strategy.gather_object(ckpt.rank_state(strategy.eval_model))
+    partial = None
+    if meter is not None and times is not None:
+        partial = {
+            "meter": torch.from_numpy(strategy.all_reduce(meter.vector())),
+            "times": torch.from_numpy(strategy.all_reduce(np.array(times), "max")),
+        }
+    path = None
+    if rank == 0:
+        payload = ckpt.payload(
+            fp=t.fingerprint,
+            strategy=strategy,
+            optimizer=t.optimizer,
+            schedule=t.schedule,
+            position={
+                "epoch": epoch,
+                "step": step,
+                "steps_done": t.steps_done,
+                "world_size": t.runtime.world_size,
+                "steps_per_epoch": t.data.steps,
+            },
+            ranks=ranks,
+            progress={
+                "epochs": t.epochs,
+                "losses": t.losses,
+                "partial": partial,
+                "checkpoint_s": t.checkpoint_s,
+            },
+        )
+        try:
+            path = ckpt.write(t.checkpoint_dir, t.steps_done, payload, t.config.checkpoint_keep)
+        except OSError as err:
+            failed = OSError(
+                err.errno,
+                f"cannot write the checkpoint of step {t.steps_done} in {t.checkpoint_dir} "
+                f"({err.strerror}); the previous checkpoints are intact",
+            )
+            raise failed from None
+    strategy.barrier()
+    t.checkpoint_s.append(time.perf_counter() - c0)
+    return path
 
 
 def announce(t: Training) -> None:
@@ -377,23 +490,36 @@ def _progress_bar(t: Training, epoch: int) -> Progress | None:
 
 def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
     """The epoch's training steps on this rank: (the meter, train, data and communication
-    seconds). Stops every rank at a step whose synchronised gradients are not finite."""
+    seconds), from the resumed step on. Stops every rank at a step whose synchronised gradients
+    are not finite, and at the step after a stop signal (:class:`Stopped`, after a checkpoint).
+    Checkpoint time is not training time."""
     e0 = t.clock()
     rank, world = t.runtime.rank, t.runtime.world_size
     index = t.strategy.share_index(t.data, epoch)
     meter = Meter(t.data.manifest.num_classes, t.runtime.device)
-    data_s = comm_s = 0.0
+    data_s = comm_s = paused_s = 0.0
+    first = t.start_step if epoch == t.start_epoch else 0
+    if first and t.partial is not None and rank == 0:  # the resumed epoch's sums so far
+        saved = t.partial["meter"].numpy()
+        meter.loss_sum += float(saved[0])
+        meter.confusion += torch.from_numpy(saved[1:].astype(np.int64)).to(meter.confusion.device)
+    before = t.partial["times"].numpy() if first and t.partial is not None else np.zeros(3)
     progress = _progress_bar(t, epoch)
-    batches = iter(t.data.train_batches(epoch, index))
-    for step in range(t.data.steps):
+    batches = iter(t.data.train_batches(epoch, index if index is None else index[first:]))
+    if t.data.sharded is not None:  # the shard order has no index: pass the steps done
+        for _ in range(first):
+            next(batches)
+    every = t.config.checkpoint_every
+    weight = t.data.weight
+    for step in range(first, t.data.steps):
+        t.watchdog.at("batch", t.steps_done)
+        if t.drill is not None:
+            act(t.drill, t.steps_done)
         d0 = time.perf_counter()
         xb, yb = next(batches)
         x, y = t.norm(xb, yb)
         data_s += time.perf_counter() - d0
-        if t.fail_step is not None and t.steps_done == t.fail_step:
-            raise RuntimeError(
-                f"failure drill: rank {rank} fails at step {t.steps_done} ({FAIL_AT_VARIABLE})"
-            )
+        t.watchdog.at("step", t.steps_done)
         loss, logits, comm, finite = train_step(t.strategy, t.optimizer, x, y, t.criterion)
         if not finite:
             raise _diverged_step(epoch, step, world, loss, t.lr, rank)
@@ -401,12 +527,54 @@ def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
         t.schedule.step()
         meter.update(logits, y, loss)
         t.steps_done += 1
+        stop, global_loss = agree_after_step(t, float(loss) * weight)
+        t.losses.append(global_loss)
         if progress is not None:
             progress.update(step + 1)
-    train_s = t.clock() - e0
+        last = step + 1 == t.data.steps
+        if stop or (every and t.steps_done % every == 0 and not last):
+            p0 = time.perf_counter()
+            times = [t.clock() - e0 - paused_s + before[0], data_s + before[1], comm_s + before[2]]
+            path = save_checkpoint(t, epoch, step + 1, meter, times)
+            paused_s += time.perf_counter() - p0
+            if stop:
+                t.watchdog.at(None, t.steps_done)
+                if progress is not None:
+                    progress.close()
+                raise stopped(t, epoch, step + 1, path)
+    t.watchdog.at(None, t.steps_done)
+    train_s = t.clock() - e0 - paused_s + before[0]
     if progress is not None:
         progress.close()
-    return meter, train_s, data_s, comm_s
+    return meter, train_s, data_s + before[1], comm_s + before[2]
+
+
+def agree_after_step(t: Training, weighted_loss: float) -> tuple[bool, float]:
+    """Whether any rank received a stop signal, and the step's global mean loss: one all-reduce
+    of two numbers (none on one rank)."""
+    if t.runtime.world_size == 1:
+        return t.stop.requested, weighted_loss
+    flag, loss = t.strategy.all_reduce(np.array([1.0 if t.stop.requested else 0.0, weighted_loss]))
+    return flag > 0, float(loss)
+
+
+def stopped(t: Training, epoch: int, step: int, path: Path | None) -> BaseException:
+    """The stop every rank raises together; rank 0 says why, where the checkpoint is, and
+    leaves the ``stopped`` mark for the job script."""
+    if t.runtime.rank != 0:
+        return stop_together(Stopped("stopped with the other ranks"))
+    why = t.stop.describe() if t.stop.requested else "another rank's stop signal"
+    where = f"checkpoint {path}" if path else "no checkpoint (--no-checkpoint)"
+    mark(
+        "stopped",
+        {"signal": why, "checkpoint": str(path) if path else None, "steps_done": t.steps_done},
+    )
+    return stop_together(
+        Stopped(
+            f"stopped by {why} at epoch {epoch + 1}, step {step} ({t.steps_done} steps done): "
+            f"{where}; run again with --resume auto to continue"
+        )
+    )
 
 
 def run_epoch(t: Training, epoch: int) -> dict[str, Any]:
@@ -469,4 +637,20 @@ def finish(t: Training, epochs: list[dict[str, Any]]) -> dict[str, Any]:
         test_s=test_s,
         setup_s=t.setup_s,
         phase_windows=t.windows.rows,
+        checkpoints=checkpoint_record(t),
+        step_losses=t.losses,
     )
+
+
+def checkpoint_record(t: Training) -> dict[str, Any]:
+    """What ``metrics.json`` says of checkpoints: where, how many, how long each took (the
+    lead a scheduler's warning signal needs), and what this run resumed from."""
+    times = t.checkpoint_s
+    return {
+        "enabled": t.config.checkpoint,
+        "directory": str(t.checkpoint_dir),
+        "written": len(times),
+        "max_s": max(times) if times else None,
+        "mean_s": sum(times) / len(times) if times else None,
+        "resumed_from": t.resumed_from,
+    }

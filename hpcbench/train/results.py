@@ -18,7 +18,14 @@ completes; the run directory is checked during set-up; plus the summary printed 
 - ``validation``: the last epoch's validation accuracy; ``test``: loss, accuracy, macro_f1,
   samples (None without a test split).
 
+- ``checkpoints``: enabled, directory, written (this run), max_s and mean_s (seconds per
+  checkpoint, over the resumed runs too: what a scheduler's warning signal must leave), and
+  resumed_from (the checkpoint this run continued, or None).
+
 ``epochs.csv``: the epoch records' fields marked for it, :data:`CSV_COLUMNS`.
+
+``steps.csv``: each training step's loss, the mean over the global batch (``step,loss``; kept
+across resumes: an interrupted and resumed run has the same rows as an uninterrupted one).
 
 ``energy.json`` (``--energy on``): the nodes' energy records, docs/energy.md.
 """
@@ -58,6 +65,7 @@ EPOCH_FIELDS: tuple[tuple[str, bool, str], ...] = (
     ("files_opened_rank0", False, "files rank 0 opened"),
 )
 CSV_COLUMNS = [key for key, in_csv, _ in EPOCH_FIELDS if in_csv]
+STEP_LOSSES = "step_losses"  # in the results dict; written to steps.csv, not metrics.json
 
 
 @dataclass(frozen=True)
@@ -126,8 +134,11 @@ def final_results(
     test_s: float,
     setup_s: float,
     phase_windows: list[dict[str, Any]],
+    checkpoints: dict[str, Any] | None = None,
+    step_losses: list[float] | None = None,
 ) -> dict[str, Any]:
-    """What ``metrics.json`` holds (the layout in this module's docstring)."""
+    """What ``metrics.json`` holds (the layout in this module's docstring); ``step_losses``
+    go to ``steps.csv`` instead."""
     global_batch = sum(batch_sizes)
     phases = {
         "train_s": _total(epochs, "train_time_s"),
@@ -164,6 +175,8 @@ def final_results(
         "epochs": epochs,
         "validation": epochs[-1]["val_accuracy"],
         "test": test,
+        "checkpoints": checkpoints,
+        STEP_LOSSES: step_losses or [],
     }
 
 
@@ -194,7 +207,13 @@ def write_results(run_dir: Path, results: dict[str, Any]) -> tuple[Path, Path]:
         w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
     csv_path = run_dir / "epochs.csv"
     write_atomically(csv_path, out.getvalue())
-    return write_json_atomically(run_dir / "metrics.json", results), csv_path
+    losses = results.get(STEP_LOSSES, [])
+    write_atomically(
+        run_dir / "steps.csv",
+        "step,loss\n" + "".join(f"{i + 1},{loss!r}\n" for i, loss in enumerate(losses)),
+    )
+    document = {k: v for k, v in results.items() if k != STEP_LOSSES}
+    return write_json_atomically(run_dir / "metrics.json", document), csv_path
 
 
 def write_energy(run_dir: Path, document: dict[str, Any]) -> Path:

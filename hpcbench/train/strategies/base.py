@@ -56,6 +56,10 @@ class Strategy:
         None on the other ranks."""
         return [obj]
 
+    def broadcast_object(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` (picklable, small, outside training) on every rank."""
+        return obj
+
     def abort(self) -> None:
         """Stop every rank now (after this rank failed)."""
 

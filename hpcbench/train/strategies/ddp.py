@@ -86,6 +86,11 @@ class DDPStrategy(Strategy):
         dist.gather_object(obj, out, dst=0)
         return out
 
+    def broadcast_object(self, obj: object) -> object:
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
     def abort(self) -> None:
         if self.runtime.launch.launcher in MPI_LAUNCHERS:
             from mpi4py import MPI  # no agent to stop the others under mpiexec

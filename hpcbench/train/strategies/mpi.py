@@ -194,6 +194,9 @@ class MPIStrategy(Strategy):
     def gather_object(self, obj: object) -> list[object] | None:
         return self.comm.gather(obj, root=0)
 
+    def broadcast_object(self, obj: object) -> object:
+        return self.comm.bcast(obj, root=0)
+
     def abort(self) -> None:
         self.comm.Abort(1)
 

@@ -1,0 +1,54 @@
+"""Failure drills: ``HPCBENCH_FAIL_AT=RANK:STEP[:MODE]`` makes one rank misbehave at one global
+training step (counted from 0 over all epochs), to rehearse what a cluster does to long jobs.
+
+Modes: ``raise`` (default: an exception, the job fails naming the rank), ``kill`` (the rank sends
+itself SIGKILL: no Python clean-up at all, as when the kernel's OOM killer strikes), ``hang`` (the
+rank stops making progress; the hang watchdog, ``--hang-timeout``, ends the job), ``stop`` (the rank
+sends itself SIGUSR2, as the scheduler does before a time limit: the run checkpoints and stops for
+requeue), ``disk-full`` (rank 0's checkpoint write at that step fails with ENOSPC half-way).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+FAIL_AT_VARIABLE = "HPCBENCH_FAIL_AT"
+MODES = ("raise", "kill", "hang", "stop", "disk-full")
+
+
+@dataclass(frozen=True)
+class Drill:
+    rank: int
+    step: int
+    mode: str
+
+
+def drill_for(rank: int) -> Drill | None:
+    """This rank's drill, if ``$HPCBENCH_FAIL_AT`` names it (a malformed value names none)."""
+    parts = [p.strip() for p in os.environ.get(FAIL_AT_VARIABLE, "").split(":")]
+    if len(parts) not in (2, 3) or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    mode = parts[2] if len(parts) == 3 else "raise"
+    if mode not in MODES or int(parts[0]) != rank:
+        return None
+    return Drill(int(parts[0]), int(parts[1]), mode)
+
+
+def act(drill: Drill, steps_done: int) -> None:
+    """Misbehave if this is the drill's step (called before each training step)."""
+    if steps_done != drill.step or drill.mode == "disk-full":
+        return
+    what = f"failure drill: rank {drill.rank} {{}} at step {steps_done} ({FAIL_AT_VARIABLE})"
+    if drill.mode == "raise":
+        raise RuntimeError(what.format("fails"))
+    print(f"hpcbench train: {what.format(drill.mode + 's')}", flush=True)
+    if drill.mode == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif drill.mode == "stop":
+        os.kill(os.getpid(), signal.SIGUSR2)
+    elif drill.mode == "hang":
+        while True:
+            time.sleep(3600)
