@@ -98,6 +98,20 @@ def _job_options() -> argparse.ArgumentParser:
         metavar="DIR",
         help="directory of templates overriding the built-in ones (repeatable)",
     )
+    g = p.add_argument_group("time limits and preemption (docs/resilience.md)")
+    g.add_argument(
+        "--requeue",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="signal the ranks before the time limit, checkpoint, requeue and resume "
+        "(default: on for hpcbench's trainer)",
+    )
+    g.add_argument("--max-requeues", metavar="N", help="requeue at most N times (default 3)")
+    g.add_argument(
+        "--signal-lead",
+        metavar="LIMIT",
+        help="signal this long before the time limit, e.g. 5 or 00:05:00 (default 5 minutes)",
+    )
     return p
 
 

@@ -205,6 +205,13 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"hpcbench prep: error: {printable(err)}", file=sys.stderr)
         return 1 if args.prep_action == "verify" else 2
+    except MemoryError as err:  # e.g. --samples or --size far beyond this machine
+        print(
+            f"hpcbench prep: error: not enough memory ({err or 'MemoryError'}); no partial "
+            "output left",
+            file=sys.stderr,
+        )
+        return 1
     except KeyboardInterrupt:
         print("hpcbench prep: interrupted; no partial output left", file=sys.stderr)
         return 130

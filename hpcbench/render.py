@@ -190,6 +190,36 @@ def summary(spec: JobSpec) -> str:
     )
 
 
+# How each scheduler warns a job before it ends it, for the comment in the script.
+STOP_WARNINGS = {
+    "slurm": "SLURM sends the signal to this shell `lead` before the time limit (--signal=B:), and "
+    "SIGTERM on preemption",
+    "sge": "Grid Engine sends SIGUSR2 before SIGKILL (-notify; the queue's notify time)",
+    "pbs": "PBS sends SIGTERM at the walltime and on qdel, SIGKILL after its kill_delay",
+    "lsf": "LSF sends the signal `lead` before the run limit (-wa/-wt)",
+    "local": "hpcbench cancel sends SIGTERM, SIGKILL a few seconds later",
+}
+
+
+def requeue_context(spec: JobSpec, scheduler: str) -> dict[str, Any] | None:
+    """What the templates need to signal, checkpoint and requeue; None when it is off."""
+    q = spec.requeue
+    if not q.active(spec.program):
+        return None
+    if q.lead_s >= spec.resources.time_s:
+        raise RenderError(
+            f"requeue.lead: {q.lead_s} s before the time limit is not inside the job's "
+            f"{spec.resources.time_s} s; give a shorter lead or a longer resources.time"
+        )
+    return {
+        "signal": q.signal,
+        "lead_s": q.lead_s,
+        "max": q.max,
+        "method": q.method,
+        "why": STOP_WARNINGS.get(scheduler, "the scheduler's warning signal"),
+    }
+
+
 def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
     r = spec.resources
     cls = scheduler_class(scheduler)
@@ -229,6 +259,7 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
         "uses_mpi_opts": "${mpi_opts[@]}" in launch_text,
         "uses_mpi_per_node": "${mpi_per_node[@]}" in launch_text,
         "local_agent": shell_join(torchrun_words(spec, standalone=r.nodes == 1), width=LINE_WIDTH),
+        "requeue": requeue_context(spec, scheduler),
         **cls.template_context(spec),
     }
 

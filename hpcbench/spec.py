@@ -81,6 +81,9 @@ FIELD_KEYWORDS = {
     "args": "program.args",
     "scheduler": "scheduler.name",
     "directives": "scheduler.directives",
+    "requeue": "requeue.enabled",
+    "max_requeues": "requeue.max",
+    "signal_lead": "requeue.lead",
 }
 
 
@@ -201,6 +204,34 @@ class SchedulerOptions:
     sge_pe: str | None = field(default=None, metadata=_kind("line"))
 
 
+STOP_SIGNALS = ("USR2", "TERM")  # never USR1: NCCL installs its own handler for it
+REQUEUE_METHODS = ("auto", "scontrol", "resubmit")
+
+
+@dataclass
+class Requeue:
+    """Surviving time limits and preemption: the scheduler signals the job ``lead`` before its
+    time limit, the ranks checkpoint and stop, and the job is requeued (at most ``max`` times)
+    and resumes from the checkpoint."""
+
+    enabled: bool | None = field(default=None, metadata=_kind("bool"))
+    signal: str = field(default="USR2", metadata=_kind("choice", choices=STOP_SIGNALS))
+    lead_s: int = field(default=300, metadata=_kind("time", key="lead"))
+    max: int = field(default=3, metadata=_kind("nonnegint", max=1000))
+    method: str = field(default="auto", metadata=_kind("choice", choices=REQUEUE_METHODS))
+
+    def active(self, program: Program) -> bool:
+        """On when set, else when the program is hpcbench's trainer (which checkpoints on the
+        signal); another program would be killed by a signal it does not expect."""
+        if self.enabled is not None:
+            return self.enabled
+        return (
+            not program.command
+            and not program.script
+            and ((program.module or DEFAULT_PROGRAM_MODULE) == DEFAULT_PROGRAM_MODULE)
+        )
+
+
 @dataclass
 class JobSpec:
     """A whole job: resources, environment, launcher, program and scheduler options."""
@@ -214,6 +245,7 @@ class JobSpec:
     scheduler: SchedulerOptions = field(
         default_factory=SchedulerOptions, metadata=_kind("table", cls=SchedulerOptions)
     )
+    requeue: Requeue = field(default_factory=Requeue, metadata=_kind("table", cls=Requeue))
     source: str | None = field(default=None, metadata=_kind("internal"))
 
 
@@ -492,6 +524,8 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
         raise SpecError(f"{p}: not valid TOML: {err}") from None
     except UnicodeDecodeError as err:
         raise SpecError(f"{p}: not valid TOML: not UTF-8 text (byte {err.start})") from None
+    except ValueError as err:  # tomllib's own int(): an integer of more than 4300 digits
+        raise SpecError(f"{p}: not valid TOML: {err}") from None
     except RecursionError:
         raise SpecError(f"{p}: not valid TOML: nested too deeply") from None
     except OSError as err:
@@ -555,6 +589,10 @@ def _check_program_config(program: Program, where: str) -> None:
             read_toml(str(path))
         except ConfigError as err:
             raise SpecError(f"{where}program.config: {err}") from None
+        except (ValueError, RecursionError) as err:  # what tomllib raises besides its own error
+            raise SpecError(
+                f"{where}program.config: {program.config}: not valid TOML ({err})"
+            ) from None
 
 
 def load_spec(

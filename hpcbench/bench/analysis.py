@@ -76,15 +76,21 @@ class Results:
 
 def _read_json(path: Path, hint: str) -> Any:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise AnalysisError(f"{path}: missing; {hint}") from None
     except OSError as err:
         raise AnalysisError(f"{path}: cannot read ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise AnalysisError(f"{path}: not JSON (not UTF-8 text, byte {err.start})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise AnalysisError(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
+    except ValueError as err:  # json's own int(): a number of more than 4300 digits
+        raise AnalysisError(f"{path}: not JSON ({err})") from None
+    except RecursionError:
+        raise AnalysisError(f"{path}: not JSON that hpcbench wrote (nested too deeply)") from None
 
 
 def _is_number(value: Any) -> bool:

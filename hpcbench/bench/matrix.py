@@ -256,6 +256,8 @@ def read_matrix_table(path: str | Path) -> dict[str, Any]:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise MatrixError(f"{where}: not valid TOML ({' '.join(str(err).split())})") from None
+    except ValueError as err:  # tomllib's own int(): an integer of more than 4300 digits
+        raise MatrixError(f"{where}: not valid TOML ({err})") from None
     except RecursionError:
         raise MatrixError(f"{where}: nested too deeply") from None
     return table
@@ -343,7 +345,13 @@ def configs_from_words(words: str) -> list[dict[str, Any]]:
                 f"--configs: {word!r} is not STRATEGY[:RANKS[xNODES]][@DEVICE] "
                 f"(strategies {', '.join(STRATEGIES)}; devices {', '.join(DEVICES)}), e.g. ddp:2"
             )
-        ranks, nodes = int(m["ranks"] or 1), int(m["nodes"] or 1)
+        try:
+            ranks, nodes = int(m["ranks"] or 1), int(m["nodes"] or 1)
+        except ValueError:  # int() refuses more than 4300 digits
+            raise MatrixError(
+                f"--configs: {word[:24]}…: a count far beyond the limits (ranks per node at "
+                "most 1024, nodes at most 4096)"
+            ) from None
         device = m["device"] or ("cuda" if m["strategy"] == "dp" else "cpu")
         name = m["strategy"] if ranks * nodes == 1 else f"{m['strategy']}-{ranks * nodes}"
         if nodes > 1:

@@ -228,6 +228,7 @@ class Manifest:
             raise DataError(f"{path}: not valid JSON ({err})") from None
         manifest = cls.from_dict(data, str(path))
         manifest.root = root
+        _check_shard_links(manifest, root)
         return manifest
 
     def save(self, root: str | os.PathLike[str]) -> Path:
@@ -299,6 +300,28 @@ def _split_problem(name: str, s: SplitInfo, classes: int, sample_bytes: int) -> 
                 f"in its {x.bytes:,} bytes"
             )
     return None
+
+
+def _check_shard_links(manifest: Manifest, root: Path) -> None:
+    """Raise DataError for a shard that is a symbolic link leading out of the dataset directory:
+    the reader, ``verify`` and staging would open whatever file it names. Links are found with one
+    listing of the directory (its entries' types), not one ``stat`` per shard."""
+    from hpcbench.data.files import printable
+
+    names = {s.file for info in manifest.splits.values() for s in info.shards}
+    try:
+        with os.scandir(root) as entries:
+            links = sorted(e.name for e in entries if e.name in names and e.is_symlink())
+    except OSError:  # a directory we may read files from but not list
+        links = sorted(n for n in names if os.path.islink(root / n))
+    real_root = os.path.realpath(root)
+    for name in links:
+        target = os.path.realpath(root / name)
+        if os.path.commonpath([real_root, target]) != real_root:
+            raise DataError(
+                f"{printable(root / name)}: a symbolic link to {printable(target)}, outside the "
+                "dataset directory; a shard must lie inside it"
+            )
 
 
 def _fmt(values: list[float]) -> str:

@@ -35,17 +35,20 @@ def run_dir_of(config: TrainConfig) -> tuple[Path, str]:
 
 
 def run_training(argv: list[str] | None = None, stop: StopRequest | None = None) -> dict[str, Any]:
-    """``stop``: the stop signals' record, installed as early as possible by the caller (one is
-    installed here otherwise), and uninstalled on return."""
+    """``stop``: the stop signals' record, installed as early as possible by the caller, who
+    keeps it (a signal after the run then changes nothing); else one is installed here for the
+    run and the previous handlers are put back on return."""
     from hpcbench.train.config import parse_args
     from hpcbench.train.stopping import StopRequest
 
+    own = stop is None
     stop = stop or StopRequest().install()
     try:
         config = parse_args(argv)  # before torch is imported: a usage error answers at once
         return _train(config, stop)
     finally:
-        stop.uninstall()
+        if own:
+            stop.uninstall()
 
 
 def _train(config: TrainConfig, stop: StopRequest) -> dict[str, Any]:

@@ -50,7 +50,7 @@ from hpcbench.train.metrics import Clock, Meter, PhaseWindows
 from hpcbench.train.models import build_model
 from hpcbench.train.results import EpochTimes, epoch_row, final_results, prepare_run_dir
 from hpcbench.train.runtime import Runtime
-from hpcbench.train.stopping import StopRequest, Stopped, Watchdog, mark
+from hpcbench.train.stopping import Stopped, StopRequest, Watchdog, mark
 from hpcbench.train.strategies import Strategy
 from hpcbench.train.tensorboard import NullBoard, check_board, open_board
 
@@ -318,7 +318,11 @@ def run(
 
 
 def checkpoint_dir_of(config: TrainConfig, run_dir: Path) -> Path:
-    return Path(config.checkpoint_dir).expanduser().resolve() if config.checkpoint_dir else run_dir / "checkpoints"
+    return (
+        Path(config.checkpoint_dir).expanduser().resolve()
+        if config.checkpoint_dir
+        else run_dir / "checkpoints"
+    )
 
 
 def start(
@@ -373,13 +377,12 @@ def start(
 def resume(t: Training) -> None:
     """Continue from the checkpoint ``--resume`` names, if any: weights, optimiser, schedule,
     random generators, position and the progress so far."""
+
     def warn(message: str) -> None:
         if t.runtime.rank == 0:
             print(message, file=sys.stderr, flush=True)
 
-    found = ckpt.find(
-        t.config.resume, t.checkpoint_dir, warn, t.fingerprint, t.runtime.world_size
-    )
+    found = ckpt.find(t.config.resume, t.checkpoint_dir, warn, t.fingerprint, t.runtime.world_size)
     if found is None:
         if t.config.resume == "auto":
             t.log(f"no checkpoint in {t.checkpoint_dir}: starting afresh")
