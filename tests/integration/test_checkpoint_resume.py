@@ -1,0 +1,288 @@
+"""Checkpoints and resume with real processes: one process, real MPI (mpiexec) and real
+torch.distributed (torchrun, gloo), on a real HDF5 dataset.
+
+A run interrupted mid-epoch (a stop signal, a rank killed with SIGKILL, a hung rank, a disk that
+fills during a checkpoint) and continued with ``--resume auto`` must end with weights bitwise equal
+to an uninterrupted run of the same configuration, and with the same per-step losses.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import have_module, mpiexec_available, need_module, require
+from tests.integration.test_trainer import env
+
+torch = need_module("torch")
+
+ARGS = [
+    "--epochs",
+    "2",
+    "--max-steps",
+    "8",
+    "--global-batch-size",
+    "16",
+    "--model",
+    "small_cnn",
+    "--checkpoint-every",
+    "3",
+    "--progress",
+    "lines",
+    "--eval-batch-size",
+    "128",
+]
+STEPS = 16  # 2 epochs x 8 steps
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    from data_prep import ConvertOptions, convert, synthetic
+
+    root = tmp_path_factory.mktemp("ckpt") / "shapes"
+    convert(synthetic(900, 9), root, ConvertOptions(size=(16, 12), grayscale=True, progress=False))
+    return root
+
+
+def command(strategy: str, ranks: int) -> list[str]:
+    if strategy == "mpi":
+        require(have_module("mpi4py") and mpiexec_available(), "mpi4py and mpiexec")
+        return ["mpiexec", "-n", str(ranks), sys.executable, "-m", "hpcbench.train"]
+    if strategy == "ddp":
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={ranks}",
+            "-m",
+            "hpcbench.train",
+        ]
+    return [sys.executable, "-m", "hpcbench.train"]
+
+
+def train(
+    strategy: str,
+    ranks: int,
+    data: Path,
+    out: Path,
+    *extra: str,
+    fail_at: str | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess:
+    e = env()
+    if fail_at:
+        e["HPCBENCH_FAIL_AT"] = fail_at
+    return subprocess.run(
+        [
+            *command(strategy, ranks),
+            "--strategy",
+            strategy,
+            "--data",
+            str(data),
+            "--output-dir",
+            str(out),
+            *ARGS,
+            *extra,
+        ],
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def final_weights(out: Path) -> dict:
+    from hpcbench.train.checkpoint import checkpoint_files, decode
+
+    (steps, path), *_ = checkpoint_files(out / "checkpoints")
+    assert steps == STEPS
+    return decode(path)["model"]
+
+
+def assert_same_run(reference: Path, resumed: Path) -> None:
+    a, b = final_weights(reference), final_weights(resumed)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), f"{name} differs after the resume"
+    assert (reference / "steps.csv").read_text() == (resumed / "steps.csv").read_text()
+    ref, res = (json.loads((d / "metrics.json").read_text()) for d in (reference, resumed))
+    for key in ("train_loss", "train_accuracy", "val_accuracy"):
+        assert [e[key] for e in ref["epochs"]] == pytest.approx([e[key] for e in res["epochs"]])
+    assert res["test"] == pytest.approx(ref["test"])
+
+
+@pytest.fixture(scope="module")
+def references(data, tmp_path_factory):
+    """One uninterrupted run per (strategy, ranks), made when first asked for."""
+    made: dict[tuple[str, int], Path] = {}
+
+    def get(strategy: str, ranks: int) -> Path:
+        if (strategy, ranks) not in made:
+            out = tmp_path_factory.mktemp(f"ref-{strategy}{ranks}")
+            r = train(strategy, ranks, data, out)
+            assert r.returncode == 0, r.stdout + r.stderr
+            made[strategy, ranks] = out
+        return made[strategy, ranks]
+
+    return get
+
+
+CASES = [("single", 1), ("ddp", 2), ("mpi", 2)]
+
+
+@pytest.mark.parametrize(("strategy", "ranks"), CASES)
+def test_a_stop_signal_mid_epoch_then_resume_auto_is_bit_exact(
+    strategy, ranks, data, references, tmp_path
+):
+    reference = references(strategy, ranks)
+    rank = ranks - 1  # the last rank is signalled: every rank must stop with it
+    r = train(strategy, ranks, data, tmp_path, fail_at=f"{rank}:10:stop")
+    assert r.returncode != 0
+    if strategy != "ddp":  # torchrun reports its own status for failed workers
+        assert r.returncode == 75, r.stdout + r.stderr
+    assert "stopped by" in r.stderr and "epoch 2, step 3" in r.stderr, r.stderr
+    assert not (tmp_path / "metrics.json").exists()  # no results for a run that did not finish
+    r = train(strategy, ranks, data, tmp_path, "--resume", "auto")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "resuming from" in r.stdout and "ckpt-11.pt" in r.stdout, r.stdout
+    assert_same_run(reference, tmp_path)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["checkpoints"]["resumed_from"].endswith("ckpt-11.pt")
+    assert metrics["checkpoints"]["max_s"] > 0
+
+
+def test_a_rank_killed_at_a_random_step_fails_the_run_and_resume_finishes_it(
+    data, references, tmp_path
+):
+    reference = references("mpi", 2)
+    step = random.Random().randrange(4, STEPS)
+    started = time.monotonic()
+    r = train("mpi", 2, data, tmp_path, fail_at=f"1:{step}:kill", timeout=120)
+    assert r.returncode != 0
+    assert time.monotonic() - started < 120  # mpiexec ends the job when a rank dies
+    out = r.stdout + r.stderr
+    assert "rank 1" in out, out
+    from hpcbench.train.checkpoint import checkpoint_files, decode
+
+    written = checkpoint_files(tmp_path / "checkpoints")
+    assert written and written[0][0] == step // 3 * 3  # the last one before the kill
+    for _, path in written:
+        decode(path)  # intact
+    r = train("mpi", 2, data, tmp_path, "--resume", "auto")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert_same_run(reference, tmp_path)
+
+
+def test_a_hung_rank_is_named_by_the_watchdog_and_the_job_ends(data, references, tmp_path):
+    reference = references("mpi", 2)
+    r = train(
+        "mpi", 2, data, tmp_path, "--hang-timeout", "5", fail_at="1:7:hang", timeout=120
+    )
+    assert r.returncode != 0
+    assert "rank 1 made no progress for" in r.stderr and "this rank hangs" in r.stderr, r.stderr
+    r = train("mpi", 2, data, tmp_path, "--resume", "auto")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert_same_run(reference, tmp_path)
+
+
+def test_a_disk_full_during_a_checkpoint_keeps_the_previous_one(data, references, tmp_path):
+    reference = references("single", 1)
+    r = train("single", 1, data, tmp_path, fail_at="0:9:disk-full")
+    assert r.returncode == 1
+    assert "cannot write the checkpoint of step 9" in r.stderr, r.stderr
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    # the last two written (every 3 steps and at the epoch's end), no temporary file left
+    assert names == ["ckpt-6.pt", "ckpt-8.pt"]
+    r = train("single", 1, data, tmp_path, "--resume", "auto")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ckpt-8.pt" in r.stdout
+    assert_same_run(reference, tmp_path)
+
+
+def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_one(data, references, tmp_path):
+    reference = references("single", 1)
+    r = train("single", 1, data, tmp_path, fail_at="0:10:stop")
+    assert r.returncode == 75
+    newest = tmp_path / "checkpoints" / "ckpt-11.pt"
+    blob = bytearray(newest.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    newest.write_bytes(bytes(blob))
+    r = train("single", 1, data, tmp_path, "--resume", "auto")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"skipping {newest}: corrupt" in r.stderr, r.stderr
+    assert "resuming from" in r.stdout and "ckpt-9.pt" in r.stdout
+    assert_same_run(reference, tmp_path)
+
+
+def test_resume_at_another_world_size_with_the_same_global_batch(data, tmp_path):
+    """Global data order: the checkpoint of 2 MPI ranks continues on one process. A model
+    without batch norm (whose statistics depend on the per-rank batch), so the runs are equal up
+    to float32 summation order, not bitwise."""
+    reference, resumed = tmp_path / "reference", tmp_path / "resumed"
+    r = train("mpi", 2, data, reference, "--model", "mlp")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = train("mpi", 2, data, resumed, "--model", "mlp", fail_at="0:5:stop")
+    assert r.returncode == 75, r.stdout + r.stderr
+    r = train("single", 1, data, resumed, "--model", "mlp", "--resume", "auto")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "written by 2 rank(s)" in r.stdout
+    a, b = final_weights(reference), final_weights(resumed)
+    for name in a:
+        torch.testing.assert_close(a[name], b[name])
+
+
+def test_a_checkpoint_of_another_configuration_is_refused_naming_the_option(data, tmp_path):
+    r = train("single", 1, data, tmp_path, fail_at="0:4:stop")
+    assert r.returncode == 75
+    r = train("single", 1, data, tmp_path, "--resume", "auto", "--lr", "0.2")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--lr" in lines[0] and "ckpt-5.pt" in lines[0], r.stderr
+    bad = tmp_path / "not-a-checkpoint.pt"
+    bad.write_bytes(b"junk")
+    r = train("single", 1, data, tmp_path, "--resume", str(bad))
+    assert r.returncode == 2
+    assert r.stderr.strip() == (
+        f"hpcbench train: error: {bad}: not an hpcbench checkpoint (no header)"
+    )
+
+
+def test_sigterm_to_a_plain_run_checkpoints_and_exits_75(data, tmp_path):
+    """No scheduler: a TERM from the user (or a container runtime) stops at the next step."""
+    e = env()
+    proc = subprocess.Popen(
+        [
+            *command("single", 1),
+            "--data",
+            str(data),
+            "--output-dir",
+            str(tmp_path),
+            *ARGS,
+            "--epochs",
+            "200",
+        ],
+        env=e,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list((tmp_path / "checkpoints").glob("ckpt-*.pt")):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 75, err
+    assert "stopped by SIGTERM" in err
