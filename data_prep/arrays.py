@@ -46,7 +46,7 @@ def _load(path: str | os.PathLike[str], key: str | None) -> np.ndarray:
         raise DataError(f"{path}: no such file") from None
     except NotRegularFile:
         raise DataError(f"{path}: not a regular file (expected a .npy/.npz file)") from None
-    except (ValueError, OSError) as err:
+    except (ValueError, OSError, EOFError) as err:  # EOFError: an empty file
         raise DataError(f"{path}: not a numpy .npy/.npz file ({err})") from None
     if isinstance(data, np.lib.npyio.NpzFile):
         if key is None or key not in data.files:

@@ -90,7 +90,7 @@ class ConvertOptions:
         ):
             if value is not None and value < 1:
                 raise DataError(f"{flag} must be at least 1, got {value}")
-        if self.shard_mb <= 0:
+        if not 0 < self.shard_mb < math.inf:
             raise DataError(f"--shard-size must be positive, got {self.shard_mb} MB")
         if self.seed < 0:
             raise DataError(f"--seed must be >= 0, got {self.seed}")
@@ -116,11 +116,12 @@ def parse_megabytes(text: str) -> float:
     t = text.strip().lower().removesuffix("b").removesuffix("i")
     scale = {"k": 1 / 1024, "m": 1.0, "g": 1024.0}
     try:
-        if t and t[-1] in scale:
-            return float(t[:-1]) * scale[t[-1]]
-        return float(t)
+        megabytes = float(t[:-1]) * scale[t[-1]] if t and t[-1] in scale else float(t)
     except ValueError:
         raise DataError(f"--shard-size {text!r}: expected a size like 64MB") from None
+    if not math.isfinite(megabytes):
+        raise DataError(f"--shard-size {text!r}: expected a finite size like 64MB")
+    return megabytes
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,7 @@ def _run_task(task: Task) -> TaskResult:
     idx = np.array(kept, dtype=np.int64)
     labels = source.labels[idx]
     counts = np.bincount(labels, minlength=len(source.classes)).tolist()
-    flat = images.reshape(len(kept), c, -1)
+    flat = images.reshape(len(kept), c, h * w)  # not -1: a shard may have kept no image
     sums = (flat.sum(axis=(0, 2), dtype=np.float64) / 255).tolist()
     squares = np.einsum("ncp,ncp->c", flat.astype(np.float64), flat.astype(np.float64)) / 255**2
     stored = images if options.dtype == "uint8" else (images / np.float32(255)).astype(np.float16)

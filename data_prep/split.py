@@ -8,6 +8,8 @@ are then shuffled, so shards are random mixtures of classes.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hpcbench.data.manifest import SPLITS, DataError
@@ -22,11 +24,13 @@ def parse_fractions(text: str) -> dict[str, float]:
         raise DataError(f"--split {text!r}: expected numbers like 85/2/13") from None
     if (
         not 1 <= len(values) <= 3
-        or any(v < 0 for v in values)
-        or sum(values) <= 0
+        or not all(math.isfinite(v) and v >= 0 for v in values)
+        or not 0 < sum(values) < math.inf
         or values[0] <= 0
     ):
-        raise DataError(f"--split {text!r}: give 1 to 3 non-negative parts, train first and > 0")
+        raise DataError(
+            f"--split {text!r}: give 1 to 3 finite non-negative parts, train first and > 0"
+        )
     total = sum(values)
     return {name: v / total for name, v in zip(SPLITS, values, strict=False) if v > 0}
 

@@ -109,6 +109,39 @@ def submit(
     return Job(record, sched, _remember(record))
 
 
+def lead_warning(spec: JobSpec, cwd: str | Path | None = None) -> str | None:
+    """A warning when the signal's lead (``requeue.lead``) is shorter than the slowest
+    checkpoint the trainer measured in the newest earlier run of this output directory (its
+    ``metrics.json``): the ranks would be killed before their checkpoint is written."""
+    if not spec.requeue.active(spec.program):
+        return None
+    root = Path(cwd or os.getcwd()) / spec.resources.output_dir
+    newest: tuple[float, Path] | None = None
+    try:
+        for metrics in root.glob("*/metrics.json"):
+            mtime = metrics.stat().st_mtime
+            if newest is None or mtime > newest[0]:
+                newest = (mtime, metrics)
+    except OSError:
+        return None
+    if newest is None:
+        return None
+    try:
+        import json
+
+        measured = json.loads(newest[1].read_text()).get("checkpoints") or {}
+        slowest = float(measured.get("max_s") or 0.0)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    if slowest <= 0 or spec.requeue.lead_s >= slowest:
+        return None
+    return (
+        f"requeue.lead: the signal comes {spec.requeue.lead_s} s before the time limit, but a "
+        f"checkpoint took {slowest:.0f} s in {newest[1]}; give --signal-lead more than that "
+        "(plus one training step)"
+    )
+
+
 def _make_output_dir(path: Path) -> None:
     """Create the output directory, or say in one line (naming the field) why it cannot be."""
     try:

@@ -232,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.action == "render" or args.dry_run:
             sys.stdout.write(api.render(spec, name, args.template_dir))
             return 0
+        if (warning := api.lead_warning(spec)) is not None:
+            print(f"hpcbench: warning: {warning}", file=sys.stderr)
         job = api.submit(spec, name, args.template_dir, preflight=args.preflight)
         print(f"submitted job {job.job_id} to {name}: {job.record.script_path}", flush=True)
         print(f"logs: {job.record.stdout_path} and {job.record.stderr_path}")

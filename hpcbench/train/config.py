@@ -606,7 +606,7 @@ def read_toml(path: str) -> dict[str, tuple[str, Any]]:
         raise ConfigError(f"{where}: not UTF-8 text (byte {err.start})") from None
     try:
         table = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
+    except (tomllib.TOMLDecodeError, ValueError) as err:  # ValueError: an integer too long
         reason = " ".join(str(err).split())
         raise ConfigError(f"{where}: not valid TOML ({reason})") from None
     by_name = {f.name: f for f in OPTIONS}
