@@ -555,6 +555,8 @@ def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
 def agree_after_step(t: Training, weighted_loss: float) -> tuple[bool, float]:
     """Whether any rank received a stop signal, and the step's global mean loss: one all-reduce
     of two numbers (none on one rank)."""
+    if t.runtime.rank == 0 and not t.stop.requested:
+        t.stop.read_request_file()  # launchers that do not forward signals (MPICH's Hydra)
     if t.runtime.world_size == 1:
         return t.stop.requested, weighted_loss
     flag, loss = t.strategy.all_reduce(np.array([1.0 if t.stop.requested else 0.0, weighted_loss]))

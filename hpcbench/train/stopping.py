@@ -7,8 +7,8 @@ what PBS and ``scancel`` send first). The handler only records the signal. After
 step the ranks all-reduce ``[stop?, weighted loss]`` (one 16-byte collective that also yields the
 global loss of the step): when any rank was signalled, every rank stops at the same step, the run
 writes a checkpoint and exits with :data:`STOPPED_EXIT`. A signal that reaches the job before the
-ranks are ready is left by the job script as a file in ``$HPCBENCH_CONTROL_DIR`` (``stop-request``),
-which rank 0 reads once after set-up; rank 0 writes ``ready`` there first, and ``stopped`` (what
+ranks are ready, or that the launcher does not forward, is left by the job script as a file in
+``$HPCBENCH_CONTROL_DIR`` (``stop-request``), which rank 0 looks for after set-up and every step; rank 0 writes ``ready`` there first, and ``stopped`` (what
 stopped the run, and the checkpoint) on the way out, which is how the job script knows to requeue
 whatever exit status the launcher reports.
 
@@ -72,7 +72,9 @@ class StopRequest:
         return self.reason or "a stop request"
 
     def read_request_file(self) -> None:
-        """A stop the job script recorded before the ranks were ready (rank 0, once)."""
+        """A stop the job script recorded: one that came before the ranks were ready, or that
+        the launcher did not forward (MPICH's mpiexec keeps its ranks in sessions of their own
+        and does not pass SIGUSR2 on). Rank 0 looks after set-up and after every step."""
         where = control_dir()
         if where is None:
             return
@@ -80,7 +82,7 @@ class StopRequest:
             text = (where / "stop-request").read_text(errors="replace").strip()
         except OSError:
             return
-        self.reason = self.reason or f"{text or 'a stop request'} (received before start)"
+        self.reason = self.reason or f"the job's {text or 'stop'} signal (control/stop-request)"
 
 
 def mark(name: str, content: dict[str, Any] | None = None) -> None:
