@@ -32,6 +32,14 @@ _LAUNCHER_FRAMES = (
 )
 
 
+# Launchers' own lines that a rank died of a signal (no traceback: SIGKILL, the OOM killer, a
+# segfault): srun's "srun: error: node2: task 1: Killed". (MPICH's mpiexec names only the PID.)
+_SRUN_DEATH = re.compile(
+    r"srun: error: (?P<node>\S+): tasks? (?P<rank>\d+)(?:[-,][\d,-]*)?: "
+    r"(?P<how>Killed|Segmentation fault|Aborted|Bus error|User defined signal \d|Terminated)"
+)
+
+
 @dataclass
 class RankError:
     rank: str | None  # global rank when known, else the label the launcher printed
@@ -59,13 +67,33 @@ def _block(lines: list[str], start: int, prefix: str) -> list[str]:
     return block
 
 
+def killed_rank(lines: list[str]) -> tuple[int, RankError] | None:
+    """(line index, the rank) of the first rank a launcher says died of a signal."""
+    for i, line in enumerate(lines):
+        if m := _SRUN_DEATH.search(line):
+            return i, RankError(m.group("rank"), line.strip())
+    return None
+
+
 def first_rank_error(text: str, one_line_errors: bool = True) -> RankError | None:
-    """The first traceback printed by a rank (not by a launcher), with the rank if known; else
-    the first one-line error a rank printed (unless ``one_line_errors`` is False: a caller
-    with several logs looks for a traceback in each before settling for a line)."""
+    """The first traceback printed by a rank (not by a launcher), with the rank if known -- unless
+    a launcher said before it that a rank died of a signal (a rank killed outright prints
+    nothing; the others' errors follow from it); else the first one-line error a rank printed
+    (unless ``one_line_errors`` is False: a caller with several logs looks for a traceback in
+    each before settling for a line)."""
     lines = text.splitlines()
+    killed = killed_rank(lines)
+    found = _first_traceback(lines, text, one_line_errors)
+    if killed is not None and (found is None or found[0] > killed[0]):
+        return killed[1]
+    return None if found is None else found[1]
+
+
+def _first_traceback(
+    lines: list[str], text: str, one_line_errors: bool
+) -> tuple[int, RankError] | None:
     root = _ROOT_CAUSE_RANK.search(text)
-    fallback: RankError | None = None
+    fallback: tuple[int, RankError] | None = None
     for i, line in enumerate(lines):
         prefix, label, body = _split(line)
         if not body.startswith(_TRACEBACK):
@@ -75,25 +103,25 @@ def first_rank_error(text: str, one_line_errors: bool = True) -> RankError | Non
             continue
         is_torchrun_label = prefix.startswith("[default")
         rank = root.group(1) if (root and (is_torchrun_label or label is None)) else label
-        error = RankError(rank, "\n".join(block))
+        error = (i, RankError(rank, "\n".join(block)))
         if label is not None:
             return error
         fallback = fallback or error
     if fallback is None and one_line_errors:
         fallback = _first_error_line(lines, root.group(1) if root else None)
     if fallback is None and root:
-        return RankError(root.group(1), "")
+        return len(lines), RankError(root.group(1), "")
     return fallback
 
 
-def _first_error_line(lines: list[str], root_rank: str | None) -> RankError | None:
+def _first_error_line(lines: list[str], root_rank: str | None) -> tuple[int, RankError] | None:
     """A rank that stopped with a one-line error (``hpcbench train: error: ...``, argparse's
     ``prog: error: ...``) and no traceback: that line is the reason."""
-    for line in lines:
+    for i, line in enumerate(lines):
         prefix, label, body = _split(line)
         if _ERROR_LINE.match(body) and not _LAUNCHER_ERRORS.match(body):
             torchrun = prefix.startswith("[default")
-            return RankError(
+            return i, RankError(
                 root_rank if (torchrun or label is None) and root_rank else label, line
             )
     return None

@@ -11,6 +11,10 @@ Multi-task jobs (one task per GPU, ``tasks_per_node`` or ``gpus_per_node`` > 1) 
 task reads its place from ``submitit.JobEnvironment`` (global rank, local rank, host names) and
 torch.distributed rendezvouses on the first host, at a port derived from the job id.
 
+Time limits and preemption: the trainer is submitted as a checkpointable callable
+(:class:`TrainingTask`): on submitit's signal every rank stops at a step boundary, rank 0 writes
+the checkpoint, and submitit requeues the job, which resumes from it (``--resume auto``).
+
 Without SLURM accounting (no slurmdbd), submitit's ``sacct`` polls fail; ``result()`` still
 returns for jobs that finish, but waits forever for a job that dies without a result (cancelled,
 killed). On such clusters put a ``sacct`` first on PATH that adds ``--completion``
@@ -118,7 +122,42 @@ def train_task(argv: list[str]) -> dict[str, Any]:
             MASTER_ADDR=env.hostnames[0],
             MASTER_PORT=str(job_port(str(env.job_id)) or 20000),
         )
+    # One results directory per job id, which a requeue keeps: --resume auto finds the
+    # checkpoints there.
+    os.environ.setdefault("HPCBENCH_RUN_DIR", str(Path(env.paths.folder) / "run"))
     return run_training(list(argv))
+
+
+class TrainingTask:
+    """The trainer as a submitit *checkpointable* callable (submitit's ``checkpoint`` interface).
+
+    submitit signals the job (SIGUSR2) before its time limit and on preemption. While training,
+    the trainer's own handler takes the signal: every rank stops at the next step boundary and
+    rank 0 writes the checkpoint. Then this task gives the signal back to submitit's handler,
+    which calls :meth:`checkpoint` -- the same call with ``--resume auto`` -- and requeues the
+    job; the requeued job continues from the checkpoint, bit-exactly.
+    """
+
+    def __call__(self, argv: list[str]) -> dict[str, Any] | None:
+        import signal
+
+        from hpcbench.train.stopping import Stopped
+
+        try:
+            return train_task(argv)
+        except Stopped:
+            # run_training put submitit's handlers back on its way out: let it requeue
+            os.kill(os.getpid(), signal.SIGUSR2)
+            import time
+
+            time.sleep(60)  # rank 0's handler requeues and ends the job; the others wait for it
+            raise
+
+    def checkpoint(self, argv: list[str]) -> Any:
+        import submitit
+
+        resumed = [*argv, "--resume", "auto"] if "--resume" not in argv else list(argv)
+        return submitit.helpers.DelayedSubmission(TrainingTask(), resumed)
 
 
 def submit_training(
@@ -134,4 +173,4 @@ def submit_training(
     args += list(trainer_args or [])
     from hpcbench.job import Job
 
-    return Job.from_submitit(ex.submit(train_task, args))
+    return Job.from_submitit(ex.submit(TrainingTask(), args))

@@ -44,7 +44,8 @@ def act(drill: Drill, steps_done: int) -> None:
     what = f"failure drill: rank {drill.rank} {{}} at step {steps_done} ({FAIL_AT_VARIABLE})"
     if drill.mode == "raise":
         raise RuntimeError(what.format("fails"))
-    print(f"hpcbench train: {what.format(drill.mode + 's')}", flush=True)
+    doing = {"kill": "is killed (SIGKILL)", "stop": "asks to stop (SIGUSR2)", "hang": "hangs"}
+    print(f"hpcbench train: {what.format(doing[drill.mode])}", flush=True)
     if drill.mode == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif drill.mode == "stop":

@@ -224,3 +224,60 @@ def test_the_requeue_cap_holds(slurm_cluster, workdir, cluster_data):
     decode(newest)
     shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True)
     assert "Restarts=0" in shown.stdout, shown.stdout
+
+
+def node_processes(job: str, node_id: str) -> list[int]:
+    """The job's processes on one node (the two test nodes share this host's /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"SLURM_JOB_ID={job}".encode() in environ and (
+            f"SLURM_NODEID={node_id}".encode() in environ
+        ):
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_nodes_processes_killed_mid_run_end_the_job_naming_the_rank_and_resume_finishes(
+    slurm_cluster, workdir, cluster_data
+):
+    require(have_module("mpi4py"), "mpi4py")
+    import os
+    import signal
+
+    flags, trainer = LAUNCHES["mpi over srun"]
+    job = submit(workdir, cluster_data, *flags, "--no-requeue", trainer=trainer)
+    run = wait_for(lambda: list((workdir / "runs").glob(f"*-{job}")))[0]
+    wait_for(lambda: (run / "checkpoints" / "ckpt-6.pt").exists())
+    for pid in node_processes(job, "1"):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    wait_for(lambda: state(job) == "", timeout=60)  # the job ends within a minute
+    logs = hpcbench("logs", job, cwd=workdir)
+    assert "first failing rank 1:" in logs.stdout, logs.stdout
+    from hpcbench.train.checkpoint import checkpoint_files, decode
+
+    for _, path in checkpoint_files(run / "checkpoints"):
+        decode(path)  # the checkpoints written before the kill are intact
+    again = submit(
+        workdir,
+        cluster_data,
+        *flags,
+        "--no-requeue",
+        trainer=(*trainer, "--resume", "auto", "--checkpoint-dir", str(run / "checkpoints")),
+    )
+    finish(workdir, again)
+    out = (workdir / "runs" / f"hpcbench-{again}.out").read_text()
+    assert "resuming from" in out, out
+    reference = reference_run(cluster_data, workdir / "reference", "mpi", *trainer)
+    (wa, la), (wb, _) = final(reference), final(run)  # the resumed job wrote to run's directory
+    for name in wa:
+        assert torch.equal(wa[name], wb[name]), name
+    assert la == (run_dir(workdir, again) / "steps.csv").read_text()

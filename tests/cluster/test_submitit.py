@@ -67,3 +67,59 @@ def test_submitit_runs_the_trainer_and_returns_its_metrics(
             break
         time.sleep(0.5)
     assert job.submitit_job.get_info(mode="force").get("State") == "COMPLETED"
+
+
+def test_submitits_signal_checkpoints_requeues_and_resumes_the_trainer(
+    slurm_cluster, completion_sacct, cluster_data, tmp_path
+):
+    """submitit's checkpointing interface: the signal it asks SLURM for (SIGUSR2) stops the
+    trainer after a checkpoint, submitit requeues the job through ``checkpoint()``, and the
+    requeued job resumes (``--resume auto``) to the weights of an uninterrupted run."""
+    require(have_module("submitit") and have_module("torch"), "submitit and torch")
+    import subprocess
+
+    import torch
+
+    from hpcbench.train.checkpoint import checkpoint_files, decode
+    from tests.integration.test_trainer import env
+
+    spec = api.load_spec(
+        None, nodes=1, cpus_per_task=1, job_name="submitit-requeue", time="00:10:00"
+    )
+    trainer = ["--data", str(cluster_data), "--model", "resnet18", "--epochs", "2"]
+    trainer += ["--max-steps", "9", "--global-batch-size", "16", "--checkpoint-every", "3"]
+    run = tmp_path / "run"
+    job = api.submit_training(
+        spec, [*trainer, "--output-dir", str(run)], folder=tmp_path / "submitit" / "%j"
+    )
+    deadline = time.monotonic() + 180
+    while not (run / "checkpoints" / "ckpt-3.pt").exists():
+        assert time.monotonic() < deadline and not job.done()
+        time.sleep(0.3)
+    subprocess.run(["scancel", "--signal=USR2", job.job_id], check=True)
+    deadline = time.monotonic() + 120
+    while (
+        "PENDING"
+        not in subprocess.run(
+            ["squeue", "-h", "-j", job.job_id, "-o", "%T"], capture_output=True, text=True
+        ).stdout
+    ):
+        assert time.monotonic() < deadline, "the job was not requeued"
+        time.sleep(0.3)
+    subprocess.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"], check=True)
+    finished(job)
+    metrics = job.result()
+    assert metrics["checkpoints"]["resumed_from"] is not None
+    reference = tmp_path / "reference"
+    r = subprocess.run(
+        ["python", "-m", "hpcbench.train", *trainer, "--output-dir", str(reference)],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    (_, a), (_, b) = (checkpoint_files(d / "checkpoints")[0] for d in (reference, run))
+    wa, wb = decode(a)["model"], decode(b)["model"]
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert (reference / "steps.csv").read_text() == (run / "steps.csv").read_text()

@@ -184,9 +184,7 @@ def test_a_rank_killed_at_a_random_step_fails_the_run_and_resume_finishes_it(
 
 def test_a_hung_rank_is_named_by_the_watchdog_and_the_job_ends(data, references, tmp_path):
     reference = references("mpi", 2)
-    r = train(
-        "mpi", 2, data, tmp_path, "--hang-timeout", "5", fail_at="1:7:hang", timeout=120
-    )
+    r = train("mpi", 2, data, tmp_path, "--hang-timeout", "5", fail_at="1:7:hang", timeout=120)
     assert r.returncode != 0
     assert "rank 1 made no progress for" in r.stderr and "this rank hangs" in r.stderr, r.stderr
     r = train("mpi", 2, data, tmp_path, "--resume", "auto")

@@ -86,3 +86,33 @@ def test_a_traceback_in_either_log_wins_over_an_error_line_in_the_other(tmp_path
     assert "first failing rank 1:" in report and report.count("ValueError: bad batch") == 1
     assert "the other rank went away" not in report
     assert first_rank_error(err.read_text(), one_line_errors=False) is None
+
+
+def test_a_rank_srun_saw_killed_by_a_signal_is_named_before_the_errors_that_followed():
+    text = "\n".join(
+        [
+            "0: epoch 1/2: loss 2.2",
+            "srun: error: node2: task 1: Killed",
+            "srun: launch/slurm: _step_signal: Terminating StepId=10.0",
+            "0: Traceback (most recent call last):",
+            '0:   File "x.py", line 1, in <module>',
+            "0: RuntimeError: Connection closed by peer",
+        ]
+    )
+    found = first_rank_error(text)
+    assert found is not None and found.rank == "1"
+    assert found.traceback == "srun: error: node2: task 1: Killed"
+
+
+def test_a_traceback_before_srun_kills_the_others_stays_the_first_failure():
+    text = "\n".join(
+        [
+            "1: Traceback (most recent call last):",
+            '1:   File "x.py", line 1, in <module>',
+            "1: RuntimeError: failure drill",
+            "srun: error: node2: task 1: Exited with exit code 1",
+            "srun: error: node1: task 0: Killed",
+        ]
+    )
+    found = first_rank_error(text)
+    assert found is not None and found.rank == "1" and "RuntimeError" in found.traceback
