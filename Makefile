@@ -31,8 +31,11 @@ system-deps:
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/hpcbench submit jobs/demo.toml --scheduler local --wait
 
+# Unit tests in two processes (pytest-xdist: they are independent and light); the tests that
+# start clusters, MPI ranks and trainers one after the other (they use both cores themselves).
 test: $(STAMP) system-deps
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 2 tests/unit
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest tests/cluster tests/integration
 
 bench: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/cli_startup.py

@@ -223,6 +223,13 @@ class Bench:
                 )
         # the job's own program.args stay first: list overrides add to the file's list
         args = [*self.matrix.trainer_args, *config.trainer_args]
+        given = [*base.program.args, *args]
+        if not any(
+            a.split("=", 1)[0].startswith(("--checkpoint", "--no-checkpoint")) for a in given
+        ):
+            # a measurement run is repeated, not resumed: no checkpoint files in every run
+            # directory of the matrix unless the matrix asks for them
+            args = ["--no-checkpoint", *args]
         args += ["--strategy", config.strategy, "--device", config.device]
         if run.kind == ENERGY:
             args += ["--energy", "on", "--energy-interval", f"{self.matrix.energy_interval_s:g}"]

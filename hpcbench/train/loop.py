@@ -277,7 +277,8 @@ class Training:
     start_epoch: int = 0  # where this run starts (after --resume)
     start_step: int = 0
     epochs: list[dict[str, Any]] = field(default_factory=list)  # the rows so far
-    losses: list[float] = field(default_factory=list)  # each step's global mean loss so far
+    losses: list[Any] = field(default_factory=list)  # each step's global mean loss so far
+    request_checked: float = 0.0  # when rank 0 last looked for the job's stop request
     partial: dict[str, Any] | None = None  # a resumed epoch's meter and seconds so far
     checkpoint_s: list[float] = field(default_factory=list)  # each checkpoint's seconds
     resumed_from: str | None = None
@@ -305,6 +306,7 @@ def run(
         t.model.train()
         for epoch in range(t.start_epoch, config.epochs):
             row = run_epoch(t, epoch)
+            loss_values(t)  # one host read per epoch, not per step
             t.epochs.append(row)
             t.board.epoch(row)
             log(epoch_line(epoch, config.epochs, row))
@@ -315,6 +317,12 @@ def run(
     finally:
         t.watchdog.at(None, t.steps_done)
         t.board.close()
+
+
+def _results_dir(config: TrainConfig) -> Path:
+    from hpcbench.train.entry import run_dir_of
+
+    return run_dir_of(config)[0]
 
 
 def checkpoint_dir_of(config: TrainConfig, run_dir: Path) -> Path:
@@ -360,7 +368,9 @@ def start(
             stop=stop,
             watchdog=Watchdog(config.hang_timeout, runtime.rank),
             checkpoint_dir=strategy.broadcast_object(
-                checkpoint_dir_of(config, run_dir[0]) if run_dir else None
+                checkpoint_dir_of(config, run_dir[0] if run_dir else _results_dir(config))
+                if runtime.rank == 0
+                else None
             ),
             fingerprint=ckpt.fingerprint(config, data.global_batch, data.manifest.dataset_id),
         )
@@ -443,7 +453,7 @@ def save_checkpoint(
             ranks=ranks,
             progress={
                 "epochs": t.epochs,
-                "losses": t.losses,
+                "losses": loss_values(t),
                 "partial": partial,
                 "checkpoint_s": t.checkpoint_s,
             },
@@ -530,7 +540,7 @@ def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
         t.schedule.step()
         meter.update(logits, y, loss)
         t.steps_done += 1
-        stop, global_loss = agree_after_step(t, float(loss) * weight)
+        stop, global_loss = agree_after_step(t, loss, weight)
         t.losses.append(global_loss)
         if progress is not None:
             progress.update(step + 1)
@@ -552,15 +562,27 @@ def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
     return meter, train_s, data_s + before[1], comm_s + before[2]
 
 
-def agree_after_step(t: Training, weighted_loss: float) -> tuple[bool, float]:
+def agree_after_step(t: Training, loss: torch.Tensor, weight: float) -> tuple[bool, Any]:
     """Whether any rank received a stop signal, and the step's global mean loss: one all-reduce
-    of two numbers (none on one rank)."""
+    of two numbers (a host read that the multi-rank strategies' step has already paid for). One
+    rank needs no collective, and its loss stays a device number until it is saved (no host
+    synchronisation per step)."""
     if t.runtime.rank == 0 and not t.stop.requested:
-        t.stop.read_request_file()  # launchers that do not forward signals (MPICH's Hydra)
+        now = time.monotonic()
+        if now - t.request_checked >= 1.0:  # a file look-up a second at most
+            t.request_checked = now
+            t.stop.read_request_file()  # launchers that do not forward signals (MPICH's Hydra)
     if t.runtime.world_size == 1:
-        return t.stop.requested, weighted_loss
-    flag, loss = t.strategy.all_reduce(np.array([1.0 if t.stop.requested else 0.0, weighted_loss]))
-    return flag > 0, float(loss)
+        return t.stop.requested, loss
+    vector = np.array([1.0 if t.stop.requested else 0.0, float(loss) * weight])
+    flag, total = t.strategy.all_reduce(vector)
+    return flag > 0, float(total)
+
+
+def loss_values(t: Training) -> list[float]:
+    """The per-step losses as numbers (one rank keeps them on the device until now)."""
+    t.losses = [float(x) for x in t.losses]
+    return t.losses
 
 
 def stopped(t: Training, epoch: int, step: int, path: Path | None) -> BaseException:
@@ -643,7 +665,7 @@ def finish(t: Training, epochs: list[dict[str, Any]]) -> dict[str, Any]:
         setup_s=t.setup_s,
         phase_windows=t.windows.rows,
         checkpoints=checkpoint_record(t),
-        step_losses=t.losses,
+        step_losses=loss_values(t),
     )
 
 

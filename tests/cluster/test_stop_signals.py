@@ -89,7 +89,7 @@ class Submitted:
         parts = []
         for path in dict.fromkeys(self.logs):
             try:
-                parts.append(f"--- {path}\n{path.read_text(errors='replace')[-4000:]}")
+                parts.append(f"--- {path}\n{path.read_text(errors='replace')}")
             except OSError as err:
                 parts.append(f"--- {path}: {err}")
         return "\n".join(parts)

@@ -160,64 +160,66 @@ def test_a_stop_signal_mid_epoch_then_resume_auto_is_bit_exact(
     assert metrics["checkpoints"]["max_s"] > 0
 
 
-def test_a_rank_killed_at_a_random_step_fails_the_run_and_resume_finishes_it(
-    data, references, tmp_path
-):
+def test_a_killed_rank_then_a_hung_rank_and_resume_finishes_the_run(data, references, tmp_path):
+    """A rank SIGKILLed at a random step ends the run; the resumed run meets a rank that hangs
+    (the watchdog names it and ends the run); the second resume finishes bit-exactly."""
     reference = references("mpi", 2)
-    step = random.Random().randrange(4, STEPS)
-    started = time.monotonic()
+    step = random.Random().randrange(4, 9)
     r = train("mpi", 2, data, tmp_path, fail_at=f"1:{step}:kill", timeout=120)
     assert r.returncode != 0
-    assert time.monotonic() - started < 120  # mpiexec ends the job when a rank dies
-    out = r.stdout + r.stderr
-    assert "rank 1" in out, out
+    assert "rank 1 is killed (SIGKILL)" in r.stdout + r.stderr
     from hpcbench.train.checkpoint import checkpoint_files, decode
 
     written = checkpoint_files(tmp_path / "checkpoints")
-    assert written and written[0][0] == step // 3 * 3  # the last one before the kill
+    # the last one before the kill: every 3 steps, and at the end of epoch 1 (8 steps)
+    assert written and written[0][0] == max(k for k in (3, 6, 8) if k <= step)
     for _, path in written:
         decode(path)  # intact
-    r = train("mpi", 2, data, tmp_path, "--resume", "auto")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert_same_run(reference, tmp_path)
-
-
-def test_a_hung_rank_is_named_by_the_watchdog_and_the_job_ends(data, references, tmp_path):
-    reference = references("mpi", 2)
-    r = train("mpi", 2, data, tmp_path, "--hang-timeout", "5", fail_at="1:7:hang", timeout=120)
+    r = train(
+        "mpi", 2, data, tmp_path, "--resume", "auto", "--hang-timeout", "5",
+        fail_at="1:12:hang", timeout=120,
+    )  # fmt: skip
     assert r.returncode != 0
     assert "rank 1 made no progress for" in r.stderr and "this rank hangs" in r.stderr, r.stderr
     r = train("mpi", 2, data, tmp_path, "--resume", "auto")
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "ckpt-12.pt" in r.stdout
     assert_same_run(reference, tmp_path)
 
 
-def test_a_disk_full_during_a_checkpoint_keeps_the_previous_one(data, references, tmp_path):
+def test_a_full_disk_a_foreign_configuration_and_a_corrupt_checkpoint(data, references, tmp_path):
+    """The disk fills during a checkpoint (the previous ones stay, no temporary file is left);
+    a resume with another --lr is refused naming the option, a file that is no checkpoint is
+    refused; the newest checkpoint, corrupted, is skipped with a warning and the run continues
+    from the one before, bit-exactly."""
     reference = references("single", 1)
     r = train("single", 1, data, tmp_path, fail_at="0:9:disk-full")
     assert r.returncode == 1
     assert "cannot write the checkpoint of step 9" in r.stderr, r.stderr
-    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    checkpoints = tmp_path / "checkpoints"
     # the last two written (every 3 steps and at the epoch's end), no temporary file left
-    assert names == ["ckpt-6.pt", "ckpt-8.pt"]
-    r = train("single", 1, data, tmp_path, "--resume", "auto")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "ckpt-8.pt" in r.stdout
-    assert_same_run(reference, tmp_path)
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["ckpt-6.pt", "ckpt-8.pt"]
 
+    r = train("single", 1, data, tmp_path, "--resume", "auto", "--lr", "0.2")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--lr" in lines[0] and "ckpt-8.pt" in lines[0], r.stderr
+    bad = tmp_path / "not-a-checkpoint.pt"
+    bad.write_bytes(b"junk")
+    r = train("single", 1, data, tmp_path, "--resume", str(bad))
+    assert r.returncode == 2
+    assert (
+        r.stderr.strip() == f"hpcbench train: error: {bad}: not an hpcbench checkpoint (no header)"
+    )
 
-def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_one(data, references, tmp_path):
-    reference = references("single", 1)
-    r = train("single", 1, data, tmp_path, fail_at="0:10:stop")
-    assert r.returncode == 75
-    newest = tmp_path / "checkpoints" / "ckpt-11.pt"
+    newest = checkpoints / "ckpt-8.pt"
     blob = bytearray(newest.read_bytes())
     blob[len(blob) // 2] ^= 0xFF
     newest.write_bytes(bytes(blob))
     r = train("single", 1, data, tmp_path, "--resume", "auto")
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"skipping {newest}: corrupt" in r.stderr, r.stderr
-    assert "resuming from" in r.stdout and "ckpt-9.pt" in r.stdout
+    assert "resuming from" in r.stdout and "ckpt-6.pt" in r.stdout
     assert_same_run(reference, tmp_path)
 
 
@@ -236,22 +238,6 @@ def test_resume_at_another_world_size_with_the_same_global_batch(data, tmp_path)
     a, b = final_weights(reference), final_weights(resumed)
     for name in a:
         torch.testing.assert_close(a[name], b[name])
-
-
-def test_a_checkpoint_of_another_configuration_is_refused_naming_the_option(data, tmp_path):
-    r = train("single", 1, data, tmp_path, fail_at="0:4:stop")
-    assert r.returncode == 75
-    r = train("single", 1, data, tmp_path, "--resume", "auto", "--lr", "0.2")
-    assert r.returncode == 2
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--lr" in lines[0] and "ckpt-5.pt" in lines[0], r.stderr
-    bad = tmp_path / "not-a-checkpoint.pt"
-    bad.write_bytes(b"junk")
-    r = train("single", 1, data, tmp_path, "--resume", str(bad))
-    assert r.returncode == 2
-    assert r.stderr.strip() == (
-        f"hpcbench train: error: {bad}: not an hpcbench checkpoint (no header)"
-    )
 
 
 def test_sigterm_to_a_plain_run_checkpoints_and_exits_75(data, tmp_path):

@@ -150,6 +150,7 @@ def test_each_run_is_the_trainer_with_its_configurations_shape(tmp_path):
     assert spec.resources.output_dir == "results/runs/mpi-4"
     assert spec.resources.job_name == "laptop-mpi-4-energy01"
     assert spec.program.argv()[3:] == [
+        "--no-checkpoint",  # measurement runs are repeated, not resumed
         *("--model", "mlp", "--epochs", "2", "--strategy", "mpi", "--device", "cpu"),
         *("--energy", "on", "--energy-interval", "0.5"),
     ]
@@ -232,6 +233,7 @@ def test_the_jobs_own_args_come_once_and_may_not_set_what_the_matrix_sets(tmp_pa
     assert argv[3:] == [
         "--data",
         "shapes",
+        "--no-checkpoint",
         "--epochs",
         "1",
         "--strategy",
@@ -239,6 +241,9 @@ def test_the_jobs_own_args_come_once_and_may_not_set_what_the_matrix_sets(tmp_pa
         "--device",
         "cpu",
     ]
+    m.trainer_args = ["--epochs", "1", "--checkpoint-every", "5"]  # asked for: kept, no default
+    argv = Bench(m, "r", cwd=tmp_path).spec_for(Run("single", "timing", 1)).program.argv()
+    assert "--no-checkpoint" not in argv and "--checkpoint-every" in argv
     (tmp_path / "job.toml").write_text('[program]\nargs = ["--energy", "on"]\n')
     with pytest.raises(MatrixError, match=r"job.toml: program.args: --energy is set by the matrix"):
         Bench(m, "r", cwd=tmp_path).spec_for(Run("single", "timing", 1))
