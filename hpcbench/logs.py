@@ -32,11 +32,13 @@ _LAUNCHER_FRAMES = (
 )
 
 
-# Launchers' own lines that a rank died of a signal (no traceback: SIGKILL, the OOM killer, a
-# segfault): srun's "srun: error: node2: task 1: Killed". (MPICH's mpiexec names only the PID.)
+# Launchers' own lines that a rank died of a signal that leaves no traceback (SIGKILL, the OOM
+# killer, a segfault): srun's "srun: error: node2: task 1: Killed". Not "Aborted" or
+# "Terminated": MPI_Abort and srun's own clean-up end the other ranks that way after a rank's
+# error. (MPICH's mpiexec names only the PID.)
 _SRUN_DEATH = re.compile(
     r"srun: error: (?P<node>\S+): tasks? (?P<rank>\d+)(?:[-,][\d,-]*)?: "
-    r"(?P<how>Killed|Segmentation fault|Aborted|Bus error|User defined signal \d|Terminated)"
+    r"(?P<how>Killed|Segmentation fault|Bus error|Illegal instruction|Floating point exception)"
 )
 
 

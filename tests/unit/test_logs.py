@@ -116,3 +116,17 @@ def test_a_traceback_before_srun_kills_the_others_stays_the_first_failure():
     )
     found = first_rank_error(text)
     assert found is not None and found.rank == "1" and "RuntimeError" in found.traceback
+
+
+def test_ranks_aborted_after_another_ranks_error_do_not_hide_it():
+    """MPI_Abort ends the other ranks with SIGABRT; srun may report that before the traceback."""
+    text = "\n".join(
+        [
+            "srun: error: node1: task 0: Aborted",
+            "1: Traceback (most recent call last):",
+            '1:   File "x.py", line 1, in <module>',
+            "1: RuntimeError: failure drill",
+        ]
+    )
+    found = first_rank_error(text)
+    assert found is not None and found.rank == "1" and "RuntimeError" in found.traceback
