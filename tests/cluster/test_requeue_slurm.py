@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.conftest import submitted_id
-from tests.conftest import have_module, hpcbench, need_module, require
+from tests.conftest import hpcbench, need_module
 
 torch = need_module("torch")
 
@@ -143,13 +143,13 @@ def requeues(run: Path) -> list[str]:
 
 
 LAUNCHES = {
-    "mpi over srun": (("--launcher", "srun"), ("--strategy", "mpi")),
     "ddp under torchrun under srun": (("--launcher", "torchrun"), ("--strategy", "ddp")),
 }
-# The requeued job is restarted at once here. On this test cluster (two slurmd daemons on one
-# host) an MPI step started again right after its job's requeue fails its PMI-2 start-up ("failed
-# to send temp kvs to compute nodes"); after SLURM's own two-minute hold it starts. So the
-# restarts here use torchrun (no PMI); mpi over srun is stopped, checkpointed and capped below.
+# The jobs here run ddp under torchrun under srun. On this test cluster (two slurmd daemons on
+# one host) MPI steps now and then garble their PMI-2 start-up ("mpi/pmi2: invalid client
+# request"), and an MPI step started again right after its job's requeue fails it every time
+# ("failed to send temp kvs to compute nodes"; after SLURM's own two-minute hold it starts).
+# torchrun needs no PMI.
 
 
 def test_the_time_limit_signal_and_a_requeue_by_hand_both_resume_bit_exactly(
@@ -180,10 +180,9 @@ def test_the_time_limit_signal_and_a_requeue_by_hand_both_resume_bit_exactly(
 
 
 def test_a_job_that_raises_is_not_requeued(slurm_cluster, workdir, cluster_data):
-    require(have_module("mpi4py"), "mpi4py")
     from hpcbench import api
 
-    flags, trainer = LAUNCHES["mpi over srun"]
+    flags, trainer = LAUNCHES["ddp under torchrun under srun"]
     job = submit(workdir, cluster_data, *flags, "--env", "HPCBENCH_FAIL_AT=1:4", trainer=trainer)
     with pytest.raises(api.JobFailed, match="failure drill"):
         api.job(job, scheduler="slurm").result(timeout=300)
@@ -196,8 +195,7 @@ def test_a_job_that_raises_is_not_requeued(slurm_cluster, workdir, cluster_data)
 def test_the_requeue_cap_holds(slurm_cluster, workdir, cluster_data):
     """With at most 0 requeues the warning signal still stops the job after a checkpoint, and
     the script says why it does not requeue."""
-    require(have_module("mpi4py"), "mpi4py")
-    flags, trainer = LAUNCHES["mpi over srun"]
+    flags, trainer = LAUNCHES["ddp under torchrun under srun"]
     job = submit(workdir, cluster_data, *flags, "--max-requeues", "0", trainer=trainer)
     run = wait_for(lambda: list((workdir / "runs").glob(f"*-{job}")))[0]
     wait_for(lambda: (run / "control" / "ready").exists())
@@ -235,11 +233,10 @@ def node_processes(job: str, node_id: str) -> list[int]:
 def test_a_nodes_processes_killed_mid_run_end_the_job_naming_the_rank_and_resume_finishes(
     slurm_cluster, workdir, cluster_data
 ):
-    require(have_module("mpi4py"), "mpi4py")
     import os
     import signal
 
-    flags, trainer = LAUNCHES["mpi over srun"]
+    flags, trainer = LAUNCHES["ddp under torchrun under srun"]
     job = submit(workdir, cluster_data, *flags, "--no-requeue", trainer=trainer)
     run = wait_for(lambda: list((workdir / "runs").glob(f"*-{job}")))[0]
     wait_for(lambda: (run / "checkpoints" / "ckpt-6.pt").exists())
@@ -265,7 +262,7 @@ def test_a_nodes_processes_killed_mid_run_end_the_job_naming_the_rank_and_resume
     finish(workdir, again)
     out = (workdir / "runs" / f"hpcbench-{again}.out").read_text()
     assert "resuming from" in out, out
-    reference = reference_run(cluster_data, workdir / "reference", "mpi", *trainer)
+    reference = reference_run(cluster_data, workdir / "reference", "ddp", *trainer)
     from hpcbench.train.checkpoint import checkpoint_files
 
     wa, la = final(reference)
