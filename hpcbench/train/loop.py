@@ -394,8 +394,8 @@ def resume(t: Training) -> None:
 
     found = ckpt.find(t.config.resume, t.checkpoint_dir, warn, t.fingerprint, t.runtime.world_size)
     if found is None:
-        if t.config.resume == "auto":
-            t.log(f"no checkpoint in {t.checkpoint_dir}: starting afresh")
+        if t.config.resume == "auto" and t.checkpoint_dir.exists():  # silent on a first run
+            t.log(f"no usable checkpoint in {t.checkpoint_dir}: starting afresh")
         return
     ckpt.restore(found, t.strategy, t.optimizer, t.schedule, t.runtime.rank)
     pos, progress = found.payload["position"], found.payload["progress"]

@@ -12,14 +12,13 @@ import json
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import have_module, mpiexec_available, need_module, require
-from tests.integration.test_trainer import env
+from tests.integration.test_trainer import env, launch
 
 torch = need_module("torch")
 
@@ -54,18 +53,7 @@ def data(tmp_path_factory):
 def command(strategy: str, ranks: int) -> list[str]:
     if strategy == "mpi":
         require(have_module("mpi4py") and mpiexec_available(), "mpi4py and mpiexec")
-        return ["mpiexec", "-n", str(ranks), sys.executable, "-m", "hpcbench.train"]
-    if strategy == "ddp":
-        return [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc-per-node={ranks}",
-            "-m",
-            "hpcbench.train",
-        ]
-    return [sys.executable, "-m", "hpcbench.train"]
+    return launch(strategy, ranks, ["-m", "hpcbench.train"])
 
 
 def train(
