@@ -181,7 +181,16 @@ class Terminated(BaseException):
     """Raised in the main process by SIGTERM, so that clean-up runs as for KeyboardInterrupt."""
 
 
+_handler_pid: int | None = None  # the process that installed _on_sigterm
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
+    if os.getpid() != _handler_pid:
+        # A pool worker that the signal caught between fork and its initializer (which would
+        # have reset the handler): die of the signal quietly, as an initialised worker does.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     raise Terminated
 
 
@@ -195,6 +204,8 @@ def _stdout_to_devnull() -> None:
 def run(args: argparse.Namespace) -> int:
     from hpcbench.data.manifest import DataError
 
+    global _handler_pid
+    _handler_pid = os.getpid()
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = _run(args)
