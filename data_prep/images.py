@@ -17,8 +17,10 @@ converted by PIL's ``convert``. A file that PIL cannot decode completely raises
 
 from __future__ import annotations
 
+import io
 import os
 import warnings
+from typing import BinaryIO
 
 import numpy as np
 
@@ -86,8 +88,19 @@ def to_mode(image, mode: str):
 
 def load_image(path: str, size: tuple[int, int], mode: str, policy: str) -> np.ndarray:
     """C×H×W uint8 array of the image at ``path``, converted and resized."""
-    from PIL import Image, UnidentifiedImageError
+    try:
+        fd = open_regular(path)
+    except NotRegularFile:
+        raise UnreadableImage("not a regular file") from None
+    except OSError as err:
+        raise UnreadableImage(f"{type(err).__name__}: {err}") from None
+    with os.fdopen(fd, "rb") as fh:
+        return decode_image(fh, size, mode, policy)
 
+
+def read_image_bytes(path: str) -> bytes:
+    """The encoded bytes of the image file at ``path`` (what a reader rank sends on; decoding them
+    with :func:`decode_image` gives exactly what :func:`load_image` gives)."""
     try:
         fd = open_regular(path)
     except NotRegularFile:
@@ -95,7 +108,22 @@ def load_image(path: str, size: tuple[int, int], mode: str, policy: str) -> np.n
     except OSError as err:
         raise UnreadableImage(f"{type(err).__name__}: {err}") from None
     try:
-        with os.fdopen(fd, "rb") as fh, warnings.catch_warnings():
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read()
+    except OSError as err:
+        raise UnreadableImage(f"{type(err).__name__}: {err}") from None
+
+
+def decode_image(
+    data: BinaryIO | bytes, size: tuple[int, int], mode: str, policy: str
+) -> np.ndarray:
+    """C×H×W uint8 array of an encoded image (an open binary file or its bytes), converted and
+    resized; :class:`UnreadableImage` when it cannot be decoded completely."""
+    from PIL import Image, UnidentifiedImageError
+
+    fh = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
+    try:
+        with warnings.catch_warnings():
             # Above MAX_IMAGE_PIXELS PIL only warns; above twice that it raises. Both: refuse.
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(fh) as im:

@@ -6,8 +6,10 @@ the shards, at the target size and channel count (no resize).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -55,3 +57,38 @@ def synthetic(
         describe={"kind": "synthetic", "samples": samples, "classes": classes, "seed": seed},
         seed=seed,
     )
+
+
+def write_image_folder(
+    root: str | os.PathLike[str],
+    samples: int,
+    *,
+    classes: int = shapes.DEFAULT_CLASSES,
+    size: tuple[int, int] = (640, 480),
+    seed: int = 0,
+    channels: int = 3,
+    quality: int = 90,
+    first: int = 0,
+) -> list[str]:
+    """The built-in shapes as an image folder of JPEG files (``root/<class>/<index>.jpg``), as
+    users arrive with photos: files that need decoding and resizing. Sample ``first + i`` for i
+    in 0..samples-1 (so a second call with another ``first`` gives other images); returns the
+    paths written. ``root`` must not exist yet, or be a folder this function wrote."""
+    from PIL import Image
+
+    names = shapes.class_names(classes)
+    root = Path(root)
+    for name in names:
+        (root / name).mkdir(parents=True, exist_ok=True)
+    paths = []
+    for at in range(0, samples, RENDER_BATCH):
+        indices = np.arange(first + at, first + min(samples, at + RENDER_BATCH))
+        images, labels = shapes.render(
+            indices, seed=seed, num_classes=classes, size=size, channels=channels
+        )
+        for i, image, label in zip(indices, images, labels, strict=True):
+            path = root / names[label] / f"{i:07d}.jpg"
+            pixels = image[0] if channels == 1 else image.transpose(1, 2, 0)
+            Image.fromarray(pixels).save(path, quality=quality)
+            paths.append(str(path))
+    return paths

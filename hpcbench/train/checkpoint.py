@@ -14,7 +14,10 @@ loaded with ``weights_only=True``: a checkpoint cannot run code). The payload ho
 - ``progress``: the epoch rows so far, the per-step losses so far, the partial epoch's summed meter
   and phase seconds;
 - ``fingerprint``: the options that decide the trajectory (a checkpoint of another configuration
-  is refused, naming the option).
+  is refused, naming the option);
+- ``dataset``: what a model's input is -- class names, sample shape and dtype, normalisation,
+  colour mode and resize policy of the training set -- so that ``python -m hpcbench.predict``
+  prepares new images exactly as training saw them, without the training set at hand.
 
 Replicated state (model, optimiser, schedule) is written once, by rank 0. Replicas are identical
 by construction -- rank 0's weights are broadcast at set-up and every rank applies the same summed
@@ -47,6 +50,7 @@ import torch
 from hpcbench.train.config import ConfigError, TrainConfig
 
 if TYPE_CHECKING:
+    from hpcbench.data.manifest import Manifest
     from hpcbench.train.strategies import Strategy
 
 MAGIC = b"HPCBCKP1"
@@ -310,6 +314,7 @@ def payload(
     position: dict[str, Any],
     ranks: list[Any],
     progress: dict[str, Any],
+    dataset: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     assert strategy.eval_model is not None
     return {
@@ -321,7 +326,23 @@ def payload(
         "schedule": schedule.state_dict(),
         "ranks": ranks,
         "progress": plain(progress),
+        "dataset": plain(dataset or {}),
         "saved_at": time.time(),
+    }
+
+
+def dataset_description(manifest: Manifest) -> dict[str, Any]:
+    """The training set's input format, as :mod:`hpcbench.predict` needs it (plain values)."""
+    options = manifest.options or {}
+    return {
+        "name": manifest.name,
+        "classes": list(manifest.classes),
+        "shape": [int(v) for v in manifest.shape],
+        "dtype": manifest.dtype,
+        "mean": [float(v) for v in manifest.mean],
+        "std": [float(v) for v in manifest.std],
+        "mode": "L" if manifest.channels == 1 else "RGB",
+        "resize": str(options.get("resize", "crop")),
     }
 
 

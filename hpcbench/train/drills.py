@@ -37,15 +37,16 @@ def drill_for(rank: int) -> Drill | None:
     return Drill(int(parts[0]), int(parts[1]), mode)
 
 
-def act(drill: Drill, steps_done: int) -> None:
-    """Misbehave if this is the drill's step (called before each training step)."""
+def act(drill: Drill, steps_done: int, noun: str = "step", program: str = "hpcbench train") -> None:
+    """Misbehave if this is the drill's step (called before each training step; ``noun`` and
+    ``program`` name what is counted and who prints, for other programs' drills)."""
     if steps_done != drill.step or drill.mode == "disk-full":
         return
-    what = f"failure drill: rank {drill.rank} {{}} at step {steps_done} ({FAIL_AT_VARIABLE})"
+    what = f"failure drill: rank {drill.rank} {{}} at {noun} {steps_done} ({FAIL_AT_VARIABLE})"
     if drill.mode == "raise":
         raise RuntimeError(what.format("fails"))
     doing = {"kill": "is killed (SIGKILL)", "stop": "asks to stop (SIGUSR2)", "hang": "hangs"}
-    print(f"hpcbench train: {what.format(doing[drill.mode])}", flush=True)
+    print(f"{program}: {what.format(doing[drill.mode])}", flush=True)
     if drill.mode == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif drill.mode == "stop":

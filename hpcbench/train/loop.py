@@ -457,6 +457,7 @@ def save_checkpoint(
                 "partial": partial,
                 "checkpoint_s": t.checkpoint_s,
             },
+            dataset=ckpt.dataset_description(t.data.manifest),
         )
         try:
             path = ckpt.write(t.checkpoint_dir, t.steps_done, payload, t.config.checkpoint_keep)

@@ -1,0 +1,214 @@
+"""What ``--input`` names, as a list of items to classify, and how a unit of them is read.
+
+Accepted (the converters' readers where they apply, so a folder lists the same files in the same
+order as ``hpcbench prep`` would):
+
+- an image folder with one sub-directory per class (labelled), or with the images directly in it
+  (no labels);
+- a CSV of ``file,label`` rows (:func:`data_prep.csv_table`);
+- a metadata JSON (:func:`data_prep.metadata_json`); one with ``images`` but no ``annotations``
+  (a test set's) lists its images without labels;
+- an hpcbench dataset directory (``manifest.json`` + HDF5 shards): the samples of ``--split``.
+
+Labels are matched to the model's classes by name; a label the model does not know is an error
+naming it. A unit is a run of consecutive items (``--batch-size`` of them): every mode reads,
+decodes and predicts the same units, so their predictions agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hpcbench.data.manifest import MANIFEST_NAME, DataError
+from hpcbench.predict.config import PredictError
+
+UNKNOWN = -1  # the label of an item whose class is not known
+
+
+@dataclass
+class Items:
+    kind: str  # files | dataset
+    description: str
+    names: list[str]  # what predictions.csv calls each item
+    labels: np.ndarray  # model class index per item, UNKNOWN where not known
+    labelled: bool
+    paths: list[str] = field(default_factory=list)  # files: the path to open per item
+    dataset: Any = None  # dataset: the Manifest
+    split: str = ""
+    _reader: Any = None
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def units(self, batch: int) -> list[np.ndarray]:
+        """The item ids of each unit of work, in order."""
+        n = len(self)
+        return [np.arange(a, min(a + batch, n), dtype=np.int64) for a in range(0, n, batch)]
+
+    def read_dataset(self, ids: np.ndarray) -> np.ndarray:
+        """Stored samples of a dataset input, in the order of ``ids``."""
+        from hpcbench.data.indexed import SampleReader
+
+        if self._reader is None:
+            self._reader = SampleReader(self.dataset, self.split)
+        images, _ = self._reader.read(ids)
+        return images
+
+    def close(self) -> None:
+        if self._reader is not None and hasattr(self._reader, "close"):
+            self._reader.close()
+
+
+def _map_labels(
+    where: str, classes: list[str], labels: np.ndarray, model_classes: list[str]
+) -> np.ndarray:
+    index = {name: k for k, name in enumerate(model_classes)}
+    mapping = np.full(len(classes), UNKNOWN, dtype=np.int64)
+    for k, name in enumerate(classes):
+        if name not in index:
+            known = ", ".join(model_classes[:8]) + (", …" if len(model_classes) > 8 else "")
+            raise PredictError(
+                f"{where}: class {name!r} is not one of the model's {len(model_classes)} "
+                f"classes ({known})"
+            )
+        mapping[k] = index[name]
+    return mapping[labels] if len(labels) else labels.astype(np.int64)
+
+
+def _flat_folder(root: Path) -> Items | None:
+    """The images directly in ``root`` when it has no sub-directories (no labels)."""
+    from data_prep.images import IMAGE_EXTENSIONS
+
+    try:
+        with os.scandir(root) as it:
+            entries = sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
+    except OSError as err:
+        raise PredictError(f"{root}: cannot list the directory ({err.strerror})") from None
+    if any(e.is_dir() for e in entries):
+        return None
+    files = [e.path for e in entries if e.name.lower().endswith(IMAGE_EXTENSIONS)]
+    if not files:
+        raise PredictError(f"--input {root}: no images in it ({', '.join(IMAGE_EXTENSIONS)})")
+    return Items(
+        kind="files",
+        description=f"image folder {root} (no labels)",
+        names=[os.path.basename(p) for p in files],
+        labels=np.full(len(files), UNKNOWN, dtype=np.int64),
+        labelled=False,
+        paths=files,
+    )
+
+
+def _unlabelled_json(path: Path) -> Items | None:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None  # the converter's reader says what is wrong
+    if (
+        not isinstance(data, dict)
+        or "annotations" in data
+        or not isinstance(data.get("images"), list)
+    ):
+        return None
+    try:
+        images = sorted((int(im["id"]), str(im["file_name"])) for im in data["images"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    files = [str(path.parent / name) for _, name in images]
+    if not files:
+        raise PredictError(f"--input {path}: its images list is empty")
+    return Items(
+        kind="files",
+        description=f"metadata JSON {path} (no annotations: no labels)",
+        names=[name for _, name in images],
+        labels=np.full(len(files), UNKNOWN, dtype=np.int64),
+        labelled=False,
+        paths=files,
+    )
+
+
+def list_items(config: Any, model_classes: list[str]) -> Items:
+    """The items ``config.input`` names, labels mapped to ``model_classes``, cut to ``--limit``."""
+    items = _list(config, model_classes)
+    if config.limit is not None and config.limit < len(items):
+        n = config.limit
+        items.names, items.labels = items.names[:n], items.labels[:n]
+        items.paths = items.paths[:n]
+    if len(items) == 0:
+        raise PredictError(f"--input {config.input}: nothing to classify")
+    return items
+
+
+def _list(config: Any, model_classes: list[str]) -> Items:
+    path = Path(config.input).expanduser()
+    if not path.exists():
+        raise PredictError(f"--input {config.input}: no such file or directory")
+    try:
+        if path.is_dir() and (path / MANIFEST_NAME).exists():
+            from hpcbench.data.manifest import Manifest
+
+            manifest = Manifest.load(path)
+            split = manifest.split(config.split)
+            labels = np.concatenate(
+                [_shard_labels(manifest, s) for s in split.shards] or [np.zeros(0, np.int64)]
+            )
+            return Items(
+                kind="dataset",
+                description=f"dataset {path} ({config.split} split)",
+                names=[f"{config.split}/{i}" for i in range(split.samples)],
+                labels=_map_labels(
+                    str(path / MANIFEST_NAME), manifest.classes, labels, model_classes
+                ),
+                labelled=True,
+                dataset=manifest,
+                split=config.split,
+            )
+        if path.is_dir():
+            flat = _flat_folder(path)
+            if flat is not None:
+                return flat
+            from data_prep import image_folder
+
+            source = image_folder(path)
+            where = str(path)
+        elif path.suffix.lower() == ".json":
+            unlabelled = _unlabelled_json(path)
+            if unlabelled is not None:
+                return unlabelled
+            from data_prep import metadata_json
+
+            source = metadata_json(path)
+            where = str(path)
+        else:
+            from data_prep import csv_table
+
+            source = csv_table(
+                path, path_column=config.path_column, label_column=config.label_column
+            )
+            where = str(path)
+    except DataError as err:
+        raise PredictError(str(err)) from None
+    return Items(
+        kind="files",
+        description=f"{source.kind} {path}",
+        names=list(source.names or source.paths),
+        labels=_map_labels(where, source.classes, source.labels, model_classes),
+        labelled=True,
+        paths=list(source.paths),
+    )
+
+
+def _shard_labels(manifest: Any, shard: Any) -> np.ndarray:
+    from hpcbench.data.shards import OpenShard
+
+    opened = OpenShard(manifest.shard_path(shard), shard, manifest.shape, manifest.dtype)
+    try:
+        return np.asarray(opened.labels, dtype=np.int64)
+    finally:
+        opened.close()

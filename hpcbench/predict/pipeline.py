@@ -1,0 +1,304 @@
+"""The MPI pipeline: reader ranks -> preprocessor ranks -> predictor ranks -> one sink rank.
+
+Every unit travels as one contiguous uint8 buffer (:func:`hpcbench.predict.stages.pack`), sent
+with ``Isend`` and received with a matched probe (``Improbe`` + ``Message.Recv``), never pickled.
+
+**Backpressure by credits.** A consumer grants each of its producers ``credits`` units up front
+and hands one back each time it takes a unit off its queue. A producer sends only while it holds a
+credit, to the consumer that has handed back the most (the least loaded one: an idle consumer has
+all of its credits back, so it gets the next unit). A fast reader therefore cannot flood memory:
+a consumer never holds more than the credits it granted, a producer never more than it was granted.
+
+**End of stream.** A producer, after its last unit, sends an end marker to each consumer (after
+its data on the same channel, which MPI keeps in order) and then waits until every unit it sent
+has been taken (all its credits are back), so no message is left unreceived. A consumer ends when
+every producer's marker has come and its queue is empty, and then does the same downstream. The
+sink ends last.
+
+**Waiting without spinning.** Ranks may outnumber cores (a sink and a reader that mostly wait
+share cores with the workers). MPI's blocking calls spin; every wait here polls and then sleeps,
+backing off from 20 µs to 1 ms, so a waiting rank gives its core away. A rank that hears nothing
+for ``--stall-timeout`` seconds ends the run: a peer has died or hangs.
+
+Each rank counts its items, its busy seconds, the seconds it waited for input (nothing queued)
+and for output credits (work queued, nobody to send it to), and its memory.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hpcbench.predict import stages
+from hpcbench.predict.config import PredictError
+
+TAG_DATA = 21
+TAG_CREDIT = 22
+_CREDIT = np.ones(1, dtype=np.int64)
+
+
+class Idle:
+    """Sleep between polls, backing off while nothing happens; stall detection."""
+
+    def __init__(self, stall_timeout: float, who: str) -> None:
+        self.delay = 2e-5
+        self.stall_timeout = stall_timeout
+        self.who = who
+        self.last = time.monotonic()
+
+    def progressed(self) -> None:
+        self.delay = 2e-5
+        self.last = time.monotonic()
+
+    def wait(self) -> None:
+        time.sleep(self.delay)
+        self.delay = min(self.delay * 2, 1e-3)
+        quiet = time.monotonic() - self.last
+        if quiet > self.stall_timeout:
+            raise PredictError(
+                f"{self.who}: nothing received for {quiet:.0f} s (--stall-timeout); "
+                "a peer rank has died or hangs"
+            )
+
+
+def sleepy_barrier(comm: Any, stall_timeout: float, who: str) -> None:
+    """A barrier that sleeps while it waits (MPI's own spins and steals the cores)."""
+    request = comm.Ibarrier()
+    idle = Idle(stall_timeout, who)
+    while not request.Test():
+        idle.wait()
+
+
+@dataclass
+class Counters:
+    role: str
+    items: int = 0
+    units: int = 0
+    busy_s: float = 0.0
+    wait_input_s: float = 0.0
+    wait_credit_s: float = 0.0
+    max_queue: int = 0  # units queued at once, at most
+    max_held: int = 0  # units sent but not yet taken by their consumers, at most
+    started: float = field(default_factory=time.perf_counter)
+    ended: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k not in ("started", "ended")}
+        d["elapsed_s"] = (self.ended or time.perf_counter()) - self.started
+        return d
+
+
+class Outbox:
+    """Sending side of one link: credits per consumer, requests in flight."""
+
+    def __init__(self, comm: Any, consumers: list[int], credits: int, mpi: Any) -> None:
+        self.comm, self.mpi = comm, mpi
+        self.consumers = consumers
+        self.credits = {c: credits for c in consumers}
+        self.granted = credits
+        self.sent = {c: 0 for c in consumers}
+        self.back = {c: 0 for c in consumers}
+        self.in_flight: list[tuple[Any, np.ndarray]] = []
+        self._next = 0
+        self._status = mpi.Status()
+
+    def poll(self) -> bool:
+        got = False
+        while self.comm.Iprobe(self.mpi.ANY_SOURCE, TAG_CREDIT, self._status):
+            source = self._status.Get_source()
+            buf = np.empty(1, dtype=np.int64)
+            self.comm.Recv([buf, self.mpi.INT64_T], source, TAG_CREDIT)
+            self.credits[source] += int(buf[0])
+            self.back[source] += int(buf[0])
+            got = True
+        if self.in_flight:
+            self.in_flight = [(r, b) for r, b in self.in_flight if not r.Test()]
+        return got
+
+    def ready(self) -> bool:
+        return any(v > 0 for v in self.credits.values())
+
+    def held(self) -> int:
+        return sum(self.sent[c] - self.back[c] for c in self.consumers)
+
+    def send(self, buf: np.ndarray) -> None:
+        """To the consumer with the most credits back (ties: the next in turn)."""
+        n = len(self.consumers)
+        order = [self.consumers[(self._next + k) % n] for k in range(n)]
+        target = max(order, key=lambda c: self.credits[c])
+        assert self.credits[target] > 0
+        self._next = (self.consumers.index(target) + 1) % n
+        self.credits[target] -= 1
+        self.sent[target] += 1
+        self.in_flight.append((self.comm.Isend([buf, self.mpi.BYTE], target, TAG_DATA), buf))
+
+    def finish(self, idle: Idle) -> None:
+        """End markers to every consumer, then wait until each unit sent has been taken."""
+        marker = stages.end_marker()
+        for c in self.consumers:
+            self.in_flight.append((self.comm.Isend([marker, self.mpi.BYTE], c, TAG_DATA), marker))
+        while self.in_flight or any(self.back[c] < self.sent[c] for c in self.consumers):
+            if self.poll():
+                idle.progressed()
+            else:
+                idle.wait()
+
+
+class Inbox:
+    """Receiving side: units queued in arrival order, producers still open."""
+
+    def __init__(self, comm: Any, producers: list[int], credits: int, mpi: Any) -> None:
+        self.comm, self.mpi = comm, mpi
+        self.open = set(producers)
+        self.queue: deque[tuple[int, stages.Unit]] = deque()
+        self.credit_requests: list[Any] = []
+        self._status = mpi.Status()
+
+    def poll(self) -> bool:
+        got = False
+        while True:
+            message = self.comm.Improbe(self.mpi.ANY_SOURCE, TAG_DATA, self._status)
+            if message is None:
+                break
+            source = self._status.Get_source()
+            buf = np.empty(self._status.Get_count(self.mpi.BYTE), dtype=np.uint8)
+            message.Recv([buf, self.mpi.BYTE])
+            unit = stages.unpack(buf)
+            if unit.kind == stages.END:
+                self.open.discard(source)
+            else:
+                self.queue.append((source, unit))
+            got = True
+        if self.credit_requests:
+            self.credit_requests = [r for r in self.credit_requests if not r.Test()]
+        return got
+
+    def take(self) -> stages.Unit:
+        """The oldest unit; its producer gets the credit back."""
+        source, unit = self.queue.popleft()
+        self.credit_requests.append(
+            self.comm.Isend([_CREDIT, self.mpi.INT64_T], source, TAG_CREDIT)
+        )
+        return unit
+
+    @property
+    def done(self) -> bool:
+        return not self.open and not self.queue
+
+    def drain(self, idle: Idle) -> None:
+        while self.credit_requests:
+            self.credit_requests = [r for r in self.credit_requests if not r.Test()]
+            if self.credit_requests:
+                idle.wait()
+
+
+def run_reader(
+    comm: Any,
+    mpi: Any,
+    units: list[tuple[int, np.ndarray]],
+    work: Callable[[int, np.ndarray], stages.Unit],
+    consumers: list[int],
+    credits: int,
+    idle: Idle,
+    counters: Counters,
+) -> None:
+    out = Outbox(comm, consumers, credits, mpi)
+    for number, ids in units:
+        waited = time.perf_counter()
+        while not out.ready():
+            if out.poll():
+                idle.progressed()
+            else:
+                idle.wait()
+        counters.wait_credit_s += time.perf_counter() - waited
+        t0 = time.perf_counter()
+        unit = work(number, ids)
+        buf = stages.pack(unit.kind, unit.number, unit.arrays)
+        counters.busy_s += time.perf_counter() - t0
+        out.send(buf)
+        counters.items += len(ids)
+        counters.units += 1
+        counters.max_held = max(counters.max_held, out.held())
+        out.poll()
+        idle.progressed()
+    out.finish(idle)
+    counters.ended = time.perf_counter()
+
+
+def run_worker(
+    comm: Any,
+    mpi: Any,
+    producers: list[int],
+    credits_in: int,
+    work: Callable[[stages.Unit], stages.Unit],
+    consumers: list[int],
+    credits_out: int,
+    idle: Idle,
+    counters: Counters,
+) -> None:
+    """A preprocessor or predictor: take a unit when there is one and a credit to pass it on."""
+    inbox = Inbox(comm, producers, credits_in, mpi)
+    out = Outbox(comm, consumers, credits_out, mpi)
+    while not inbox.done:
+        t0 = time.perf_counter()
+        moved = inbox.poll() | out.poll()
+        counters.max_queue = max(counters.max_queue, len(inbox.queue))
+        if inbox.queue and out.ready():
+            unit = inbox.take()
+            t1 = time.perf_counter()
+            result = work(unit)
+            buf = stages.pack(result.kind, result.number, result.arrays)
+            del unit  # its buffer can go before the next one arrives
+            counters.busy_s += time.perf_counter() - t1
+            out.send(buf)
+            counters.items += len(result.ids)
+            counters.units += 1
+            counters.max_held = max(counters.max_held, out.held())
+            idle.progressed()
+            continue
+        if moved:
+            idle.progressed()
+            continue
+        idle.wait()
+        waited = time.perf_counter() - t0
+        if inbox.queue:
+            counters.wait_credit_s += waited
+        else:
+            counters.wait_input_s += waited
+    inbox.drain(idle)
+    out.finish(idle)
+    counters.ended = time.perf_counter()
+
+
+def run_sink(
+    comm: Any,
+    mpi: Any,
+    producers: list[int],
+    credits_in: int,
+    collect: Callable[[stages.Unit], None],
+    idle: Idle,
+    counters: Counters,
+) -> None:
+    inbox = Inbox(comm, producers, credits_in, mpi)
+    while not inbox.done:
+        t0 = time.perf_counter()
+        if inbox.poll():
+            counters.max_queue = max(counters.max_queue, len(inbox.queue))
+            idle.progressed()
+        while inbox.queue:
+            unit = inbox.take()
+            t1 = time.perf_counter()
+            collect(unit)
+            counters.busy_s += time.perf_counter() - t1
+            counters.items += len(unit.ids)
+            counters.units += 1
+        if inbox.open and not inbox.queue:
+            idle.wait()
+            counters.wait_input_s += time.perf_counter() - t0
+    inbox.drain(idle)
+    counters.ended = time.perf_counter()

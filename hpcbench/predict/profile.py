@@ -1,0 +1,126 @@
+"""Calibration for ``--roles auto``: each stage timed per item on this hardware, and each link's
+transfer timed between two ranks.
+
+Rank 0 reads, decodes and predicts the first ``--calibration-items`` images in units of
+``--batch-size`` (the predictor warmed up by one forward pass first, with the torch threads a
+predictor rank will use), while the other ranks sleep. Then ranks 0 and 1 time a ping-pong of one
+unit of each link's size (raw bytes, prepared pixels, probabilities): a unit's transfer is the
+fastest of three round trips less that of an empty message. Packing a unit (one copy) is counted
+with its transfer. The result is a :class:`hpcbench.predict.plan.Profile`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from hpcbench.predict import stages
+from hpcbench.predict.inputs import Items
+from hpcbench.predict.model import Classifier, InputFormat
+from hpcbench.predict.plan import Profile
+
+TAG_PING = 31
+
+
+def _timed(fn: Any, *args: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t0
+
+
+def stage_times(
+    items: Items, fmt: InputFormat, classifier: Classifier, batch: int, sample: int
+) -> tuple[dict[str, float], list[np.ndarray]]:
+    """Seconds per item of each stage over the first ``sample`` items, and one packed unit per
+    link (raw, prepared, results) for the transfer timing."""
+    units = items.units(batch)
+    chosen, count = [], 0
+    for ids in units:
+        if count >= sample:
+            break
+        chosen.append(ids)
+        count += len(ids)
+    read = prepare = predict = pack = collect = 0.0
+    packed: list[np.ndarray] = []
+    warm = False
+    for number, ids in enumerate(chosen):
+        raw, t = _timed(stages.read_unit, items, number, ids)
+        read += t
+        prepared, t = _timed(stages.prepare_unit, raw, fmt, items, False)
+        prepare += t
+        if not warm:  # the first forward pass allocates and picks kernels
+            stages.predict_unit(prepared, classifier)
+            warm = True
+        result, t = _timed(stages.predict_unit, prepared, classifier)
+        predict += t
+        buffers = []
+        for unit in (raw, prepared, result):
+            buf, t = _timed(stages.pack, unit.kind, unit.number, unit.arrays)
+            pack += t
+            buffers.append(buf)
+        t0 = time.perf_counter()
+        stages.unpack(buffers[2])
+        collect += time.perf_counter() - t0
+        if number == 0:
+            packed = buffers
+    n = max(count, 1)
+    return {
+        "read_s": read / n,
+        "prepare_s": prepare / n,
+        "predict_s": predict / n,
+        "sink_s": collect / n,
+        "pack_s": pack / n / 3,
+        "raw_item_bytes": packed[0].nbytes / max(len(chosen[0]), 1),
+        "prepared_item_bytes": packed[1].nbytes / max(len(chosen[0]), 1),
+        "result_item_bytes": packed[2].nbytes / max(len(chosen[0]), 1),
+        "items_in_unit": float(len(chosen[0])),
+    }, packed
+
+
+def ping_pong(
+    comm: Any, mpi: Any, buffers: list[np.ndarray] | None, repeats: int = 3
+) -> list[float]:
+    """Rank 0: one-way seconds of each buffer to rank 1 (rank 1 echoes a word); others: []."""
+    rank = comm.Get_rank()
+    ack = np.zeros(1, dtype=np.int64)
+    sizes = comm.bcast([b.nbytes for b in buffers] if rank == 0 else None, root=0)
+    if rank == 1:
+        for size in [0, *sizes]:
+            buf = np.empty(max(size, 1), dtype=np.uint8)
+            for _ in range(repeats):
+                comm.Recv([buf, mpi.BYTE], 0, TAG_PING)
+                comm.Send([ack, mpi.INT64_T], 0, TAG_PING)
+        return []
+    if rank != 0:
+        return []
+    assert buffers is not None
+    times = []
+    for buf in [np.zeros(1, dtype=np.uint8), *buffers]:
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            comm.Send([buf, mpi.BYTE], 1, TAG_PING)
+            comm.Recv([ack, mpi.INT64_T], 1, TAG_PING)
+            best = min(best, time.perf_counter() - t0)
+        times.append(best)
+    empty = times[0]
+    return [max(t - empty, 0.0) + empty / 2 for t in times[1:]]
+
+
+def profile_of(times: dict[str, float], transfers: list[float]) -> Profile:
+    per_unit = max(times["items_in_unit"], 1.0)
+    raw, prepared, result = (t / per_unit + times["pack_s"] for t in transfers)
+    return Profile(
+        read_s=times["read_s"],
+        prepare_s=times["prepare_s"],
+        predict_s=times["predict_s"],
+        sink_s=times["sink_s"],
+        raw_link_s=raw,
+        prepared_link_s=prepared,
+        result_link_s=result,
+        raw_item_bytes=times["raw_item_bytes"],
+        prepared_item_bytes=times["prepared_item_bytes"],
+        result_item_bytes=times["result_item_bytes"],
+    )

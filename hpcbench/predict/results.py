@@ -1,0 +1,169 @@
+"""What a prediction run leaves: ``predictions.csv``, ``predict.json`` and the printed summary.
+
+``predictions.csv`` (written by the sink, atomically): one row per classified image in input
+order -- ``item`` (its path as listed, or ``split/index`` of a dataset), ``label`` (the known
+class, else empty), ``class`` and ``probability`` of the top class, then ``class_2``,
+``probability_2``… up to ``--top-k``. Probabilities are float32 written with 9 significant digits
+(they read back to the same float32). Unreadable images have no row; ``predict.json`` lists them
+with the reason.
+
+``predict.json``: the mode and roles, the plan (per-stage costs, credits, predicted throughput),
+the measured throughput, the per-stage and per-rank report, and -- when labels are known --
+accuracy, macro-F1 and the confusion matrix (rows: true class, columns: predicted).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hpcbench.atomic import write_atomically
+from hpcbench.predict import stages
+from hpcbench.predict.inputs import UNKNOWN, Items
+
+FORMAT = "hpcbench-predict/1"
+
+
+class Collector:
+    """Results units gathered into per-item probabilities (the sink's, or rank 0's, memory)."""
+
+    def __init__(self, items: Items, classes: int) -> None:
+        self.items = items
+        self.probs = np.zeros((len(items), classes), dtype=np.float32)
+        self.status = np.full(len(items), -1, dtype=np.int8)  # -1 none yet, 0 done, 1 skipped
+        self.reasons: dict[int, str] = {}
+
+    def add(self, unit: stages.Unit) -> None:
+        ids, status, probs, reason_blob = unit.arrays
+        ok = ids[status == 0]
+        if len(ok):
+            self.probs[ok] = probs
+        bad = ids[status != 0]
+        for i, why in zip(bad, stages.reasons_of(reason_blob), strict=True):
+            self.reasons[int(i)] = why
+        self.status[ids] = (status != 0).astype(np.int8)
+
+    @property
+    def missing(self) -> int:
+        return int((self.status < 0).sum())
+
+
+def predictions_csv(collector: Collector, class_names: list[str], top_k: int) -> str:
+    items = collector.items
+    k = min(top_k, len(class_names))
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    header = ["item", "label", "class", "probability"]
+    for j in range(2, k + 1):
+        header += [f"class_{j}", f"probability_{j}"]
+    writer.writerow(header)
+    done = np.flatnonzero(collector.status == 0)
+    order = np.argsort(-collector.probs[done], axis=1, kind="stable")[:, :k]
+    for row, i in enumerate(done):
+        label = int(items.labels[i])
+        cells = [items.names[i], class_names[label] if label != UNKNOWN else ""]
+        for c in order[row]:
+            cells += [class_names[c], f"{float(collector.probs[i, c]):.9g}"]
+        writer.writerow(cells)
+    return out.getvalue()
+
+
+def metrics(collector: Collector, class_names: list[str]) -> dict[str, Any] | None:
+    """Accuracy, macro-F1 and the confusion matrix over the classified items with a label."""
+    labels = collector.items.labels
+    use = (collector.status == 0) & (labels != UNKNOWN)
+    if not use.any():
+        return None
+    k = len(class_names)
+    truth = labels[use]
+    predicted = collector.probs[use].argmax(axis=1)
+    confusion = np.zeros((k, k), dtype=np.int64)
+    np.add.at(confusion, (truth, predicted), 1)
+    tp = np.diag(confusion).astype(np.float64)
+    support = confusion.sum(axis=1)
+    claimed = confusion.sum(axis=0)
+    present = (support + claimed) > 0  # classes neither present nor predicted do not count
+    f1 = np.where(present, 2 * tp / np.maximum(support + claimed, 1), 0.0)
+    return {
+        "items": int(use.sum()),
+        "accuracy": float(tp.sum() / use.sum()),
+        "macro_f1": float(f1[present].mean()),
+        "classes": class_names,
+        "confusion": confusion.tolist(),
+    }
+
+
+def stage_report(ranks: list[dict[str, Any]], elapsed_s: float) -> list[dict[str, Any]]:
+    """Per stage: ranks, items/s, busy %, waiting for input % and for credits % (means over its
+    ranks, of the run's elapsed time)."""
+    out = []
+    for role in ("reader", "preprocess", "predict", "sink", "data-parallel", "single"):
+        mine = [r for r in ranks if r["role"] == role]
+        if not mine:
+            continue
+        span = max(elapsed_s, 1e-9)
+
+        def pct(key: str, rows: list[dict[str, Any]] = mine, span: float = span) -> float:
+            return 100.0 * sum(r[key] for r in rows) / (len(rows) * span)
+
+        out.append(
+            {
+                "stage": role,
+                "ranks": len(mine),
+                "items": sum(r["items"] for r in mine),
+                "items_per_s": sum(r["items"] for r in mine) / span,
+                "busy_pct": pct("busy_s"),
+                "wait_input_pct": pct("wait_input_s"),
+                "wait_credit_pct": pct("wait_credit_s"),
+                "peak_rss_mb": max(r["peak_rss_mb"] for r in mine),
+                "max_growth_mb": max(r["growth_mb"] for r in mine),
+            }
+        )
+    return out
+
+
+def write(run_dir: Path, csv_text: str, document: dict[str, Any]) -> tuple[Path, Path]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    predictions = write_atomically(run_dir / "predictions.csv", csv_text)
+    report = write_atomically(run_dir / "predict.json", json.dumps(document, indent=1) + "\n")
+    return predictions, report
+
+
+def summary(document: dict[str, Any], paths: tuple[Path, Path]) -> str:
+    measured = document["measured"]
+    lines = [
+        f"classified {measured['items']} image(s) in {measured['seconds']:.2f} s: "
+        f"{measured['items_per_s']:.1f} images/s ({document['mode']}, {document['world_size']} rank(s))"
+    ]
+    plan = document.get("plan")
+    if plan and plan["predicted_items_per_s"]:
+        predicted = plan["predicted_items_per_s"]
+        lines.append(
+            f"roles {','.join(f'{k}={v}' for k, v in plan['roles'].items())}: predicted "
+            f"{predicted:.1f} images/s (bound by {plan['bottleneck']}), measured "
+            f"{measured['items_per_s'] / predicted:.2f}x of it"
+        )
+    rows = document.get("stages") or []
+    if rows:
+        lines.append(f"{'stage':<14}{'ranks':>6}{'images/s':>10}{'busy%':>7}{'wait in%':>10}"
+                     f"{'wait out%':>10}{'peak MB':>9}")  # fmt: skip
+        for r in rows:
+            lines.append(
+                f"{r['stage']:<14}{r['ranks']:>6}{r['items_per_s']:>10.1f}{r['busy_pct']:>7.0f}"
+                f"{r['wait_input_pct']:>10.0f}{r['wait_credit_pct']:>10.0f}{r['peak_rss_mb']:>9.0f}"
+            )
+    m = document.get("metrics")
+    if m:
+        lines.append(
+            f"accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f} over {m['items']} labelled image(s)"
+        )
+    skipped = document.get("skipped") or []
+    if skipped:
+        lines.append(f"{len(skipped)} unreadable image(s) skipped (listed in predict.json)")
+    lines.append(f"predictions: {paths[0]}; report: {paths[1]}")
+    return "\n".join(lines)

@@ -1,0 +1,136 @@
+"""The prediction pipeline's pure parts: roles on the command line, the wire format of a unit, and
+the sizing of stages and credits from a profile."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hpcbench.predict import stages
+from hpcbench.predict.config import PredictError, Roles, parse_args, parse_roles
+from hpcbench.predict.plan import Layout, Profile, assign_ranks, candidates, make_plan
+
+
+def profile(read=1e-4, prepare=3e-3, predict=1e-3, link=1e-5) -> Profile:
+    return Profile(read, prepare, predict, 1e-6, link, link, link, 30e3, 12e3, 40.0)
+
+
+# ---- roles ---------------------------------------------------------------------------------------
+def test_roles_parse_with_an_implied_sink_and_a_fused_preprocess():
+    assert parse_roles("auto") is None
+    assert parse_roles("reader=1,preprocess=3,predict=5") == Roles(1, 3, 5)
+    assert parse_roles(" predict=2 , reader=2 ") == Roles(2, 0, 2)
+    assert parse_roles("reader=1,predict=1,sink=1").total == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("reader=1,decode=2,predict=1", "expected 'auto' or NAME=COUNT"),
+        ("reader=1,predict=x", "predict=x is not a whole number"),
+        ("reader=1,predict=1,sink=2", "exactly one sink"),
+        ("reader=0,predict=2", "at least one reader"),
+        ("reader=1,reader=2,predict=1", "reader is given twice"),
+        ("reader=1", "at least one predict"),
+    ],
+)
+def test_bad_roles_are_one_line_naming_the_part(text, said):
+    with pytest.raises(PredictError, match=said) as err:
+        parse_roles(text)
+    assert "\n" not in str(err.value) and text in str(err.value)
+
+
+def test_bad_numbers_name_the_flag():
+    with pytest.raises(PredictError, match="--batch-size must be at least 1, got 0"):
+        parse_args(["--checkpoint", "c", "--input", "i", "--batch-size", "0"])
+    with pytest.raises(PredictError, match="--stall-timeout"):
+        parse_args(["--checkpoint", "c", "--input", "i", "--stall-timeout", "nan"])
+
+
+# ---- the wire format -----------------------------------------------------------------------------
+def test_a_unit_round_trips_every_dtype_and_shape_as_views_of_one_buffer():
+    rng = np.random.default_rng(0)
+    arrays = [
+        np.arange(5, dtype=np.int64),
+        np.array([0, 1, 0, 0, 1], dtype=np.int8),
+        rng.integers(0, 255, (3, 1, 5, 7), dtype=np.uint8),
+        rng.random((3, 4)).astype(np.float16),
+        rng.random((3, 9)).astype(np.float32)[:, ::2],  # not contiguous: packed as a copy
+        np.zeros(0, dtype=np.uint8),
+    ]
+    buf = stages.pack(stages.PREPARED, 17, arrays)
+    assert buf.dtype == np.uint8 and buf.ndim == 1
+    unit = stages.unpack(buf)
+    assert (unit.kind, unit.number) == (stages.PREPARED, 17)
+    for got, want in zip(unit.arrays, arrays, strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        assert got.base is not None  # a view into the received buffer, not a copy
+    assert stages.unpack(stages.end_marker()).kind == stages.END
+
+
+def test_reasons_survive_newlines_in_them():
+    blob = stages._reasons(["OSError: truncated", "bad\nheader"])
+    assert stages.reasons_of(blob) == ["OSError: truncated", "bad header"]
+    assert stages.reasons_of(stages._reasons([])) == []
+
+
+# ---- sizing --------------------------------------------------------------------------------------
+def test_every_split_has_one_sink_a_reader_and_a_predictor():
+    splits = candidates(5)
+    assert all(r.total == 5 and r.reader >= 1 and r.predict >= 1 for r in splits)
+    assert Roles(1, 0, 3) in splits and Roles(1, 2, 1) in splits and len(set(splits)) == len(splits)
+
+
+def test_auto_gives_the_ranks_in_proportion_to_the_stage_costs_when_cores_are_plenty():
+    # decoding costs 3x predicting, reading is nearly free: of the 11 ranks beside the sink, 8
+    # decode (readers that decode too: one link and one rank fewer than separate stages) and 3
+    # predict
+    plan = make_plan(profile(), Layout.one_node(12, 64), batch=32)
+    assert plan.roles == Roles(8, 0, 3)
+    best = plan.predicted_items_per_s
+    for option in candidates(12):  # nothing does better
+        other = make_plan(profile(), Layout.one_node(12, 64), batch=32, roles=option)
+        assert other.predicted_items_per_s <= best * (1 + 1e-9)
+    assert plan.role_of_rank[0] == "sink" and plan.role_of_rank.count("predict") == plan.roles.predict
+
+
+def test_ranks_beyond_the_cores_share_them_in_the_prediction():
+    # 4 ranks on 2 cores: whatever the split, 2 cores do (read + decode + predict) per item
+    prof = profile(read=1e-4, prepare=2e-3, predict=2e-3, link=0.0)
+    plan = make_plan(prof, Layout.one_node(4, 2), batch=32)
+    work = prof.read_s + prof.prepare_s + prof.predict_s + prof.sink_s
+    assert plan.predicted_items_per_s == pytest.approx(2 / work, rel=1e-6)
+    assert "cores" in plan.bottleneck
+    one_core = make_plan(prof, Layout.one_node(4, 1), batch=32, roles=plan.roles)
+    assert one_core.predicted_items_per_s == pytest.approx(1 / work, rel=1e-6)
+
+
+def test_stages_spread_over_the_nodes():
+    layout = Layout([0, 0, 0, 0, 1, 1, 1, 1], {0: 4, 1: 4})
+    placed = assign_ranks(Roles(2, 2, 3), layout)
+    assert placed[0] == "sink"
+    for stage in ("reader", "preprocess"):
+        nodes = {layout.node_of_rank[r] for r, s in enumerate(placed) if s == stage}
+        assert nodes == {0, 1}, (stage, placed)
+
+
+def test_credits_follow_littles_law_and_bound_the_memory():
+    slow_producer = profile(read=1e-4, prepare=8e-3, predict=1e-3)
+    plan = make_plan(slow_producer, Layout.one_node(8, 64), batch=16, roles=Roles(1, 3, 3))
+    # a predictor takes λ = X / (16 * 3) units/s; W = (2 * decode cost + transfer) * 16
+    x = plan.predicted_items_per_s
+    cost = plan.stage_cost_s["preprocess"]
+    expected = math.ceil(x / 16 / 3 * (2 * cost + slow_producer.prepared_link_s) * 16) + 1
+    assert plan.credits["preprocess->predict"] == max(1, math.ceil(expected / 3))
+    assert all(1 <= c <= 16 for c in plan.credits.values())
+    # bound: credits in x producers x unit in + credits out x consumers x unit out + 2 units
+    c_in, c_out = plan.credits["reader->preprocess"], plan.credits["preprocess->predict"]
+    unit_in, unit_out = 30e3 * 16, 12e3 * 16
+    bound = c_in * 1 * unit_in + c_out * 3 * unit_out + unit_out + 30e3 * 16
+    assert plan.memory_bound_bytes["preprocess"] == int(bound)
+    fixed = make_plan(slow_producer, Layout.one_node(8, 64), batch=16, roles=Roles(1, 3, 3), credits=5)
+    assert set(fixed.credits.values()) == {5}
+    assert fixed.memory_bound_bytes["preprocess"] > plan.memory_bound_bytes["preprocess"] or c_in >= 5
