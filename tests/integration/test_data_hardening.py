@@ -556,7 +556,6 @@ def test_sigterm_during_prep_removes_the_temporary_directory(tmp_path):
     assert leftovers(tmp_path) == [] and not (tmp_path / "big").exists()
 
 
-
 def test_a_pool_worker_signalled_before_its_initializer_dies_quietly():
     """Pool.terminate() (run on the way out of a SIGTERM) signals a worker the pool has just forked
     to replace a dead one; it still holds the CLI's handler. It must die of the signal, not print
@@ -578,6 +577,7 @@ def test_a_pool_worker_signalled_before_its_initializer_dies_quietly():
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM, status
+
 
 @pytest.mark.parametrize("kind", ["csv", "json", "arrays"])
 def test_a_fifo_named_as_a_source_file_does_not_hang(tmp_path, kind):

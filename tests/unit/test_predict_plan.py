@@ -94,7 +94,9 @@ def test_auto_gives_the_ranks_in_proportion_to_the_stage_costs_when_cores_are_pl
     for option in candidates(12):  # nothing does better
         other = make_plan(profile(), Layout.one_node(12, 64), batch=32, roles=option)
         assert other.predicted_items_per_s <= best * (1 + 1e-9)
-    assert plan.role_of_rank[0] == "sink" and plan.role_of_rank.count("predict") == plan.roles.predict
+    assert (
+        plan.role_of_rank[0] == "sink" and plan.role_of_rank.count("predict") == plan.roles.predict
+    )
 
 
 def test_ranks_beyond_the_cores_share_them_in_the_prediction():
@@ -131,6 +133,10 @@ def test_credits_follow_littles_law_and_bound_the_memory():
     unit_in, unit_out = 30e3 * 16, 12e3 * 16
     bound = c_in * 1 * unit_in + c_out * 3 * unit_out + unit_out + 30e3 * 16
     assert plan.memory_bound_bytes["preprocess"] == int(bound)
-    fixed = make_plan(slow_producer, Layout.one_node(8, 64), batch=16, roles=Roles(1, 3, 3), credits=5)
+    fixed = make_plan(
+        slow_producer, Layout.one_node(8, 64), batch=16, roles=Roles(1, 3, 3), credits=5
+    )
     assert set(fixed.credits.values()) == {5}
-    assert fixed.memory_bound_bytes["preprocess"] > plan.memory_bound_bytes["preprocess"] or c_in >= 5
+    assert (
+        fixed.memory_bound_bytes["preprocess"] > plan.memory_bound_bytes["preprocess"] or c_in >= 5
+    )
