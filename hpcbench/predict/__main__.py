@@ -25,12 +25,19 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as err:  # argparse: --help, or a usage error already printed
         return err.code if isinstance(err.code, int) else 2
     except PredictError as err:
-        if not getattr(err, "hpcbench_reported", False):
+        if not getattr(err, "hpcbench_reported", False) and _launch_rank() == 0:
             print(f"hpcbench predict: error: {err}", file=sys.stderr, flush=True)
         return 2
     except KeyboardInterrupt:
         print("hpcbench predict: interrupted", file=sys.stderr, flush=True)
         return 130
+
+
+def _launch_rank() -> int:
+    """This process's rank (every rank meets an error in the options; rank 0 says it)."""
+    from hpcbench.launch import detect_launch
+
+    return detect_launch().rank
 
 
 if __name__ == "__main__":

@@ -122,7 +122,9 @@ class PredictConfig:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2 (as argparse, without the usage block)
-        self.exit(2, f"hpcbench predict: error: {message}\n")
+        from hpcbench.launch import detect_launch
+
+        self.exit(2, f"hpcbench predict: error: {message}\n" if detect_launch().rank == 0 else None)
 
 
 def build_parser() -> argparse.ArgumentParser:
