@@ -167,7 +167,7 @@ NodeName=$nodelist Name=gpu File=$RUN/gpu/nvidia[0-$((GPUS - 1))]"
 up=1
 alive "$RUN/slurmctld.pid" slurmctld || up=0
 for n in "${names[@]}"; do alive "$RUN/slurmd-$n.pid" slurmd || up=0; done
-if [ "$up" = 1 ] && [ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" = "$conf" ] && munge_works \
+if [ "$up" = 1 ] && [ "$(grep -v '^FirstJobId=' /etc/slurm/slurm.conf 2>/dev/null)" = "$conf" ] && munge_works \
    && scontrol ping 2>/dev/null | grep -q 'is UP'; then
   echo "slurm-up: already running ($nodelist)"
   exit 0
@@ -196,8 +196,11 @@ if ! munge_works; then
   wait_for 10 munge_works || fail "munged runs but munge -n | unmunge fails"
 fi
 
-# 5. files and fresh state (job ids restart at 1)
-printf '%s\n' "$conf" >/etc/slurm/slurm.conf
+# 5. files and fresh state. Job ids start where no earlier incarnation of this cluster went: a
+# killed MPICH rank leaves its shared-memory segment in /dev/shm, named after the job and step,
+# and a new job of the same id then fails in MPI_Init ("Out of memory" in its POSIX bootstrap).
+first_job_id=$(( $(date +%s) % 100000 * 500 + 1000 ))
+printf '%s\nFirstJobId=%s\n' "$conf" "$first_job_id" >/etc/slurm/slurm.conf
 printf '%s\n' "$gres_conf" >/etc/slurm/gres.conf
 rm -f "$RUN"/gpu/nvidia*
 for g in $(seq 0 $((GPUS - 1))); do ln -s /dev/null "$RUN/gpu/nvidia$g"; done
