@@ -84,3 +84,16 @@ def mpiexec_available() -> bool:
         )
         is not None
     )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist's ``--dist loadgroup`` (``make test``): every test of the throwaway
+    clusters in one process, one after the other (they share the clusters and their fixtures
+    start them once), and each integration module whole in one process (its module fixtures run
+    once); unit tests go wherever a process is free."""
+    for item in items:
+        parts = item.path.parts
+        if "cluster" in parts:
+            item.add_marker(pytest.mark.xdist_group("cluster"))
+        elif "integration" in parts:
+            item.add_marker(pytest.mark.xdist_group(f"integration-{item.path.stem}"))

@@ -115,7 +115,7 @@ def _single(config: PredictConfig, mode: str) -> dict[str, Any]:
     start_rss = rss_mb()
     times = {"read_s": 0.0, "prepare_s": 0.0, "predict_s": 0.0}
     t0 = time.perf_counter()
-    counters.started = t0
+    counters.start()
     for number, ids in enumerate(items.units(config.batch_size)):
         a = time.perf_counter()
         raw = stages.read_unit(items, number, ids)
@@ -130,7 +130,7 @@ def _single(config: PredictConfig, mode: str) -> dict[str, Any]:
         times["predict_s"] += d - c
         counters.items += len(ids)
         counters.units += 1
-    counters.ended = time.perf_counter()
+    counters.end()
     counters.busy_s = counters.ended - t0
     rank_rows = [_rank_row(0, counters, start_rss, threads, {**times})]
     return _finish(config, mode, 1, loaded, items, collector, counters.ended - t0, rank_rows, None)
@@ -256,7 +256,7 @@ def _data_parallel(
     start_rss = rss_mb()
     sleepy_barrier(comm, config.stall_timeout, f"rank {rank}")
     t0 = time.perf_counter()
-    counters.started = t0
+    counters.start()
     parts: list[stages.Unit] = []
     for number, ids in enumerate(items.units(config.batch_size)):
         if number % world != rank:
@@ -268,7 +268,7 @@ def _data_parallel(
         counters.busy_s += time.perf_counter() - a
         counters.items += len(ids)
         counters.units += 1
-    counters.ended = time.perf_counter()
+    counters.end()
     mine = _concatenate(parts, len(loaded.format.classes))
     buf = stages.pack(mine.kind, rank, mine.arrays)
     sizes = comm.gather(buf.nbytes, root=0)
@@ -365,18 +365,18 @@ def _pipeline(
         _set_threads(threads)
         classifier = Classifier(_with_weights(config, loaded), _device(config, local))
     counters = Counters(role=role)
-    idle = Idle(config.stall_timeout, f"{who} ({role})")
+    longest = pipeline.sleep_cap(config.batch_size, the_plan.predicted_items_per_s)
+    idle = Idle(config.stall_timeout, f"{who} ({role})", longest)
     start_rss = rss_mb()
     sleepy_barrier(comm, config.stall_timeout, who)
     t0 = time.perf_counter()
-    counters.started = t0
+    counters.start()
     collector = None
     strict = config.strict
     slow = _slow_predictor_drill()
     drilled = _drilled(rank)
     if role == "reader":
-        mine = [(n, ids) for n, ids in enumerate(items.units(config.batch_size))
-                if n % len(readers) == readers.index(rank)]  # fmt: skip
+        units = items.units(config.batch_size)
         if preprocessors:
 
             def work(n: int, ids: np.ndarray) -> stages.Unit:
@@ -387,7 +387,7 @@ def _pipeline(
                 return stages.prepare_unit(stages.read_unit(items, n, ids), fmt, items, strict)
 
         pipeline.run_reader(
-            comm, MPI, mine, drilled(work), first, credits[first_link], idle, counters
+            comm, MPI, units, drilled(work), first, credits[first_link], idle, counters
         )
     elif role == "preprocess":
         pipeline.run_worker(
@@ -409,9 +409,9 @@ def _pipeline(
                             credits["predict->sink"], idle, counters)  # fmt: skip
     else:
         collector = results.Collector(items, len(fmt.classes))
-        pipeline.run_sink(
-            comm, MPI, predictors, credits["predict->sink"], collector.add, idle, counters
-        )
+        dispenser = pipeline.Dispenser(comm, MPI, len(items.units(config.batch_size)))
+        pipeline.run_sink(comm, MPI, predictors, credits["predict->sink"], collector.add, idle,
+                          counters, dispenser)  # fmt: skip
     elapsed = time.perf_counter() - t0
     items.close()
     row = _rank_row(rank, counters, start_rss, threads)

@@ -17,8 +17,13 @@ sink ends last.
 
 **Waiting without spinning.** Ranks may outnumber cores (a sink and a reader that mostly wait
 share cores with the workers). MPI's blocking calls spin; every wait here polls and then sleeps,
-backing off from 20 µs to 1 ms, so a waiting rank gives its core away. A rank that hears nothing
+backing off from 20 µs to a quarter of the planned time between units (1 to 20 ms), so a waiting
+rank gives its core away. A rank that hears nothing
 for ``--stall-timeout`` seconds ends the run: a peer has died or hangs.
+
+**Dealing.** Readers ask the sink for unit numbers (two requests ahead, so the answers arrive
+while they work) and get the next one not yet dealt: a reader that meets large images takes
+fewer units, and no reader sits idle at the end while another has a backlog.
 
 Each rank counts its items, its busy seconds, the seconds it waited for input (nothing queued)
 and for output credits (work queued, nobody to send it to), and its memory.
@@ -39,25 +44,39 @@ from hpcbench.predict.config import PredictError
 
 TAG_DATA = 21
 TAG_CREDIT = 22
+TAG_WORK = 23
 _CREDIT = np.ones(1, dtype=np.int64)
+MIN_SLEEP_S, MAX_SLEEP_S = 2e-5, 1e-3  # a waiting rank's sleeps back off between these...
+LONGEST_SLEEP_S = 0.02  # ...or up to this, when units arrive seldom (see :func:`sleep_cap`)
+
+
+def sleep_cap(batch: int, items_per_s: float | None) -> float:
+    """How long a waiting rank may sleep between polls: a quarter of the time between two units
+    at the planned throughput (between 1 and 20 ms). Each wake-up costs CPU that the working
+    ranks need when ranks outnumber cores; a unit waiting a quarter of an interval longer is
+    covered by the credits' slack."""
+    if not items_per_s or items_per_s <= 0:
+        return MAX_SLEEP_S
+    return min(LONGEST_SLEEP_S, max(MAX_SLEEP_S, batch / items_per_s / 4))
 
 
 class Idle:
     """Sleep between polls, backing off while nothing happens; stall detection."""
 
-    def __init__(self, stall_timeout: float, who: str) -> None:
-        self.delay = 2e-5
+    def __init__(self, stall_timeout: float, who: str, longest: float = MAX_SLEEP_S) -> None:
+        self.delay = MIN_SLEEP_S
+        self.longest = longest
         self.stall_timeout = stall_timeout
         self.who = who
         self.last = time.monotonic()
 
     def progressed(self) -> None:
-        self.delay = 2e-5
+        self.delay = MIN_SLEEP_S
         self.last = time.monotonic()
 
     def wait(self) -> None:
         time.sleep(self.delay)
-        self.delay = min(self.delay * 2, 1e-3)
+        self.delay = min(self.delay * 2, self.longest)
         quiet = time.monotonic() - self.last
         if quiet > self.stall_timeout:
             raise PredictError(
@@ -86,10 +105,25 @@ class Counters:
     max_held: int = 0  # units sent but not yet taken by their consumers, at most
     started: float = field(default_factory=time.perf_counter)
     ended: float = 0.0
+    cpu_started: float = field(default_factory=time.process_time)
+    cpu_ended: float = 0.0
+
+    def start(self) -> None:
+        self.started, self.cpu_started = time.perf_counter(), time.process_time()
+
+    def end(self) -> None:
+        self.ended, self.cpu_ended = time.perf_counter(), time.process_time()
 
     def as_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items() if k not in ("started", "ended")}
+        d = {
+            k: v
+            for k, v in self.__dict__.items()
+            if k not in ("started", "ended", "cpu_started", "cpu_ended")
+        }
         d["elapsed_s"] = (self.ended or time.perf_counter()) - self.started
+        d["cpu_s"] = (
+            self.cpu_ended or time.process_time()
+        ) - self.cpu_started  # this process's CPU time
         return d
 
 
@@ -197,18 +231,110 @@ class Inbox:
                 idle.wait()
 
 
+class Dispenser:
+    """The sink's side of dealing units to readers: each request gets the next unit number, or
+    -1 once every unit has been handed out."""
+
+    def __init__(self, comm: Any, mpi: Any, units: int) -> None:
+        self.comm, self.mpi = comm, mpi
+        self.units = units
+        self.next = 0
+        self.replies: list[tuple[Any, np.ndarray]] = []
+        self._status = mpi.Status()
+
+    def poll(self) -> bool:
+        got = False
+        while self.comm.Iprobe(self.mpi.ANY_SOURCE, TAG_WORK, self._status):
+            source = self._status.Get_source()
+            request = np.empty(1, dtype=np.int64)
+            self.comm.Recv([request, self.mpi.INT64_T], source, TAG_WORK)
+            reply = np.array([self.next if self.next < self.units else -1], dtype=np.int64)
+            self.next = min(self.next + 1, self.units)
+            self.replies.append(
+                (self.comm.Isend([reply, self.mpi.INT64_T], source, TAG_WORK), reply)
+            )
+            got = True
+        if self.replies:
+            self.replies = [(r, b) for r, b in self.replies if not r.Test()]
+        return got
+
+
+class WorkSource:
+    """A reader's side: unit numbers asked of the dispenser, ``PREFETCH`` requests ahead (the
+    answers arrive while the reader works, whatever the sink's sleeps)."""
+
+    PREFETCH = 2
+
+    def __init__(self, comm: Any, mpi: Any, dispenser: int) -> None:
+        self.comm, self.mpi, self.dispenser = comm, mpi, dispenser
+        self.ready: deque[int] = deque()
+        self.asked = 0
+        self.exhausted = False
+        self.requests: list[tuple[Any, np.ndarray]] = []
+        self._status = mpi.Status()
+        for _ in range(self.PREFETCH):
+            self._ask()
+
+    def _ask(self) -> None:
+        word = np.ones(1, dtype=np.int64)
+        self.requests.append(
+            (self.comm.Isend([word, self.mpi.INT64_T], self.dispenser, TAG_WORK), word)
+        )
+        self.asked += 1
+
+    def _poll(self) -> bool:
+        got = False
+        while self.asked and self.comm.Iprobe(self.dispenser, TAG_WORK, self._status):
+            reply = np.empty(1, dtype=np.int64)
+            self.comm.Recv([reply, self.mpi.INT64_T], self.dispenser, TAG_WORK)
+            self.asked -= 1
+            if reply[0] < 0:
+                self.exhausted = True
+            else:
+                self.ready.append(int(reply[0]))
+            got = True
+        self.requests = [(r, b) for r, b in self.requests if not r.Test()]
+        return got
+
+    def take(self, idle: Idle) -> int | None:
+        """The next unit number to read (None: all dealt, every answer received)."""
+        while True:
+            if self._poll():
+                idle.progressed()
+            if self.ready:
+                if not self.exhausted:
+                    self._ask()
+                return self.ready.popleft()
+            if self.exhausted and not self.asked:
+                while self.requests:
+                    self._poll()
+                    if self.requests:
+                        idle.wait()
+                return None
+            idle.wait()
+
+
 def run_reader(
     comm: Any,
     mpi: Any,
-    units: list[tuple[int, np.ndarray]],
+    units: list[np.ndarray],
     work: Callable[[int, np.ndarray], stages.Unit],
     consumers: list[int],
     credits: int,
     idle: Idle,
     counters: Counters,
+    dispenser: int = 0,
 ) -> None:
+    """Read (and, with no preprocessors, decode) the units the dispenser deals this rank."""
     out = Outbox(comm, consumers, credits, mpi)
-    for number, ids in units:
+    source = WorkSource(comm, mpi, dispenser)
+    while True:
+        waited = time.perf_counter()
+        number = source.take(idle)
+        counters.wait_input_s += time.perf_counter() - waited
+        if number is None:
+            break
+        ids = units[number]
         waited = time.perf_counter()
         while not out.ready():
             if out.poll():
@@ -227,7 +353,7 @@ def run_reader(
         out.poll()
         idle.progressed()
     out.finish(idle)
-    counters.ended = time.perf_counter()
+    counters.end()
 
 
 def run_worker(
@@ -272,7 +398,7 @@ def run_worker(
             counters.wait_input_s += waited
     inbox.drain(idle)
     out.finish(idle)
-    counters.ended = time.perf_counter()
+    counters.end()
 
 
 def run_sink(
@@ -283,10 +409,14 @@ def run_sink(
     collect: Callable[[stages.Unit], None],
     idle: Idle,
     counters: Counters,
+    dispenser: Dispenser | None = None,
 ) -> None:
+    """Collect every result; deal the units to the readers as they ask (``dispenser``)."""
     inbox = Inbox(comm, producers, credits_in, mpi)
     while not inbox.done:
         t0 = time.perf_counter()
+        if dispenser is not None and dispenser.poll():
+            idle.progressed()
         if inbox.poll():
             counters.max_queue = max(counters.max_queue, len(inbox.queue))
             idle.progressed()
@@ -301,4 +431,4 @@ def run_sink(
             idle.wait()
             counters.wait_input_s += time.perf_counter() - t0
     inbox.drain(idle)
-    counters.ended = time.perf_counter()
+    counters.end()
