@@ -12,8 +12,9 @@ Set-up (not timed): the built-in shapes written as 640×480 JPEG folders (a trai
 
 Each run reports images/s over its classification phase (after start-up, model loading and, for
 the pipeline, calibration; the same window in every mode); the script prints the medians, each
-mode's ratio to ``single``, the pipeline's ratio to data-parallel, and how the measured throughput
-compares with the one ``--roles auto`` predicted. The files are read once before the first
+mode's ratio to ``single``, the pipeline's ratio to data-parallel, the memory of all ranks
+together (the sum of their peak resident sizes), and how the measured throughput compares with
+the one ``--roles auto`` predicted. The files are read once before the first
 round, so every round reads them from the page cache.
 
     python benchmarks/predict.py [--ranks 4] [--images 1500] [--repeats 3]
@@ -95,9 +96,11 @@ def main() -> None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         print(f"\n{args.images} JPEG 640x480 -> {args.size}, model {args.model}, {cores} core(s), "
               f"{args.ranks} ranks, median of {args.repeats}")  # fmt: skip
-        print(f"{'mode':<16}{'images/s':>10}{'vs single':>11}")
+        memory = {m: statistics.median(sum(r["peak_rss_mb"] for r in d["ranks"]) for d in docs)
+                  for m, docs in runs.items()}  # fmt: skip
+        print(f"{'mode':<16}{'images/s':>10}{'vs single':>11}{'peak MB, all ranks':>20}")
         for mode, value in rate.items():
-            print(f"{mode:<16}{value:>10.1f}{value / rate['single']:>10.2f}x")
+            print(f"{mode:<16}{value:>10.1f}{value / rate['single']:>10.2f}x{memory[mode]:>20.0f}")
         print(f"pipeline / data-parallel: {rate['pipeline'] / rate['data-parallel']:.2f}x")
         for doc in runs["pipeline"]:
             plan = doc["plan"]

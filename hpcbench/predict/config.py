@@ -87,7 +87,7 @@ class PredictConfig:
     top_k: int = 1
     strict: bool = False
     credits: int | None = None
-    calibration_items: int = 64
+    calibration_items: int = 128
     limit: int | None = None
     threads: int | None = None
     device: str = "auto"
@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--credits", type=int, metavar="N",
                    help="units in flight per link (default: sized from the measured rates by "
                    "Little's law)")  # fmt: skip
-    p.add_argument("--calibration-items", type=int, default=64,
+    p.add_argument("--calibration-items", type=int, default=128,
                    help="images timed per stage by --roles auto")  # fmt: skip
     p.add_argument("--limit", type=int, metavar="N", help="classify only the first N images")
     p.add_argument("--threads", type=int, metavar="N",

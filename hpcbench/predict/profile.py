@@ -3,7 +3,8 @@ transfer timed between two ranks.
 
 Rank 0 reads, decodes and predicts the first ``--calibration-items`` images in units of
 ``--batch-size`` (the predictor warmed up by one forward pass first, with the torch threads a
-predictor rank will use), while the other ranks sleep. Then ranks 0 and 1 time a ping-pong of one
+predictor rank will use), while the other ranks sleep; a stage's cost per image is that of the
+median unit (a unit slowed by another process on the node does not skew the plan). Then ranks 0 and 1 time a ping-pong of one
 unit of each link's size (raw bytes, prepared pixels, probabilities): a unit's transfer is the
 fastest of three round trips less that of an empty message. Packing a unit (one copy) is counted
 with its transfer. The result is a :class:`hpcbench.predict.plan.Profile`.
@@ -42,40 +43,45 @@ def stage_times(
             break
         chosen.append(ids)
         count += len(ids)
-    read = prepare = predict = pack = collect = 0.0
+    per_item: dict[str, list[float]] = {
+        k: [] for k in ("read", "prepare", "predict", "pack", "collect")
+    }
     packed: list[np.ndarray] = []
     warm = False
     for number, ids in enumerate(chosen):
+        n = max(len(ids), 1)
         raw, t = _timed(stages.read_unit, items, number, ids)
-        read += t
+        per_item["read"].append(t / n)
         prepared, t = _timed(stages.prepare_unit, raw, fmt, items, False)
-        prepare += t
+        per_item["prepare"].append(t / n)
         if not warm:  # the first forward pass allocates and picks kernels
             stages.predict_unit(prepared, classifier)
             warm = True
         result, t = _timed(stages.predict_unit, prepared, classifier)
-        predict += t
+        per_item["predict"].append(t / n)
         buffers = []
         for unit in (raw, prepared, result):
             buf, t = _timed(stages.pack, unit.kind, unit.number, unit.arrays)
-            pack += t
+            per_item["pack"].append(t / n / 3)
             buffers.append(buf)
         t0 = time.perf_counter()
         stages.unpack(buffers[2])
-        collect += time.perf_counter() - t0
+        per_item["collect"].append((time.perf_counter() - t0) / n)
         if number == 0:
             packed = buffers
-    n = max(count, 1)
+    # the median unit: one unit slowed by another process on the node does not skew the plan
+    cost = {k: float(np.median(v)) for k, v in per_item.items()}
+    first = max(len(chosen[0]), 1)
     return {
-        "read_s": read / n,
-        "prepare_s": prepare / n,
-        "predict_s": predict / n,
-        "sink_s": collect / n,
-        "pack_s": pack / n / 3,
-        "raw_item_bytes": packed[0].nbytes / max(len(chosen[0]), 1),
-        "prepared_item_bytes": packed[1].nbytes / max(len(chosen[0]), 1),
-        "result_item_bytes": packed[2].nbytes / max(len(chosen[0]), 1),
-        "items_in_unit": float(len(chosen[0])),
+        "read_s": cost["read"],
+        "prepare_s": cost["prepare"],
+        "predict_s": cost["predict"],
+        "sink_s": cost["collect"],
+        "pack_s": cost["pack"],
+        "raw_item_bytes": packed[0].nbytes / first,
+        "prepared_item_bytes": packed[1].nbytes / first,
+        "result_item_bytes": packed[2].nbytes / first,
+        "items_in_unit": float(first),
     }, packed
 
 
