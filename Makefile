@@ -31,11 +31,11 @@ system-deps:
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/hpcbench submit jobs/demo.toml --scheduler local --wait
 
-# Unit tests in two processes (pytest-xdist: they are independent and light); the tests that
-# start clusters, MPI ranks and trainers one after the other (they use both cores themselves).
+# Every test in two processes (pytest-xdist): the cluster tests one after the other in one of
+# them while the integration modules, whole, and the unit tests share out the rest; much of a
+# cluster test is waiting for the scheduler (tests/conftest.py says what runs together).
 test: $(STAMP) system-deps
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 2 tests/unit
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest tests/cluster tests/integration
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 2 --dist loadgroup tests
 
 bench: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/cli_startup.py

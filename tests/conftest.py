@@ -86,14 +86,25 @@ def mpiexec_available() -> bool:
     )
 
 
+# Integration modules that submit jobs to the local scheduler: their job ids (local-1, …) start
+# again in each test's state directory, and a job derives its rendezvous port from its id, so two
+# of them at once could meet on one port. They run one after the other in one process.
+LOCAL_JOB_MODULES = frozenset(
+    {"test_bench_local", "test_bench_report", "test_local_hardening", "test_local_scheduler"}
+)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist's ``--dist loadgroup`` (``make test``): every test of the throwaway
-    clusters in one process, one after the other (they share the clusters and their fixtures
-    start them once), and each integration module whole in one process (its module fixtures run
-    once); unit tests go wherever a process is free."""
+    """Under pytest-xdist's ``--dist loadgroup`` (``make test``, two processes): every test of the
+    throwaway clusters in one process, one after the other (they share the clusters, which their
+    fixtures start once); the modules that submit local jobs together (see above); every other
+    integration module whole in one process (its module fixtures run once); unit tests wherever a
+    process is free."""
     for item in items:
         parts = item.path.parts
         if "cluster" in parts:
             item.add_marker(pytest.mark.xdist_group("cluster"))
         elif "integration" in parts:
-            item.add_marker(pytest.mark.xdist_group(f"integration-{item.path.stem}"))
+            stem = item.path.stem
+            group = "local-jobs" if stem in LOCAL_JOB_MODULES else f"integration-{stem}"
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -199,7 +199,9 @@ fi
 # 5. files and fresh state. Job ids start where no earlier incarnation of this cluster went: a
 # killed MPICH rank leaves its shared-memory segment in /dev/shm, named after the job and step,
 # and a new job of the same id then fails in MPI_Init ("Out of memory" in its POSIX bootstrap).
-first_job_id=$(( $(date +%s) % 100000 * 500 + 1000 ))
+# The ids end in 10000 mod 20000: the rendezvous ports they derive (20000 + id mod 20000) stay
+# clear of those of the local scheduler's small job ids when both run at once.
+first_job_id=$(( $(date +%s) % 3000 * 20000 + 10000 ))
 printf '%s\nFirstJobId=%s\n' "$conf" "$first_job_id" >/etc/slurm/slurm.conf
 printf '%s\n' "$gres_conf" >/etc/slurm/gres.conf
 rm -f "$RUN"/gpu/nvidia*
