@@ -94,17 +94,17 @@ LOCAL_JOB_MODULES = frozenset(
 )
 
 
-def pytest_collection_modifyitems(config, items):
+def pytest_itemcollected(item):
     """Under pytest-xdist's ``--dist loadgroup`` (``make test``, two processes): every test of the
     throwaway clusters in one process, one after the other (they share the clusters, which their
     fixtures start once); the modules that submit local jobs together (see above); every other
     integration module whole in one process (its module fixtures run once); unit tests wherever a
-    process is free."""
-    for item in items:
-        parts = item.path.parts
-        if "cluster" in parts:
-            item.add_marker(pytest.mark.xdist_group("cluster"))
-        elif "integration" in parts:
-            stem = item.path.stem
-            group = "local-jobs" if stem in LOCAL_JOB_MODULES else f"integration-{stem}"
-            item.add_marker(pytest.mark.xdist_group(group))
+    process is free. Marked as each test is collected: xdist reads the groups in its own
+    collection hook."""
+    parts = item.path.parts
+    if "cluster" in parts:
+        item.add_marker(pytest.mark.xdist_group("cluster"))
+    elif "integration" in parts:
+        stem = item.path.stem
+        group = "local-jobs" if stem in LOCAL_JOB_MODULES else f"integration-{stem}"
+        item.add_marker(pytest.mark.xdist_group(group))
