@@ -119,6 +119,28 @@ class PredictConfig:
             os.environ.get("HPCBENCH_RUN_DIR") or f"runs/predict-{time.strftime('%Y%m%d-%H%M%S')}"
         )
 
+    def prepare_run_dir(self) -> None:
+        """Decide and create the output directory now (a bad one fails before any work); the
+        default name gets this process's id when another run took it in the same second."""
+        from pathlib import Path
+
+        path = Path(self.run_dir()).expanduser().resolve()
+        if not self.output_dir and not os.environ.get("HPCBENCH_RUN_DIR") and path.exists():
+            path = path.with_name(f"{path.name}-{os.getpid()}")
+        flag = "--output-dir" if self.output_dir else "the run directory"
+        if path.exists() and not path.is_dir():
+            raise PredictError(f"{flag} {path}: exists and is not a directory")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            probe = path / f".hpcbench-predict-{os.getpid()}"
+            probe.touch(exist_ok=False)
+            probe.unlink()
+        except OSError as err:
+            raise PredictError(
+                f"{flag} {path}: cannot write there ({err.strerror or err})"
+            ) from None
+        self.output_dir = str(path)
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2 (as argparse, without the usage block)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from hpcbench.data.files import printable
 from hpcbench.predict import results, stages
 from hpcbench.predict.config import PredictConfig, PredictError, parse_args
 from hpcbench.predict.inputs import Items, list_items
@@ -43,7 +44,25 @@ def rss_mb() -> float:
         return peak_rss_mb()
 
 
+def reset_peak_rss() -> None:
+    """Start the peak resident size afresh (Linux: ``5`` to ``/proc/self/clear_refs``), so the
+    run's peak is not the checkpoint load's or the calibration's."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+
 def peak_rss_mb() -> float:
+    """The peak resident size since :func:`reset_peak_rss` (VmHWM), else over the life."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return kb / 1024 if sys.platform != "darwin" else kb / 2**20
 
@@ -92,10 +111,16 @@ def run_prediction(argv: list[str] | None = None) -> dict[str, Any] | None:
             f"--mode pipeline needs at least 3 ranks (reader, predictor, sink), got {world}; "
             "use --mode data-parallel or single"
         )
+    _slow_predictor_drill()  # a bad value is one line before anything starts
     if world == 1 and mode != "pipeline":
         return _single(config, mode)
     from mpi4py import MPI
 
+    if MPI.COMM_WORLD.Get_size() != world:
+        raise PredictError(
+            f"{launch.launcher} started {world} ranks but MPI sees {MPI.COMM_WORLD.Get_size()} "
+            "(start with mpiexec or srun --mpi=pmi2, with mpi4py built for that MPI)"
+        )
     return _parallel(config, mode, MPI)
 
 
@@ -105,6 +130,7 @@ def _single(config: PredictConfig, mode: str) -> dict[str, Any]:
 
     loaded = load(config.checkpoint, _warn)
     items = list_items(config, loaded.format.classes)
+    config.prepare_run_dir()
     threads = config.threads or usable_cores()
     _set_threads(threads)
     classifier = Classifier(loaded, _device(config, 0))
@@ -112,6 +138,7 @@ def _single(config: PredictConfig, mode: str) -> dict[str, Any]:
     from hpcbench.predict.pipeline import Counters
 
     counters = Counters(role="single")
+    reset_peak_rss()
     start_rss = rss_mb()
     times = {"read_s": 0.0, "prepare_s": 0.0, "predict_s": 0.0}
     t0 = time.perf_counter()
@@ -194,10 +221,11 @@ def _shared_setup(config: PredictConfig, comm: Any) -> tuple[LoadedModel, Items,
             loaded = load(config.checkpoint, _warn)
             items = list_items(config, loaded.format.classes)
             items.close()
+            config.prepare_run_dir()
             shared = (loaded.path, loaded.model_name, loaded.format, loaded.steps_done, items)
         except PredictError as err:
             shared = str(err)
-    sleepy_barrier(comm, config.stall_timeout, f"rank {rank}")
+    sleepy_barrier(comm)
     shared = comm.bcast(shared if rank == 0 else None, root=0)
     if isinstance(shared, str):
         if rank == 0:
@@ -253,8 +281,9 @@ def _data_parallel(
     _set_threads(threads)
     classifier = Classifier(_with_weights(config, loaded), _device(config, local))
     counters = Counters(role="data-parallel")
+    reset_peak_rss()
     start_rss = rss_mb()
-    sleepy_barrier(comm, config.stall_timeout, f"rank {rank}")
+    sleepy_barrier(comm)
     t0 = time.perf_counter()
     counters.start()
     parts: list[stages.Unit] = []
@@ -336,7 +365,7 @@ def _pipeline(
                                                  config.calibration_items)  # fmt: skip
             items.close()
             del classifier
-        sleepy_barrier(comm, config.stall_timeout, who)
+        sleepy_barrier(comm)
         transfers = profile.ping_pong(comm, MPI, buffers)
         if rank == 0:
             prof = profile.profile_of(times, transfers)
@@ -346,8 +375,10 @@ def _pipeline(
     the_plan = plan.make_plan(
         prof, layout, config.batch_size, config.explicit_roles, config.credits
     )
-    if not calibrate:
+    if not calibrate:  # no profile: nothing predicted, no bound computed
         the_plan.predicted_items_per_s = None
+        the_plan.memory_bound_bytes = {}
+        the_plan.stage_cost_s = {}
         the_plan.bottleneck = "not calibrated (explicit --roles and --credits)"
     role = the_plan.role_of_rank[rank]
     _ROLE["role"] = role
@@ -360,15 +391,17 @@ def _pipeline(
     first_link = "reader->" + ("preprocess" if preprocessors else "predict")
     credits = the_plan.credits
     classifier = None
-    if role == "predict":
-        local = predictors.index(rank)
+    if role == "predict":  # the predictors of one node share its GPUs in turn
+        node = layout.node_of_rank[rank]
+        local = [r for r in predictors if layout.node_of_rank[r] == node].index(rank)
         _set_threads(threads)
         classifier = Classifier(_with_weights(config, loaded), _device(config, local))
     counters = Counters(role=role)
     longest = pipeline.sleep_cap(config.batch_size, the_plan.predicted_items_per_s)
     idle = Idle(config.stall_timeout, f"{who} ({role})", longest)
+    reset_peak_rss()
     start_rss = rss_mb()
-    sleepy_barrier(comm, config.stall_timeout, who)
+    sleepy_barrier(comm)
     t0 = time.perf_counter()
     counters.start()
     collector = None
@@ -415,7 +448,7 @@ def _pipeline(
     elapsed = time.perf_counter() - t0
     items.close()
     row = _rank_row(rank, counters, start_rss, threads)
-    sleepy_barrier(comm, config.stall_timeout, who)
+    sleepy_barrier(comm)
     rows = comm.gather(row, root=0)
     if rank != 0:
         return None
@@ -502,8 +535,8 @@ def _finish(
     if collector.missing:
         raise PredictError(f"{collector.missing} image(s) never reached the sink")
     for i, why in sorted(collector.reasons.items())[:20]:
-        _warn(f"hpcbench predict: warning: {items.paths[i] if items.paths else items.names[i]}: "
-              f"unreadable image, skipped ({why})")  # fmt: skip
+        where = printable(items.paths[i] if items.paths else items.names[i])
+        _warn(f"hpcbench predict: warning: {where}: unreadable image, skipped ({printable(why)})")
     if len(collector.reasons) > 20:
         _warn(f"hpcbench predict: warning: {len(collector.reasons) - 20} more unreadable image(s)")
     done = int((collector.status == 0).sum())

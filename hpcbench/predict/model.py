@@ -80,6 +80,15 @@ def find_checkpoint(given: str) -> Path:
 
 def load(given: str, warn: Any) -> LoadedModel:
     """Read and check the checkpoint ``given`` names; the newest valid one of a directory."""
+    from hpcbench.train.config import ConfigError
+
+    try:
+        return _load(given, warn)
+    except ConfigError as err:  # e.g. a checkpoints directory that cannot be listed
+        raise PredictError(str(err)) from None
+
+
+def _load(given: str, warn: Any) -> LoadedModel:
     from hpcbench.train.checkpoint import CheckpointError, checkpoint_files, decode
 
     path = find_checkpoint(given)
@@ -133,7 +142,12 @@ class Classifier:
 
         self.torch = torch
         self.device = torch.device(device)
-        model = build_model(loaded.model_name, loaded.format.shape, len(loaded.format.classes))
+        from hpcbench.train.config import ConfigError
+
+        try:
+            model = build_model(loaded.model_name, loaded.format.shape, len(loaded.format.classes))
+        except ConfigError as err:  # a model this installation does not have
+            raise PredictError(f"{loaded.path}: {err}") from None
         try:
             model.load_state_dict(loaded.state)
         except RuntimeError as err:

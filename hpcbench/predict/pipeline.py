@@ -85,10 +85,12 @@ class Idle:
             )
 
 
-def sleepy_barrier(comm: Any, stall_timeout: float, who: str) -> None:
-    """A barrier that sleeps while it waits (MPI's own spins and steals the cores)."""
+def sleepy_barrier(comm: Any) -> None:
+    """A barrier that sleeps while it waits (MPI's own spins and steals the cores). No stall
+    timeout: ranks legitimately wait here for long (rank 0 listing a large folder, calibrating a
+    large model, the last units draining); a rank that dies is the launcher's to report."""
     request = comm.Ibarrier()
-    idle = Idle(stall_timeout, who)
+    idle = Idle(float("inf"), "barrier")
     while not request.Test():
         idle.wait()
 
@@ -184,12 +186,17 @@ class Outbox:
 
 
 class Inbox:
-    """Receiving side: units queued in arrival order, producers still open."""
+    """Receiving side: units queued as they arrive, producers still open.
+
+    A matched message is received with ``Irecv`` and completed by later polls: a large unit over
+    a transport that needs the sender's help (TCP, shared memory without single-copy) never holds
+    this rank inside a blocking receive while its producer computes."""
 
     def __init__(self, comm: Any, producers: list[int], credits: int, mpi: Any) -> None:
         self.comm, self.mpi = comm, mpi
         self.open = set(producers)
         self.queue: deque[tuple[int, stages.Unit]] = deque()
+        self.receiving: list[tuple[int, np.ndarray, Any]] = []
         self.credit_requests: list[Any] = []
         self._status = mpi.Status()
 
@@ -201,13 +208,20 @@ class Inbox:
                 break
             source = self._status.Get_source()
             buf = np.empty(self._status.Get_count(self.mpi.BYTE), dtype=np.uint8)
-            message.Recv([buf, self.mpi.BYTE])
+            self.receiving.append((source, buf, message.Irecv([buf, self.mpi.BYTE])))
+            got = True
+        still = []
+        for source, buf, request in self.receiving:  # in arrival order
+            if not request.Test():
+                still.append((source, buf, request))
+                continue
             unit = stages.unpack(buf)
-            if unit.kind == stages.END:
+            if unit.kind == stages.END:  # after this producer's data (MPI keeps their order)
                 self.open.discard(source)
             else:
                 self.queue.append((source, unit))
             got = True
+        self.receiving = still
         if self.credit_requests:
             self.credit_requests = [r for r in self.credit_requests if not r.Test()]
         return got
@@ -222,7 +236,7 @@ class Inbox:
 
     @property
     def done(self) -> bool:
-        return not self.open and not self.queue
+        return not self.open and not self.queue and not self.receiving
 
     def drain(self, idle: Idle) -> None:
         while self.credit_requests:
@@ -427,8 +441,12 @@ def run_sink(
             counters.busy_s += time.perf_counter() - t1
             counters.items += len(unit.ids)
             counters.units += 1
-        if inbox.open and not inbox.queue:
+        if not inbox.done and not inbox.queue:
             idle.wait()
             counters.wait_input_s += time.perf_counter() - t0
     inbox.drain(idle)
+    while dispenser is not None and dispenser.replies:  # every reply sent before MPI ends
+        dispenser.poll()
+        if dispenser.replies:
+            idle.wait()
     counters.end()

@@ -33,7 +33,7 @@ def _timed(fn: Any, *args: Any) -> tuple[Any, float]:
 
 def stage_times(
     items: Items, fmt: InputFormat, classifier: Classifier, batch: int, sample: int
-) -> tuple[dict[str, float], list[np.ndarray]]:
+) -> tuple[dict[str, Any], list[np.ndarray]]:
     """Seconds per item of each stage over the first ``sample`` items, and one packed unit per
     link (raw, prepared, results) for the transfer timing."""
     units = items.units(batch)
@@ -43,11 +43,13 @@ def stage_times(
             break
         chosen.append(ids)
         count += len(ids)
-    per_item: dict[str, list[float]] = {
-        k: [] for k in ("read", "prepare", "predict", "pack", "collect")
-    }
+    names = ("read", "prepare", "predict", "pack_raw", "pack_prepared", "pack_result", "collect")
+    per_item: dict[str, list[float]] = {k: [] for k in names}
     packed: list[np.ndarray] = []
     warm = False
+    from hpcbench.predict.results import Collector
+
+    sink = Collector(items, len(fmt.classes))
     for number, ids in enumerate(chosen):
         n = max(len(ids), 1)
         raw, t = _timed(stages.read_unit, items, number, ids)
@@ -60,12 +62,12 @@ def stage_times(
         result, t = _timed(stages.predict_unit, prepared, classifier)
         per_item["predict"].append(t / n)
         buffers = []
-        for unit in (raw, prepared, result):
+        for link, unit in (("pack_raw", raw), ("pack_prepared", prepared), ("pack_result", result)):
             buf, t = _timed(stages.pack, unit.kind, unit.number, unit.arrays)
-            per_item["pack"].append(t / n / 3)
+            per_item[link].append(t / n)
             buffers.append(buf)
         t0 = time.perf_counter()
-        stages.unpack(buffers[2])
+        sink.add(stages.unpack(buffers[2]))
         per_item["collect"].append((time.perf_counter() - t0) / n)
         if number == 0:
             packed = buffers
@@ -77,7 +79,7 @@ def stage_times(
         "prepare_s": cost["prepare"],
         "predict_s": cost["predict"],
         "sink_s": cost["collect"],
-        "pack_s": cost["pack"],
+        "pack_s": [cost["pack_raw"], cost["pack_prepared"], cost["pack_result"]],
         "raw_item_bytes": packed[0].nbytes / first,
         "prepared_item_bytes": packed[1].nbytes / first,
         "result_item_bytes": packed[2].nbytes / first,
@@ -115,9 +117,11 @@ def ping_pong(
     return [max(t - empty, 0.0) + empty / 2 for t in times[1:]]
 
 
-def profile_of(times: dict[str, float], transfers: list[float]) -> Profile:
+def profile_of(times: dict[str, Any], transfers: list[float]) -> Profile:
     per_unit = max(times["items_in_unit"], 1.0)
-    raw, prepared, result = (t / per_unit + times["pack_s"] for t in transfers)
+    raw, prepared, result = (
+        t / per_unit + pack for t, pack in zip(transfers, times["pack_s"], strict=True)
+    )
     return Profile(
         read_s=times["read_s"],
         prepare_s=times["prepare_s"],

@@ -66,11 +66,17 @@ def predictions_csv(collector: Collector, class_names: list[str], top_k: int) ->
     order = np.argsort(-collector.probs[done], axis=1, kind="stable")[:, :k]
     for row, i in enumerate(done):
         label = int(items.labels[i])
-        cells = [items.names[i], class_names[label] if label != UNKNOWN else ""]
+        cells = [_text(items.names[i]), class_names[label] if label != UNKNOWN else ""]
         for c in order[row]:
             cells += [class_names[c], f"{float(collector.probs[i, c]):.9g}"]
         writer.writerow(cells)
     return out.getvalue()
+
+
+def _text(name: str) -> str:
+    """A file name as UTF-8 text: bytes that are not UTF-8 (kept by the file system as surrogate
+    escapes) written as ``\\xNN`` instead of failing the whole write."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def metrics(collector: Collector, class_names: list[str]) -> dict[str, Any] | None:
@@ -87,8 +93,9 @@ def metrics(collector: Collector, class_names: list[str]) -> dict[str, Any] | No
     tp = np.diag(confusion).astype(np.float64)
     support = confusion.sum(axis=1)
     claimed = confusion.sum(axis=0)
-    present = (support + claimed) > 0  # classes neither present nor predicted do not count
-    f1 = np.where(present, 2 * tp / np.maximum(support + claimed, 1), 0.0)
+    # the trainer's definition: the mean F1 over the classes present in the labels
+    f1 = np.where(support + claimed > 0, 2 * tp / np.maximum(support + claimed, 1), 0.0)
+    present = support > 0
     return {
         "items": int(use.sum()),
         "accuracy": float(tp.sum() / use.sum()),
@@ -136,9 +143,10 @@ def write(run_dir: Path, csv_text: str, document: dict[str, Any]) -> tuple[Path,
 
 def summary(document: dict[str, Any], paths: tuple[Path, Path]) -> str:
     measured = document["measured"]
+    rate = measured["items_per_s"] or 0.0
     lines = [
         f"classified {measured['items']} image(s) in {measured['seconds']:.2f} s: "
-        f"{measured['items_per_s']:.1f} images/s ({document['mode']}, {document['world_size']} rank(s))"
+        f"{rate:.1f} images/s ({document['mode']}, {document['world_size']} rank(s))"
     ]
     plan = document.get("plan")
     if plan and plan["predicted_items_per_s"]:
@@ -146,7 +154,7 @@ def summary(document: dict[str, Any], paths: tuple[Path, Path]) -> str:
         lines.append(
             f"roles {','.join(f'{k}={v}' for k, v in plan['roles'].items())}: predicted "
             f"{predicted:.1f} images/s (bound by {plan['bottleneck']}), measured "
-            f"{measured['items_per_s'] / predicted:.2f}x of it"
+            f"{rate / predicted:.2f}x of it"
         )
     rows = document.get("stages") or []
     if rows:

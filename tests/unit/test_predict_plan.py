@@ -140,3 +140,38 @@ def test_credits_follow_littles_law_and_bound_the_memory():
     assert (
         fixed.memory_bound_bytes["preprocess"] > plan.memory_bound_bytes["preprocess"] or c_in >= 5
     )
+
+
+# ---- results -------------------------------------------------------------------------------------
+def collector_of(labels, predicted, names=None):
+    from hpcbench.predict.inputs import Items
+    from hpcbench.predict.results import Collector
+
+    n = len(labels)
+    items = Items("files", "t", names or [f"f{i}.jpg" for i in range(n)],
+                  np.array(labels, dtype=np.int64), True, paths=[])  # fmt: skip
+    c = Collector(items, 3)
+    probs = np.full((n, 3), 0.1, dtype=np.float32)
+    probs[np.arange(n), predicted] = 0.8
+    c.add(stages.Unit(stages.RESULTS, 0, [np.arange(n), np.zeros(n, np.int8), probs,
+                                          stages._reasons([])]))  # fmt: skip
+    return c
+
+
+def test_macro_f1_is_the_trainers_mean_over_the_classes_in_the_labels():
+    from hpcbench.predict.results import metrics
+
+    # class 2 never occurs but is predicted once: it lowers class 0's F1, it is not averaged in
+    m = metrics(collector_of([0, 0, 1, 1], [0, 2, 1, 1]), ["a", "b", "c"])
+    assert m["accuracy"] == 0.75
+    assert m["macro_f1"] == pytest.approx((2 / 3 + 1.0) / 2)
+    assert m["confusion"] == [[1, 0, 1], [0, 2, 0], [0, 0, 0]]
+
+
+def test_a_file_name_that_is_not_utf8_is_written_escaped_not_fatal():
+    from hpcbench.predict.results import predictions_csv
+
+    name = b"caf\xe9,\n.jpg".decode("utf-8", "surrogateescape")  # as os.scandir returns it
+    text = predictions_csv(collector_of([0], [0], [name]), ["a", "b", "c"], top_k=1)
+    assert text.splitlines()[1].startswith('"caf\\xe9,')  # quoted (comma, newline) and escaped
+    text.encode("utf-8")
