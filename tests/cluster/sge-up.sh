@@ -91,6 +91,10 @@ fi
 
 qconf -sq all.q | grep -qE '^pe_list .*\bsmp\b' || qconf -mattr queue pe_list smp all.q >/dev/null 2>&1 \
   || fail "cannot attach the smp parallel environment to all.q"
+# No load threshold: the default (np_load_avg 1.75) puts the queue in alarm, and holds every job,
+# whenever this machine is busy, as it is while other tests run beside these.
+qconf -sq all.q | grep -qE '^load_thresholds +NONE$' || qconf -mattr queue load_thresholds NONE all.q \
+  >/dev/null 2>&1 || fail "cannot clear all.q's load threshold"
 
 # 5. execd
 epid() { ls /var/spool/gridengine/execd/*/execd.pid 2>/dev/null | head -n 1; }

@@ -65,6 +65,9 @@ def test_the_local_scheduler_refuses_more_ranks_than_a_machine_can_start():
         (b"x = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "not valid TOML"),
         (b"[resources\n", "not valid TOML"),
     ],
+    # short ids: a test's id goes into PYTEST_CURRENT_TEST, and a 200 kB one makes the
+    # environment of every process the test starts too large to exec (E2BIG)
+    ids=["not-utf8", "nested-100000-deep", "unclosed-table"],
 )
 def test_unreadable_spec_files_are_one_line_and_exit_2(tmp_path, content, message):
     spec = tmp_path / "job.toml"
