@@ -93,7 +93,7 @@ qconf -sq all.q | grep -qE '^pe_list .*\bsmp\b' || qconf -mattr queue pe_list sm
   || fail "cannot attach the smp parallel environment to all.q"
 # No load threshold: the default (np_load_avg 1.75) puts the queue in alarm, and holds every job,
 # whenever this machine is busy, as it is while other tests run beside these.
-qconf -sq all.q | grep -qE '^load_thresholds +NONE$' || qconf -mattr queue load_thresholds NONE all.q \
+qconf -sq all.q | grep -qE '^load_thresholds +NONE$' || qconf -rattr queue load_thresholds NONE all.q \
   >/dev/null 2>&1 || fail "cannot clear all.q's load threshold"
 
 # 5. execd
