@@ -106,6 +106,9 @@ def run_prediction(argv: list[str] | None = None) -> dict[str, Any] | None:
             f"{world} ranks started by {launch.launcher}: the pipeline needs MPI ranks "
             "(mpiexec, or srun --mpi=pmi2)"
         )
+    roles = config.explicit_roles
+    if mode == "pipeline" and roles is not None and roles.total != world:
+        raise PredictError(f"--roles {config.roles}: {roles.total} ranks for the {world} started")
     if mode == "pipeline" and world < 3:
         raise PredictError(
             f"--mode pipeline needs at least 3 ranks (reader, predictor, sink), got {world}; "

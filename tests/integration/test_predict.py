@@ -153,7 +153,7 @@ def test_credits_bound_each_ranks_memory_behind_a_slow_predictor(trained, tmp_pa
     convert(synthetic(384, 9), big, ConvertOptions(size=(256, 256), grayscale=False,
                                                     split="100", progress=False, workers=1))  # fmt: skip
     r = run(["--checkpoint", str(trained / "model"), "--input", str(big), "--batch-size", "8",
-             "--split", "train", "--roles", "reader=1,preprocess=1,predict=1", "--credits", "2", "--output-dir",
+             "--split", "train", "--roles", "reader=1,preprocess=1,predict=1", "--output-dir",
              "slow"], tmp_path, ranks=4, HPCBENCH_PREDICT_SLOW="0.1")  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     doc = report(tmp_path / "slow")
@@ -162,8 +162,13 @@ def test_credits_bound_each_ranks_memory_behind_a_slow_predictor(trained, tmp_pa
     total_mb = 384 * 3 * 256 * 256 / 2**20
     ranks = {x["role"]: x for x in doc["ranks"]}
     # the protocol: never more queued than the credits granted, nor more sent and not yet taken
-    assert ranks["preprocess"]["max_queue"] <= 2 and ranks["predict"]["max_queue"] <= 2
-    assert ranks["reader"]["max_held"] <= 2 and ranks["preprocess"]["max_held"] <= 2
+    # (one producer and one consumer per link here)
+    first, second = (
+        doc["plan"]["credits"]["reader->preprocess"],
+        doc["plan"]["credits"]["preprocess->predict"],
+    )
+    assert ranks["preprocess"]["max_queue"] <= first and ranks["predict"]["max_queue"] <= second
+    assert ranks["reader"]["max_held"] <= first and ranks["preprocess"]["max_held"] <= second
     # the memory: each rank grew by at most its bound (plus 48 MiB for MPI and the allocator),
     # far below the data that went through it
     assert bound["reader"] < total_mb / 4
@@ -181,12 +186,15 @@ def test_unreadable_images_are_skipped_by_name_or_fatal_with_strict(trained, tmp
     (folder / "disc" / "broken.jpg").write_bytes(victim.read_bytes()[:300])
     (folder / "star" / "empty.png").write_bytes(b"")
     common = ["--checkpoint", str(trained / "model"), "--input", str(folder)]
-    r = run([*common, "--roles", "reader=1,preprocess=1,predict=1", "--output-dir", "o"],
-            tmp_path, ranks=4)  # fmt: skip
+    r = run([*common, "--roles", "reader=1,preprocess=1,predict=1", "--credits", "2",
+             "--output-dir", "o"], tmp_path, ranks=4)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert f"{folder / 'disc' / 'broken.jpg'}: unreadable image, skipped" in r.stderr
     assert f"{folder / 'star' / 'empty.png'}: unreadable image, skipped" in r.stderr
     doc = report(tmp_path / "o")
+    assert doc["plan"]["credits"] == {"reader->preprocess": 2, "preprocess->predict": 2,
+                                      "predict->sink": 2}  # fmt: skip
+    assert doc["plan"]["predicted_items_per_s"] is None  # nothing calibrated: nothing claimed
     assert sorted(s["item"] for s in doc["skipped"]) == ["disc/broken.jpg", "star/empty.png"]
     assert doc["measured"]["items"] == 120 and len(rows(tmp_path / "o")) == 120
     for ranks in (1, 4):
