@@ -95,7 +95,8 @@ LOCAL_JOB_MODULES = frozenset(
 
 
 def pytest_itemcollected(item):
-    """Under pytest-xdist's ``--dist loadgroup`` (``make test``, two processes): every test of the
+    """Under pytest-xdist's ``--dist loadgroup`` (``pytest -n 2 --dist loadgroup tests``; ``make
+    test`` runs the cluster and integration tests one after the other instead): every test of the
     throwaway clusters in one process, one after the other (they share the clusters, which their
     fixtures start once); the modules that submit local jobs together (see above); every other
     integration module whole in one process (its module fixtures run once); unit tests wherever a

@@ -27,7 +27,9 @@ STARTUP_GARBLE = "mpi/pmi2: invalid client request"
 
 
 def submit_predict(workdir: Path, args: list[str], *flags: str) -> subprocess.CompletedProcess:
-    for _attempt in range(3):
+    for attempt in range(5):
+        if attempt:
+            time.sleep(5)  # the garbling comes in spells
         r = hpcbench(
             *("submit", "--scheduler", "slurm", "--nodes", "2", "--tasks-per-node", "2"),
             *("--launcher", "srun", "--module", "hpcbench.predict", *flags),
