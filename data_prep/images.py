@@ -86,27 +86,26 @@ def to_mode(image, mode: str):
     return image.convert(mode)
 
 
-def load_image(path: str, size: tuple[int, int], mode: str, policy: str) -> np.ndarray:
-    """C×H×W uint8 array of the image at ``path``, converted and resized."""
+def _open_image(path: str) -> int:
+    """A descriptor of the regular file at ``path``; :class:`UnreadableImage` otherwise."""
     try:
-        fd = open_regular(path)
+        return open_regular(path)
     except NotRegularFile:
         raise UnreadableImage("not a regular file") from None
     except OSError as err:
         raise UnreadableImage(f"{type(err).__name__}: {err}") from None
-    with os.fdopen(fd, "rb") as fh:
+
+
+def load_image(path: str, size: tuple[int, int], mode: str, policy: str) -> np.ndarray:
+    """C×H×W uint8 array of the image at ``path``, converted and resized."""
+    with os.fdopen(_open_image(path), "rb") as fh:
         return decode_image(fh, size, mode, policy)
 
 
 def read_image_bytes(path: str) -> bytes:
     """The encoded bytes of the image file at ``path`` (what a reader rank sends on; decoding them
     with :func:`decode_image` gives exactly what :func:`load_image` gives)."""
-    try:
-        fd = open_regular(path)
-    except NotRegularFile:
-        raise UnreadableImage("not a regular file") from None
-    except OSError as err:
-        raise UnreadableImage(f"{type(err).__name__}: {err}") from None
+    fd = _open_image(path)
     try:
         with os.fdopen(fd, "rb") as fh:
             return fh.read()

@@ -250,7 +250,7 @@ def _shared_setup(config: PredictConfig, comm: Any) -> tuple[LoadedModel, Items,
     return loaded, items, Layout(node_of_rank, {n: len(c) for n, c in cores.items()})
 
 
-def _with_weights(config: PredictConfig, loaded: LoadedModel) -> LoadedModel:
+def _with_weights(loaded: LoadedModel) -> LoadedModel:
     """This rank's copy of the weights (read from the checkpoint file rank 0 chose)."""
     return load(str(loaded.path), _warn)
 
@@ -282,7 +282,7 @@ def _data_parallel(
     _ROLE["role"] = "data-parallel"
     local = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
     _set_threads(threads)
-    classifier = Classifier(_with_weights(config, loaded), _device(config, local))
+    classifier = Classifier(_with_weights(loaded), _device(config, local))
     counters = Counters(role="data-parallel")
     reset_peak_rss()
     start_rss = rss_mb()
@@ -363,7 +363,7 @@ def _pipeline(
         if rank == 0:
             predictor_threads = config.threads or threads
             _set_threads(predictor_threads)
-            classifier = Classifier(_with_weights(config, loaded), _device(config, 0))
+            classifier = Classifier(_with_weights(loaded), _device(config, 0))
             times, buffers = profile.stage_times(items, fmt, classifier, config.batch_size,
                                                  config.calibration_items)  # fmt: skip
             items.close()
@@ -398,7 +398,7 @@ def _pipeline(
         node = layout.node_of_rank[rank]
         local = [r for r in predictors if layout.node_of_rank[r] == node].index(rank)
         _set_threads(threads)
-        classifier = Classifier(_with_weights(config, loaded), _device(config, local))
+        classifier = Classifier(_with_weights(loaded), _device(config, local))
     counters = Counters(role=role)
     longest = pipeline.sleep_cap(config.batch_size, the_plan.predicted_items_per_s)
     idle = Idle(config.stall_timeout, f"{who} ({role})", longest)

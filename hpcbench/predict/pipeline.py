@@ -95,6 +95,15 @@ def sleepy_barrier(comm: Any) -> None:
         idle.wait()
 
 
+def _words(comm: Any, mpi: Any, tag: int, status: Any) -> Any:
+    """(source, value) of each one-word message waiting on ``tag``, received as it is yielded."""
+    while comm.Iprobe(mpi.ANY_SOURCE, tag, status):
+        source = status.Get_source()
+        word = np.empty(1, dtype=np.int64)
+        comm.Recv([word, mpi.INT64_T], source, tag)
+        yield source, int(word[0])
+
+
 @dataclass
 class Counters:
     role: str
@@ -145,12 +154,9 @@ class Outbox:
 
     def poll(self) -> bool:
         got = False
-        while self.comm.Iprobe(self.mpi.ANY_SOURCE, TAG_CREDIT, self._status):
-            source = self._status.Get_source()
-            buf = np.empty(1, dtype=np.int64)
-            self.comm.Recv([buf, self.mpi.INT64_T], source, TAG_CREDIT)
-            self.credits[source] += int(buf[0])
-            self.back[source] += int(buf[0])
+        for source, count in _words(self.comm, self.mpi, TAG_CREDIT, self._status):
+            self.credits[source] += count
+            self.back[source] += count
             got = True
         if self.in_flight:
             self.in_flight = [(r, b) for r, b in self.in_flight if not r.Test()]
@@ -258,10 +264,7 @@ class Dispenser:
 
     def poll(self) -> bool:
         got = False
-        while self.comm.Iprobe(self.mpi.ANY_SOURCE, TAG_WORK, self._status):
-            source = self._status.Get_source()
-            request = np.empty(1, dtype=np.int64)
-            self.comm.Recv([request, self.mpi.INT64_T], source, TAG_WORK)
+        for source, _ in _words(self.comm, self.mpi, TAG_WORK, self._status):
             reply = np.array([self.next if self.next < self.units else -1], dtype=np.int64)
             self.next = min(self.next + 1, self.units)
             self.replies.append(

@@ -22,7 +22,7 @@ producers, at least one each. A rank's memory for units is then bounded by the c
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hpcbench.predict.config import Roles
@@ -69,7 +69,6 @@ class Plan:
     credits: dict[str, int]  # link name -> credits per (producer, consumer) pair
     memory_bound_bytes: dict[str, int]  # per rank of each role
     batch: int
-    notes: list[str] = field(default_factory=list)
 
     def ranks_of(self, role: str) -> list[int]:
         return [r for r, name in enumerate(self.role_of_rank) if name == role]
@@ -84,7 +83,6 @@ class Plan:
             "credits": self.credits,
             "memory_bound_mb": {k: v / 2**20 for k, v in self.memory_bound_bytes.items()},
             "batch": self.batch,
-            "notes": self.notes,
         }
 
 
