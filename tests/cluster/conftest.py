@@ -10,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -118,3 +119,25 @@ def train_on(
 
     assert api.job(job_id).result(timeout=120) == metrics
     return job_id, metrics
+
+
+def release_requeued(job: str, timeout: float = 180) -> None:
+    """Wait until SLURM holds the requeued ``job``, then make it eligible at once (``scontrol
+    update StartTime=now``, as an administrator can), again while it is still held: slurmctld
+    may set the requeue hold (the begin time two minutes on) after a first update, and the job
+    then waits out the hold."""
+    deadline = time.monotonic() + timeout
+
+    def squeue(fmt: str) -> str:
+        return subprocess.run(
+            ["squeue", "-h", "-j", job, "-o", fmt], capture_output=True, text=True
+        ).stdout.strip()
+
+    while squeue("%T") != "PENDING":
+        assert time.monotonic() < deadline, f"job {job} was not requeued"
+        time.sleep(0.3)
+    while (found := squeue("%T %r")).startswith("PENDING"):
+        assert time.monotonic() < deadline, f"job {job} stayed pending: {found}"
+        if found.endswith("BeginTime"):
+            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
+        time.sleep(2)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import submitted_id
+from tests.cluster.conftest import release_requeued, submitted_id
 from tests.conftest import hpcbench, need_module
 
 torch = need_module("torch")
@@ -98,12 +98,6 @@ def state(job: str) -> str:
     return out
 
 
-def release_when_requeued(job: str) -> None:
-    """Wait until SLURM holds the requeued job, then let it start at once."""
-    wait_for(lambda: state(job) == "PENDING", timeout=120)
-    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
-
-
 # The test cluster's PMI-2 start-up now and then garbles a step's start under load (a known
 # problem of slurmd daemons sharing one host; the step dies before training). That is what
 # requeue is for: the job is requeued by hand and resumes from its checkpoint.
@@ -118,7 +112,7 @@ def finish(workdir: Path, job: str) -> None:
         if log.count("results:") or not any(s in err for s in PMI2_GARBLED):
             break
         subprocess.run(["scontrol", "requeue", job], check=True)
-        release_when_requeued(job)
+        release_requeued(job)
     assert "results:" in log, log + err
 
 
@@ -164,10 +158,10 @@ def test_the_time_limit_signal_and_a_requeue_by_hand_both_resume_bit_exactly(
     wait_for(lambda: (run / "checkpoints" / "ckpt-3.pt").exists())
     # what `#SBATCH --signal=B:USR2@lead` makes SLURM do ahead of the time limit
     subprocess.run(["scancel", "--batch", "--signal=USR2", job], check=True)
-    release_when_requeued(job)
-    wait_for(lambda: (run / "checkpoints" / "ckpt-9.pt").exists())
+    release_requeued(job)
+    wait_for(lambda: (run / "checkpoints" / "ckpt-9.pt").exists(), timeout=300)
     subprocess.run(["scontrol", "requeue", job], check=True)
-    release_when_requeued(job)
+    release_requeued(job)
     finish(workdir, job)
     reference = reference_run(cluster_data, workdir / "reference", "ddp", *trainer)
     log = (workdir / "runs" / f"hpcbench-{job}.err").read_text()

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from hpcbench import api
-from tests.cluster.conftest import TEST_SAMPLES, TRAIN_ARGS
+from tests.cluster.conftest import TEST_SAMPLES, TRAIN_ARGS, release_requeued
 from tests.conftest import have_module, require
 
 pytestmark = [pytest.mark.slurm]
@@ -97,16 +97,7 @@ def test_submitits_signal_checkpoints_requeues_and_resumes_the_trainer(
         assert time.monotonic() < deadline and not job.done()
         time.sleep(0.3)
     subprocess.run(["scancel", "--signal=USR2", job.job_id], check=True)
-    deadline = time.monotonic() + 120
-    while (
-        "PENDING"
-        not in subprocess.run(
-            ["squeue", "-h", "-j", job.job_id, "-o", "%T"], capture_output=True, text=True
-        ).stdout
-    ):
-        assert time.monotonic() < deadline, "the job was not requeued"
-        time.sleep(0.3)
-    subprocess.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"], check=True)
+    release_requeued(job.job_id)
     finished(job)
     metrics = job.result()
     assert metrics["checkpoints"]["resumed_from"] is not None
