@@ -74,6 +74,9 @@ TRAJECTORY = (
     "data_order",
     "max_steps",
     "sync_bn",
+    "precision",
+    "grad_compression",
+    "error_feedback",
 )
 
 
@@ -299,10 +302,11 @@ def restore(
     states = p["ranks"]
     mine = states[rank % len(states)]
     set_rng_state(mine["rng"])
-    if len(states) == strategy.runtime.world_size:  # this rank's own buffers
+    if len(states) == strategy.runtime.world_size:  # this rank's own buffers and state
         with torch.no_grad():
             for name, buf in strategy.eval_model.named_buffers():
                 buf.copy_(mine["buffers"][name])
+        strategy.load_rank_state(mine.get("strategy", {}))
 
 
 def payload(
@@ -315,6 +319,7 @@ def payload(
     ranks: list[Any],
     progress: dict[str, Any],
     dataset: dict[str, Any] | None = None,
+    amp: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     assert strategy.eval_model is not None
     return {
@@ -327,6 +332,7 @@ def payload(
         "ranks": ranks,
         "progress": plain(progress),
         "dataset": plain(dataset or {}),
+        "amp": plain(amp or {}),
         "saved_at": time.time(),
     }
 

@@ -39,6 +39,8 @@ LR_SCALINGS = ("none", "linear")
 DEVICES = ("auto", "cpu", "cuda")
 PROGRESS_MODES = ("auto", "bar", "lines", "none")
 ENERGY_MODES = ("off", "on")
+PRECISIONS = ("fp32", "bf16", "fp16")
+COMPRESSIONS = ("none", "fp16", "bf16")
 DEFAULT_DATA = "data/shapes"
 DEFAULT_GLOBAL_BATCH = 32  # the global batch when neither batch option is given
 
@@ -274,6 +276,15 @@ class TrainConfig:
         help="at most this many training steps per epoch (benchmarks, smoke runs)",
         unset="the whole epoch",
     )
+    prefetch: int | None = option(
+        None,
+        group="data and model",
+        rule=at_least(0),
+        help="batches read ahead in a background thread while the current one computes (on a "
+        "GPU also copied to the device through pinned memory, without blocking)",
+        unset="2 on a GPU, 0 on the CPU",
+        metavar="N",
+    )
     overlap: bool = option(
         True,
         group="parallelism",
@@ -285,6 +296,26 @@ class TrainConfig:
         group="parallelism",
         rule=finite_in("in (0, 1e6]", lambda v: 0 < v <= 1e6),
         help="gradient bucket size in MB for mpi, as DDP's bucket_cap_mb",
+    )
+    precision: str = option(
+        "fp32",
+        group="parallelism",
+        choices=PRECISIONS,
+        help="bf16/fp16: autocast the forward and the loss to that type (weights, gradients and "
+        "their reduction stay fp32; fp16 adds loss scaling); bf16 also runs on CPUs",
+    )
+    grad_compression: str = option(
+        "none",
+        group="parallelism",
+        choices=COMPRESSIONS,
+        help="send the gradients as 16-bit numbers (mpi: the buckets, summed in that type; "
+        "ddp: DDP's fp16/bf16 compression hooks): half the bytes, some precision lost",
+    )
+    error_feedback: bool = option(
+        False,
+        group="parallelism",
+        help="mpi with --grad-compression: add each step's rounding error to the next step's "
+        "gradients before they are compressed",
     )
     sync_bn: bool = option(
         False, group="data and model", help="ddp: synchronise batch-norm statistics across ranks"
@@ -309,6 +340,13 @@ class TrainConfig:
         "view with tensorboard --logdir DIR)",
         unset="no TensorBoard log",
         metavar="DIR",
+    )
+    step_breakdown: bool = option(
+        False,
+        group="output",
+        help="time each part of the training step (data, forward, backward, bucket copies, "
+        "all-reduce start and wait, optimiser, …; the device synchronised at every bound) and "
+        "write the per-step means to metrics.json's epochs (step_breakdown_ms)",
     )
     energy: str = option(
         "off",
@@ -401,6 +439,10 @@ class TrainConfig:
             (
                 self.rank_weights is None or self.data_order == "global",
                 "--rank-weights needs --data-order global",
+            ),
+            (
+                not self.error_feedback or self.grad_compression != "none",
+                "--error-feedback needs --grad-compression fp16 or bf16",
             ),
             (
                 self.rank_weights is None or not self.uses_per_rank_batch,

@@ -28,7 +28,7 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,18 +36,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from torch import nn
-from torch.nn.utils import get_total_norm
 
 from hpcbench import __version__
 from hpcbench.data.manifest import Manifest
 from hpcbench.launch import job_id, usable_cores
 from hpcbench.train import checkpoint as ckpt
+from hpcbench.train.breakdown import StepBreakdown, per_step_ms
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData, ensure_dataset, wait_for_dataset
 from hpcbench.train.drills import Drill, act, drill_for
 from hpcbench.train.failures import agree, diverged, stop_together
 from hpcbench.train.metrics import Clock, Meter, PhaseWindows
 from hpcbench.train.models import build_model
+from hpcbench.train.precision import Precision
+from hpcbench.train.prefetch import Prefetcher, staged
 from hpcbench.train.results import EpochTimes, epoch_row, final_results, prepare_run_dir
 from hpcbench.train.runtime import Runtime
 from hpcbench.train.stopping import Stopped, StopRequest, Watchdog, mark
@@ -58,18 +60,18 @@ if TYPE_CHECKING:
     from hpcbench.progress import Progress
 
 Log = Callable[[str], None]
+FP32 = Precision()
 
 
-def gradients_finite(model: nn.Module) -> bool:
-    """Whether every gradient is a finite number (one reduction and one host read).
+def gradients_finite(grads: Iterable[torch.Tensor]) -> bool:
+    """Whether every gradient is a finite number: each tensor's smallest and largest value (one
+    pass, a nan propagates to both), then one host read.
 
     Read after the strategy's all-reduce, when the gradients are the same on every rank: every
     rank gets the same answer with no extra communication (a nan or inf from any rank makes the
     sum non-finite on all of them, whatever the order of summation)."""
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    if not grads:
-        return True
-    return bool(torch.isfinite(get_total_norm(grads, norm_type=math.inf)))
+    ends = [torch.stack(torch.aminmax(g.detach().reshape(-1))) for g in grads if g.numel()]
+    return not ends or bool(torch.isfinite(torch.cat(ends)).all())
 
 
 def train_step(
@@ -78,34 +80,59 @@ def train_step(
     x: torch.Tensor,
     y: torch.Tensor,
     criterion: nn.Module,
+    precision: Precision = FP32,
 ) -> tuple[torch.Tensor, torch.Tensor, float, bool]:
     """One optimisation step; returns (mean loss, logits, seconds of non-overlapped
-    communication, whether the synchronised gradients were finite). Non-finite gradients are
-    not applied."""
+    communication, whether the run goes on: False when the synchronised gradients were not
+    finite, which are then not applied; under fp16 such a step is skipped instead and the loss
+    scale lowered)."""
     assert strategy.model is not None
-    strategy.before_forward()
-    optimizer.zero_grad(set_to_none=True)
-    logits = strategy.model(x)
-    loss = criterion(logits, y)
-    (loss * strategy.loss_scale if strategy.loss_scale != 1.0 else loss).backward()
-    comm = strategy.finish_gradients()
-    finite = gradients_finite(strategy.model)
-    if finite:
-        optimizer.step()
-    return loss.detach(), logits.detach(), comm, finite
+    timed = strategy.breakdown
+    with timed.part("buffers"):
+        strategy.before_forward()
+    with timed.part("forward"):
+        strategy.zero_grad(optimizer)
+        with precision.autocast():
+            logits = strategy.model(x)
+            loss = criterion(logits, y)
+    with timed.part("backward"):
+        scaled = loss * strategy.loss_scale if strategy.loss_scale != 1.0 else loss
+        precision.scale(scaled).backward()
+    with timed.part("allreduce_wait"):
+        comm = strategy.finish_gradients()
+    with timed.part("finite_check"):
+        precision.unscale(optimizer)
+        finite = gradients_finite(strategy.gradients())
+    with timed.part("optimizer"):
+        goes_on = precision.step(optimizer, finite)
+    return loss.detach(), logits.detach(), comm, goes_on
 
 
 def make_optimizer(
     config: TrainConfig, model: nn.Module, global_batch: int
 ) -> torch.optim.Optimizer:
+    """SGD or AdamW, fused (one kernel for the whole update: on one CPU thread 1.7× faster than
+    the per-tensor loops for SGD with momentum on ResNet-18, 5× for AdamW) where every parameter
+    is a float on the CPU or a GPU."""
     lr = config.lr * (
         global_batch / config.lr_reference_batch if config.lr_scaling == "linear" else 1.0
     )
+    params = list(model.parameters())
+    fused = all(
+        p.device.type in ("cpu", "cuda") and p.dtype in (torch.float32, torch.float64)
+        for p in params
+    )
     if config.optimizer == "sgd":
         return torch.optim.SGD(
-            model.parameters(), lr=lr, momentum=config.momentum, weight_decay=config.weight_decay
+            params,
+            lr=lr,
+            momentum=config.momentum,
+            weight_decay=config.weight_decay,
+            fused=fused or None,
         )
-    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=config.weight_decay or 0.01)
+    return torch.optim.AdamW(
+        params, lr=lr, weight_decay=config.weight_decay or 0.01, fused=fused or None
+    )
 
 
 def make_schedule(
@@ -134,7 +161,10 @@ def make_schedule(
 
 
 class Normalizer:
-    """Stored pixels (uint8 or float16) -> normalised float32 on the device."""
+    """Stored pixels (uint8 or float16) -> normalised float32 on the device, in two halves:
+    :meth:`stage` moves a batch to the device as stored (on a GPU through pinned memory, a
+    non-blocking copy on a side stream: it may run in the prefetch thread), :meth:`normalize`
+    makes it float32 on the compute stream."""
 
     def __init__(self, manifest: Manifest, device: torch.device) -> None:
         scale, shift = manifest.normalization()
@@ -143,15 +173,41 @@ class Normalizer:
             torch.from_numpy(shift).to(device),
         )
         self.device = device
+        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+
+    def stage(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+        if self.stream is None:
+            return xt.to(self.device), yt.to(self.device), None
+        xt, yt = xt.pin_memory(), yt.pin_memory()
+        with torch.cuda.stream(self.stream):
+            xd = xt.to(self.device, non_blocking=True)
+            yd = yt.to(self.device, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record(self.stream)
+        return xd, yd, copied
+
+    def normalize(
+        self, xd: torch.Tensor, yd: torch.Tensor, copied: Any = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if copied is not None:
+            current = torch.cuda.current_stream(self.device)
+            current.wait_event(copied)
+            xd.record_stream(current)  # the side stream's memory is used here
+            yd.record_stream(current)
+        return xd.float().mul_(self.scale).add_(self.shift), yd
 
     def __call__(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        xt = torch.from_numpy(x).to(self.device, non_blocking=True)
-        yt = torch.from_numpy(y).to(self.device, non_blocking=True)
-        return xt.float().mul_(self.scale).add_(self.shift), yt
+        return self.normalize(*self.stage(x, y))
 
 
 def evaluate(
-    strategy: Strategy, data: TrainData, split: str, norm: Normalizer, criterion: nn.Module
+    strategy: Strategy,
+    data: TrainData,
+    split: str,
+    norm: Normalizer,
+    criterion: nn.Module,
+    precision: Precision = FP32,
 ) -> dict[str, float] | None:
     if split not in data.manifest.splits:
         return None
@@ -163,8 +219,10 @@ def evaluate(
     with torch.no_grad():
         for xb, yb in data.eval_batches(split):
             x, y = norm(xb, yb)
-            logits = model(x)
-            meter.update(logits, y, criterion(logits, y))
+            with precision.autocast():
+                logits = model(x)
+                loss = criterion(logits, y)
+            meter.update(logits, y, loss)
     model.train(was_training)
     return Meter.summarise(strategy.all_reduce(meter.vector()), data.manifest.num_classes)
 
@@ -266,6 +324,7 @@ class Training:
     schedule: torch.optim.lr_scheduler.LRScheduler
     criterion: nn.Module
     norm: Normalizer
+    precision: Precision  # --precision: autocast and fp16 loss scaling
     drill: Drill | None  # this rank's failure drill ($HPCBENCH_FAIL_AT)
     stop: StopRequest  # the stop signals this process received
     watchdog: Watchdog
@@ -282,6 +341,7 @@ class Training:
     partial: dict[str, Any] | None = None  # a resumed epoch's meter and seconds so far
     checkpoint_s: list[float] = field(default_factory=list)  # each checkpoint's seconds
     resumed_from: str | None = None
+    breakdown: StepBreakdown | None = None  # --step-breakdown's timer (also the strategy's)
 
     @property
     def lr(self) -> float:
@@ -364,6 +424,7 @@ def start(
             schedule=make_schedule(config, optimizer, data.steps),
             criterion=nn.CrossEntropyLoss(),
             norm=Normalizer(data.manifest, runtime.device),
+            precision=Precision(config.precision, runtime.device),
             drill=drill_for(runtime.rank),
             stop=stop,
             watchdog=Watchdog(config.hang_timeout, runtime.rank),
@@ -374,6 +435,8 @@ def start(
             ),
             fingerprint=ckpt.fingerprint(config, data.global_batch, data.manifest.dataset_id),
         )
+        if config.step_breakdown:
+            t.breakdown = strategy.breakdown = StepBreakdown(runtime.synchronize)
         agree(strategy, lambda: resume(t))
         strategy.barrier()
         t.setup_s = float(strategy.all_reduce(np.array([clock() - t0]), "max")[0])
@@ -398,6 +461,7 @@ def resume(t: Training) -> None:
             t.log(f"no usable checkpoint in {t.checkpoint_dir}: starting afresh")
         return
     ckpt.restore(found, t.strategy, t.optimizer, t.schedule, t.runtime.rank)
+    t.precision.load_state_dict(found.payload.get("amp", {}))
     pos, progress = found.payload["position"], found.payload["progress"]
     t.start_epoch, t.start_step, t.steps_done = pos["epoch"], pos["step"], pos["steps_done"]
     t.epochs = list(progress["epochs"])
@@ -429,7 +493,9 @@ def save_checkpoint(
             f"the model replicas differ between ranks at step {t.steps_done} (parameter "
             f"checksums {-float(low)!r} and {float(high)!r}): no checkpoint written"
         )
-    ranks = strategy.gather_object(ckpt.rank_state(strategy.eval_model))
+    ranks = strategy.gather_object(
+        {**ckpt.rank_state(strategy.eval_model), "strategy": strategy.rank_state()}
+    )
     partial = None
     if meter is not None and times is not None:
         partial = {
@@ -458,6 +524,7 @@ def save_checkpoint(
                 "checkpoint_s": t.checkpoint_s,
             },
             dataset=ckpt.dataset_description(t.data.manifest),
+            amp=t.precision.state_dict(),
         )
         try:
             path = ckpt.write(t.checkpoint_dir, t.steps_done, payload, t.config.checkpoint_keep)
@@ -508,40 +575,75 @@ def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
     are not finite, and at the step after a stop signal (:class:`Stopped`, after a checkpoint).
     Checkpoint time is not training time."""
     e0 = t.clock()
-    rank, world = t.runtime.rank, t.runtime.world_size
     index = t.strategy.share_index(t.data, epoch)
     meter = Meter(t.data.manifest.num_classes, t.runtime.device)
-    data_s = comm_s = paused_s = 0.0
     first = t.start_step if epoch == t.start_epoch else 0
-    if first and t.partial is not None and rank == 0:  # the resumed epoch's sums so far
+    if first and t.partial is not None and t.runtime.rank == 0:  # the resumed epoch's sums so far
         saved = t.partial["meter"].numpy()
         meter.loss_sum += float(saved[0])
         meter.confusion += torch.from_numpy(saved[1:].astype(np.int64)).to(meter.confusion.device)
     before = t.partial["times"].numpy() if first and t.partial is not None else np.zeros(3)
     progress = _progress_bar(t, epoch)
-    batches = iter(t.data.train_batches(epoch, index if index is None else index[first:]))
+    read = iter(t.data.train_batches(epoch, index if index is None else index[first:]))
     if t.data.sharded is not None:  # the shard order has no index: pass the steps done
         for _ in range(first):
-            next(batches)
+            next(read)
+    depth = prefetch_depth(t.config, t.runtime)
+    batches = Prefetcher(read, t.norm.stage, depth) if depth else staged(read, t.norm.stage)
+    try:
+        return _train_steps(t, epoch, first, batches, meter, e0, before, progress)
+    finally:
+        if isinstance(batches, Prefetcher):
+            batches.close()
+
+
+def prefetch_depth(config: TrainConfig, runtime: Runtime) -> int:
+    """Batches read ahead: ``--prefetch``, else 2 on a GPU and none on a CPU (whose cores
+    already run the compute threads)."""
+    if config.prefetch is not None:
+        return config.prefetch
+    return 2 if runtime.device.type == "cuda" else 0
+
+
+def _train_steps(
+    t: Training,
+    epoch: int,
+    first: int,
+    batches: Iterator[Any],
+    meter: Meter,
+    e0: float,
+    before: np.ndarray,
+    progress: Progress | None,
+) -> tuple[Meter, float, float, float]:
+    """The steps themselves, from step ``first`` on, over the staged ``batches``."""
+    rank, world = t.runtime.rank, t.runtime.world_size
+    data_s = comm_s = paused_s = 0.0
     every = t.config.checkpoint_every
     weight = t.data.weight
+    timed = t.strategy.breakdown
+    timed.reset()
     for step in range(first, t.data.steps):
         t.watchdog.at("batch", t.steps_done)
         if t.drill is not None:
             act(t.drill, t.steps_done)
         d0 = time.perf_counter()
-        xb, yb = next(batches)
-        x, y = t.norm(xb, yb)
+        with timed.part("data"):
+            x, y = t.norm.normalize(*next(batches))
         data_s += time.perf_counter() - d0
         t.watchdog.at("step", t.steps_done)
-        loss, logits, comm, finite = train_step(t.strategy, t.optimizer, x, y, t.criterion)
+        loss, logits, comm, finite = train_step(
+            t.strategy, t.optimizer, x, y, t.criterion, t.precision
+        )
         if not finite:
             raise _diverged_step(epoch, step, world, loss, t.lr, rank)
         comm_s += comm
-        t.schedule.step()
-        meter.update(logits, y, loss)
+        with timed.part("optimizer"):
+            t.schedule.step()
         t.steps_done += 1
-        stop, global_loss = agree_after_step(t, loss, weight)
+        with timed.part("agreement"):
+            meter.update(logits, y, loss)
+            stop, global_loss = agree_after_step(t, loss, weight)
+        timed.step_done()
         t.losses.append(global_loss)
         if progress is not None:
             progress.update(step + 1)
@@ -615,13 +717,18 @@ def run_epoch(t: Training, epoch: int) -> dict[str, Any]:
     bytes_read = int(t.strategy.all_reduce(np.array([io["bytes_read"]], dtype=np.float64))[0])
     k = t.data.manifest.num_classes
     train = Meter.summarise(t.strategy.all_reduce(meter.vector()), k)
+    breakdown = (
+        per_step_ms(t.strategy.all_reduce(t.breakdown.vector()))
+        if t.breakdown is not None
+        else None
+    )
     if not math.isfinite(train["loss"]):  # the same all-reduced number on every rank
         raise _diverged_epoch(epoch, t.runtime.world_size, train["loss"], t.runtime.rank)
     v0 = t.clock()
     val = None
     if (epoch + 1) % t.config.val_every == 0 or epoch + 1 == t.config.epochs:
         with t.windows.phase("val"):
-            val = evaluate(t.strategy, t.data, "val", t.norm, t.criterion)
+            val = evaluate(t.strategy, t.data, "val", t.norm, t.criterion, t.precision)
     val_s = t.clock() - v0
     return epoch_row(
         epoch=epoch + 1,
@@ -632,6 +739,7 @@ def run_epoch(t: Training, epoch: int) -> dict[str, Any]:
         lr=t.lr,
         bytes_read=bytes_read,
         io_rank0=io,
+        step_breakdown_ms=breakdown,
     )
 
 
@@ -649,7 +757,7 @@ def finish(t: Training, epochs: list[dict[str, Any]]) -> dict[str, Any]:
     """Test, then the results of the run."""
     with t.windows.phase("test"):
         t_test = t.clock()
-        test = evaluate(t.strategy, t.data, "test", t.norm, t.criterion)
+        test = evaluate(t.strategy, t.data, "test", t.norm, t.criterion, t.precision)
         test_s = t.clock() - t_test
     return final_results(
         config=t.config,

@@ -63,6 +63,12 @@ EPOCH_FIELDS: tuple[tuple[str, bool, str], ...] = (
     ("bytes_read", True, "bytes the data reader read, summed over ranks"),
     ("bytes_read_rank0", False, "bytes rank 0 read"),
     ("files_opened_rank0", False, "files rank 0 opened"),
+    (
+        "step_breakdown_ms",
+        False,
+        "with --step-breakdown: milliseconds per step of each part of the step, the mean over "
+        "ranks (hpcbench.train.breakdown.PARTS); else None",
+    ),
 )
 CSV_COLUMNS = [key for key, in_csv, _ in EPOCH_FIELDS if in_csv]
 STEP_LOSSES = "step_losses"  # in the results dict; written to steps.csv, not metrics.json
@@ -88,6 +94,7 @@ def epoch_row(
     lr: float,
     bytes_read: int,
     io_rank0: dict[str, int],
+    step_breakdown_ms: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """One epoch's record (:data:`EPOCH_FIELDS`, in that order). ``train``/``val``: the
     summaries of :class:`hpcbench.train.metrics.Meter` (``val`` None when not validated);
@@ -110,6 +117,7 @@ def epoch_row(
         "bytes_read": bytes_read,
         "bytes_read_rank0": io_rank0["bytes_read"],
         "files_opened_rank0": io_rank0["files_opened"],
+        "step_breakdown_ms": step_breakdown_ms,
     }
     assert list(row) == [key for key, _, _ in EPOCH_FIELDS]
     return row

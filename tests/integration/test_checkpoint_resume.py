@@ -111,35 +111,56 @@ def assert_same_run(reference: Path, resumed: Path) -> None:
 @pytest.fixture(scope="module")
 def references(data, tmp_path_factory):
     """One uninterrupted run per (strategy, ranks), made when first asked for."""
-    made: dict[tuple[str, int], Path] = {}
+    made: dict[tuple, Path] = {}
 
-    def get(strategy: str, ranks: int) -> Path:
-        if (strategy, ranks) not in made:
+    def get(strategy: str, ranks: int, *extra: str) -> Path:
+        if (strategy, ranks, *extra) not in made:
             out = tmp_path_factory.mktemp(f"ref-{strategy}{ranks}")
-            r = train(strategy, ranks, data, out)
+            r = train(strategy, ranks, data, out, *extra)
             assert r.returncode == 0, r.stdout + r.stderr
-            made[strategy, ranks] = out
-        return made[strategy, ranks]
+            made[strategy, ranks, *extra] = out
+        return made[strategy, ranks, *extra]
 
     return get
 
 
-CASES = [("single", 1), ("ddp", 2), ("mpi", 2)]
+# The last case carries every piece of state beyond the weights: the fp16 loss scale, each
+# rank's error-feedback residuals, and batches read ahead when the stop came.
+CASES = [
+    ("single", 1, ()),
+    ("ddp", 2, ()),
+    ("mpi", 2, ()),
+    (
+        "mpi",
+        2,
+        (
+            "--precision",
+            "fp16",
+            "--grad-compression",
+            "bf16",
+            "--error-feedback",
+            "--prefetch",
+            "2",
+        ),
+    ),
+]
 
 
-@pytest.mark.parametrize(("strategy", "ranks"), CASES)
+@pytest.mark.parametrize(
+    ("strategy", "ranks", "extra"), CASES, ids=["single", "ddp", "mpi", "mpi-fp16-compressed"]
+)
 def test_a_stop_signal_mid_epoch_then_resume_auto_is_bit_exact(
-    strategy, ranks, data, references, tmp_path
+    strategy, ranks, extra, data, references, tmp_path
 ):
-    reference = references(strategy, ranks)
+    reference = references(strategy, ranks, *extra)
     rank = ranks - 1  # the last rank is signalled: every rank must stop with it
-    r = train(strategy, ranks, data, tmp_path, fail_at=f"{rank}:10:stop")
+    r = train(strategy, ranks, data, tmp_path, *extra, fail_at=f"{rank}:10:stop")
     assert r.returncode != 0
     if strategy != "ddp":  # torchrun reports its own status for failed workers
         assert r.returncode == 75, r.stdout + r.stderr
     assert "stopped by" in r.stderr and "epoch 2, step 3" in r.stderr, r.stderr
     assert not (tmp_path / "metrics.json").exists()  # no results for a run that did not finish
-    r = train(strategy, ranks, data, tmp_path, "--resume", "auto")
+    r = train(strategy, ranks, data, tmp_path, *extra, "--resume", "auto")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "resuming from" in r.stdout and "ckpt-11.pt" in r.stdout, r.stdout
     assert_same_run(reference, tmp_path)

@@ -850,6 +850,11 @@ TRAIN_FLAGS: dict[str, st.SearchStrategy[str]] = {
     "--energy": st.sampled_from(["yes", "1", "", "ON"]),
     "--overlap": st.sampled_from(["yes", "1", ""]),
     "--sync-bn": st.sampled_from(["no", "0"]),
+    "--step-breakdown": st.sampled_from(["yes", "1", ""]),
+    "--precision": st.sampled_from(["fp64", "FP16", "half", ""]),
+    "--grad-compression": st.sampled_from(["fp8", "BF16", "yes", ""]),
+    "--error-feedback": st.sampled_from(["no", "1"]),
+    "--prefetch": st.sampled_from(["-1", "two", "1.5", ""]),
     "--checkpoint": st.sampled_from(["no", "0", "yes"]),
     "--output": st.just("x"),  # not an abbreviation of --output-dir
     "--epoch": st.just("3"),

@@ -179,13 +179,18 @@ def test_non_finite_gradients_are_found_and_not_applied():
 
     model = nn.Linear(3, 2)
     model(torch.ones(1, 3)).sum().backward()
-    assert gradients_finite(model)
+    grads = [model.weight.grad, model.bias.grad, torch.empty(0)]
+    assert gradients_finite(grads)
+    assert gradients_finite([])
     model.weight.grad[0, 1] = float("nan")
-    assert not gradients_finite(model)
+    assert not gradients_finite(grads)
     model.weight.grad[0, 1] = float("-inf")
-    assert not gradients_finite(model)
+    assert not gradients_finite(grads)
+    model.weight.grad[0, 1] = float("inf")
+    assert not gradients_finite(grads)
     model.weight.grad[0, 1] = 3e38  # finite, though its square overflows float32
-    assert gradients_finite(model)
+    model.bias.grad[0] = -3e38
+    assert gradients_finite(grads)
 
 
 def test_the_results_layout_is_documented():

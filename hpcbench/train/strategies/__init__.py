@@ -22,6 +22,11 @@ def choose(config: TrainConfig, runtime: Runtime) -> str:
 
 
 def make_strategy(name: str, config: TrainConfig, runtime: Runtime) -> Strategy:
+    if config.grad_compression != "none" and name not in ("mpi", "ddp"):
+        raise ConfigError(
+            f"--grad-compression {config.grad_compression} compresses what ranks send each "
+            f"other: it needs --strategy mpi or ddp, not {name}"
+        )
     if name == "single":
         if runtime.world_size > 1:
             raise ConfigError(

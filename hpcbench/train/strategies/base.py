@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 from torch import nn
 
+from hpcbench.train.breakdown import NoBreakdown, StepBreakdown
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.runtime import Runtime
 
@@ -24,11 +26,21 @@ class Strategy:
         self.model: nn.Module | None = None  # what the training step calls
         self.eval_model: nn.Module | None = None  # what evaluation calls (no collectives inside)
         self.loss_scale = 1.0  # multiplies the rank's mean loss before backward
+        self.breakdown: NoBreakdown | StepBreakdown = NoBreakdown()  # the loop's step timer
 
     def setup(self, model: nn.Module, weight: float) -> nn.Module:
         """Place (and wrap) the model; ``weight`` is this rank's share of the global batch."""
         self.model = self.eval_model = model.to(self.runtime.device)
         return self.model
+
+    def zero_grad(self, optimizer) -> None:
+        """Clear the gradients before a step's backward."""
+        optimizer.zero_grad(set_to_none=True)
+
+    def gradients(self) -> list[torch.Tensor]:
+        """The gradients to check after they are synchronised (as few tensors as can be)."""
+        assert self.model is not None
+        return [p.grad for p in self.model.parameters() if p.grad is not None]
 
     def before_forward(self) -> None:
         """Called before each training forward (e.g. to broadcast buffers)."""
@@ -43,6 +55,13 @@ class Strategy:
         if data.sharded is not None:
             return None
         return data.rank_slices(data.epoch_index(epoch))[self.runtime.rank]
+
+    def rank_state(self) -> dict[str, Any]:
+        """The strategy's own per-rank state that a checkpoint must keep (tensors)."""
+        return {}
+
+    def load_rank_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`rank_state` (called only at the world size that saved it)."""
 
     def all_reduce(self, values: np.ndarray, op: str = "sum") -> np.ndarray:
         """Element-wise sum or max over ranks of a float64 array (outside the training step)."""

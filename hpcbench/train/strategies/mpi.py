@@ -5,14 +5,25 @@
 - Initial weights and buffers: ``Bcast`` from rank 0 (flat buffers, one per dtype); buffers
   (batch-norm statistics) again before every forward, as DDP's ``broadcast_buffers`` does.
 - Gradients: parameters are grouped into contiguous float32 buckets in reverse order (the order
-  backward produces them; the first bucket 1 MiB, then ``--bucket-mb``, as DDP). A
-  post-accumulate-grad hook counts a bucket's gradients; when it is complete its gradients are
-  copied into the bucket, scaled by this rank's share of the global batch, and a non-blocking
-  ``Iallreduce(IN_PLACE, SUM)`` starts, while backward goes on. Buckets start strictly in order,
-  so every rank issues the same collectives in the same order. After backward the rank waits
-  for all of them and copies the sums back into ``.grad``. Uppercase, buffer-based calls only:
-  nothing is pickled in a training step. ``--no-overlap`` starts every bucket after backward.
-- GPU tensors are staged through host buffers (no CUDA-aware MPI assumed).
+  backward produces them; the first bucket 1 MiB, then ``--bucket-mb``, as DDP). On the CPU each
+  parameter's ``.grad`` *is* its slice of a bucket (as DDP's ``gradient_as_bucket_view``):
+  backward accumulates into the bucket (zeroed before the step, one fill per bucket), and the
+  sums land where the optimiser reads them; nothing is copied in or out. Each rank's share of
+  the global batch scales its loss before backward (as DDP's averaging does), so the buckets
+  need no scaling pass either. A post-accumulate-grad hook counts a bucket's gradients; when it
+  is complete a non-blocking ``Iallreduce(IN_PLACE, SUM)`` starts, while backward goes on.
+  Buckets start strictly in order, so every rank issues the same collectives in the same order.
+  After backward the rank waits for all of them. Uppercase, buffer-based calls only: nothing is
+  pickled in a training step. ``--no-overlap`` starts every bucket after backward.
+- GPU gradients are staged: copied into pinned host buckets and the sums back (no CUDA-aware
+  MPI assumed).
+- ``--grad-compression bf16|fp16``: each bucket is rounded into a 16-bit copy, and that copy is
+  all-reduced (half the bytes) with a sum in the 16-bit type (a user-defined MPI operation: MPI
+  has no bfloat16; the additions are torch's, float32 inside, rounded once per addition); the
+  sums are widened back into the bucket. Every rank gets the same bits. With
+  ``--error-feedback`` each rank keeps what the rounding lost and adds it to the next step's
+  gradients first (per-rank state, saved in checkpoints). Mixed precision (``--precision``) does
+  not change any of this: the gradients are float32 either way.
 """
 
 from __future__ import annotations
@@ -40,12 +51,32 @@ class Bucket:
     params: list[nn.Parameter]
     flat: torch.Tensor  # float32 host buffer
     spans: list[tuple[int, int]] = field(default_factory=list)
+    views: bool = False  # the parameters' .grad are slices of ``flat``
+    wire: torch.Tensor | None = None  # --grad-compression: the 16-bit copy that travels
+    residual: torch.Tensor | None = None  # --error-feedback: what the rounding lost
     pending: int = 0
     request: object = None
 
     @property
     def array(self) -> np.ndarray:
+        """What the all-reduce sends: the bucket, or its 16-bit copy as uint16 words."""
+        if self.wire is not None:
+            return self.wire.view(torch.uint16).numpy()
         return self.flat.numpy()
+
+
+WIRE_TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def sum_16bit(MPI, dtype: torch.dtype):  # noqa: N803 - the mpi4py module
+    """A commutative MPI operation that adds buffers of 16-bit floats (carried as uint16)."""
+
+    def add(inbuf, inoutbuf, datatype) -> None:
+        a = torch.from_numpy(np.frombuffer(inbuf, dtype=np.uint16)).view(dtype)
+        b = torch.from_numpy(np.frombuffer(inoutbuf, dtype=np.uint16)).view(dtype)
+        b.add_(a)
+
+    return MPI.Op.Create(add, commute=True)
 
 
 class MPIStrategy(Strategy):
@@ -73,12 +104,13 @@ class MPIStrategy(Strategy):
         self._bucket_of: dict[nn.Parameter, int] = {}
         self._next = 0
         self._buffers: list[torch.Tensor] = []
-        self.weight = 1.0
+        self.wire_type = WIRE_TYPES.get(config.grad_compression)
+        self.op = MPI.SUM if self.wire_type is None else sum_16bit(MPI, self.wire_type)
 
     # ---- set-up ---------------------------------------------------------------------------------
     def setup(self, model: nn.Module, weight: float) -> nn.Module:
         self.model = self.eval_model = model.to(self.runtime.device)
-        self.weight = weight
+        self.loss_scale = weight  # the weighted sum over ranks is the global mean
         self._broadcast(list(model.parameters()) + list(model.buffers()))
         self._buffers = [b for b in model.buffers()]
         params = [p for p in model.parameters() if p.requires_grad]
@@ -98,13 +130,40 @@ class MPIStrategy(Strategy):
 
     def _add_bucket(self, params: list[nn.Parameter]) -> None:
         n = sum(p.numel() for p in params)
+        on_host = all(p.device.type == "cpu" and p.dtype == torch.float32 for p in params)
         flat = torch.zeros(n, dtype=torch.float32, pin_memory=self.runtime.device.type == "cuda")
         spans, at = [], 0
         for p in params:
             spans.append((at, at + p.numel()))
             self._bucket_of[p] = len(self.buckets)
+            if on_host:
+                p.grad = flat[at : at + p.numel()].view_as(p)
             at += p.numel()
-        self.buckets.append(Bucket(params, flat, spans, pending=len(params)))
+        bucket = Bucket(params, flat, spans, views=on_host, pending=len(params))
+        if self.wire_type is not None:
+            bucket.wire = torch.empty(n, dtype=self.wire_type)
+            if self.config.error_feedback:
+                bucket.residual = torch.zeros(n, dtype=torch.float32)
+        self.buckets.append(bucket)
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        for b in self.buckets:
+            if b.views:
+                b.flat.zero_()
+            else:
+                for p in b.params:
+                    p.grad = None
+
+    def gradients(self) -> list[torch.Tensor]:
+        """The buckets themselves where the gradients live in them (three tensors, not one per
+        parameter)."""
+        found: list[torch.Tensor] = []
+        for b in self.buckets:
+            if b.views:
+                found.append(b.flat)
+            else:
+                found.extend(p.grad for p in b.params if p.grad is not None)
+        return found
 
     def _broadcast(self, tensors: list[torch.Tensor]) -> None:
         """Bcast tensors from rank 0, one flat host buffer per dtype."""
@@ -137,16 +196,23 @@ class MPIStrategy(Strategy):
             )
 
     def _start(self, b: Bucket) -> None:
-        with torch.no_grad():
-            for p, (lo, hi) in zip(b.params, b.spans, strict=True):
-                if p.grad is None:
-                    b.flat[lo:hi].zero_()
-                else:
-                    b.flat[lo:hi].copy_(p.grad.reshape(-1))
-            b.flat.mul_(self.weight)
-        b.request = self.comm.Iallreduce(
-            self.MPI.IN_PLACE, [b.array, self.MPI.FLOAT], op=self.MPI.SUM
-        )
+        if not b.views:
+            with torch.no_grad(), self.breakdown.part("bucket_copy"):
+                for p, (lo, hi) in zip(b.params, b.spans, strict=True):
+                    if p.grad is None:
+                        b.flat[lo:hi].zero_()
+                    else:
+                        b.flat[lo:hi].copy_(p.grad.reshape(-1))
+        if b.wire is not None:
+            with torch.no_grad(), self.breakdown.part("bucket_copy"):
+                if b.residual is not None:
+                    b.flat.add_(b.residual)
+                b.wire.copy_(b.flat)
+                if b.residual is not None:
+                    torch.sub(b.flat, b.wire, out=b.residual)
+        with self.breakdown.part("allreduce_start"):
+            word = self.MPI.FLOAT if b.wire is None else self.MPI.UINT16_T
+            b.request = self.comm.Iallreduce(self.MPI.IN_PLACE, [b.array, word], op=self.op)
 
     def finish_gradients(self) -> float:
         started = time.perf_counter()
@@ -154,19 +220,35 @@ class MPIStrategy(Strategy):
             self._start(self.buckets[self._next])
             self._next += 1
         self.MPI.Request.Waitall([b.request for b in self.buckets])
-        with torch.no_grad():
-            for b in self.buckets:
-                for p, (lo, hi) in zip(b.params, b.spans, strict=True):
-                    summed = b.flat[lo:hi].view_as(p)
-                    if p.grad is None:
-                        p.grad = summed.to(p.device, copy=True)
-                    else:
-                        p.grad.copy_(summed)
-                b.pending, b.request = len(b.params), None
+        waited = time.perf_counter() - started
+        for b in self.buckets:
+            if b.wire is not None:
+                with self.breakdown.part("bucket_copy"):
+                    b.flat.copy_(b.wire)
+            if not b.views:
+                with torch.no_grad(), self.breakdown.part("bucket_copy"):
+                    for p, (lo, hi) in zip(b.params, b.spans, strict=True):
+                        summed = b.flat[lo:hi].view_as(p)
+                        if p.grad is None:
+                            p.grad = summed.to(p.device, copy=True)
+                        else:
+                            p.grad.copy_(summed)
+            b.pending, b.request = len(b.params), None
         self._next = 0
-        return time.perf_counter() - started
+        return waited
 
     # ---- outside the step ------------------------------------------------------------------------
+    def rank_state(self) -> dict[str, torch.Tensor]:
+        """This rank's own state: the error-feedback residuals (none without them)."""
+        return {
+            str(i): b.residual.clone() for i, b in enumerate(self.buckets) if b.residual is not None
+        }
+
+    def load_rank_state(self, state: dict[str, torch.Tensor]) -> None:
+        for i, b in enumerate(self.buckets):
+            if b.residual is not None and str(i) in state:
+                b.residual.copy_(state[str(i)])
+
     def share_index(self, data: TrainData, epoch: int) -> np.ndarray | None:
         if data.sharded is not None:
             return None

@@ -1,7 +1,10 @@
 """Run under mpiexec, torchrun or alone: N training steps of one strategy on the global data order,
 saving rank 0's weights after every step and checking that all replicas are bitwise identical.
 
-    python equivalence.py OUT STRATEGY DATA STEPS [WEIGHTS]
+    python equivalence.py OUT STRATEGY DATA STEPS [WEIGHTS [OPTION=VALUE …]]
+
+OPTION=VALUE pairs set more trainer options (``precision=bf16``, ``grad_compression=fp16``,
+``error_feedback=1``).
 
 Pickling is forbidden during the steps (mpi4py's pickle and the pickle module both raise), so a
 training step that pickles anything fails the test.
@@ -48,9 +51,13 @@ def main() -> int:
     from hpcbench.train.data import TrainData
     from hpcbench.train.loop import Normalizer, make_optimizer, train_step
     from hpcbench.train.models import build_model
+    from hpcbench.train.precision import Precision
     from hpcbench.train.runtime import make_runtime
     from hpcbench.train.strategies import make_strategy
 
+    options = dict(arg.split("=", 1) for arg in sys.argv[6:])
+    if "error_feedback" in options:
+        options["error_feedback"] = options["error_feedback"] == "1"
     runtime = make_runtime("cpu", threads=1)
     config = TrainConfig(
         data=data_dir,
@@ -63,6 +70,7 @@ def main() -> int:
         momentum=0.9,
         schedule="none",
         seed=3,
+        **options,
     )
     strategy = make_strategy(strategy_name, config, runtime)
     torch.manual_seed(1234 + runtime.rank)  # different on purpose: rank 0's weights must win
@@ -73,13 +81,14 @@ def main() -> int:
     )
     optimizer = make_optimizer(config, model, data.global_batch)
     norm, criterion = Normalizer(data.manifest, runtime.device), nn.CrossEntropyLoss()
+    precision = Precision(config.precision, runtime.device)
     index = strategy.share_index(data, 0)
     batches = data.train_batches(0, index)
     trajectory, identical = [], []
     for _ in range(steps):
         x, y = norm(*next(batches))
         with no_pickling(strategy_name):
-            train_step(strategy, optimizer, x, y, criterion)
+            train_step(strategy, optimizer, x, y, criterion, precision)
         flat = (
             torch.cat([p.detach().reshape(-1) for p in strategy.eval_model.parameters()])
             .double()
