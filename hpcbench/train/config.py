@@ -317,6 +317,14 @@ class TrainConfig:
         help="mpi with --grad-compression: add each step's rounding error to the next step's "
         "gradients before they are compressed",
     )
+    cuda_aware_mpi: str = option(
+        "auto",
+        group="parallelism",
+        choices=("auto", "on", "off"),
+        help="mpi on GPUs: pass the gradient buckets to MPI as device buffers (auto: when the "
+        "MPI library says it takes them, MPIX_Query_cuda_support; off: stage them through "
+        "pinned host memory)",
+    )
     sync_bn: bool = option(
         False, group="data and model", help="ddp: synchronise batch-norm statistics across ranks"
     )

@@ -550,6 +550,9 @@ def announce(t: Training) -> None:
         f"{'x'.join(str(s) for s in manifest.shape)}); global batch {data.global_batch} "
         f"({'/'.join(map(str, data.batch_sizes))} per rank), {data.steps} steps/epoch, {config.epochs} epoch(s)"
     )
+    details = t.strategy.describe()
+    if details:
+        t.log(f"{t.strategy.name}: {details}")
     cores = usable_cores()
     ranks = runtime.launch.local_world_size
     if runtime.device.type == "cpu" and ranks * runtime.threads > cores:

@@ -114,12 +114,13 @@ def references(data, tmp_path_factory):
     made: dict[tuple, Path] = {}
 
     def get(strategy: str, ranks: int, *extra: str) -> Path:
-        if (strategy, ranks, *extra) not in made:
+        key = (strategy, ranks, *extra)
+        if key not in made:
             out = tmp_path_factory.mktemp(f"ref-{strategy}{ranks}")
             r = train(strategy, ranks, data, out, *extra)
             assert r.returncode == 0, r.stdout + r.stderr
-            made[strategy, ranks, *extra] = out
-        return made[strategy, ranks, *extra]
+            made[key] = out
+        return made[key]
 
     return get
 

@@ -855,6 +855,7 @@ TRAIN_FLAGS: dict[str, st.SearchStrategy[str]] = {
     "--grad-compression": st.sampled_from(["fp8", "BF16", "yes", ""]),
     "--error-feedback": st.sampled_from(["no", "1"]),
     "--prefetch": st.sampled_from(["-1", "two", "1.5", ""]),
+    "--cuda-aware-mpi": st.sampled_from(["yes", "1", "", "ON"]),
     "--checkpoint": st.sampled_from(["no", "0", "yes"]),
     "--output": st.just("x"),  # not an abbreviation of --output-dir
     "--epoch": st.just("3"),

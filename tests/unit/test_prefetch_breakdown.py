@@ -84,3 +84,20 @@ def test_no_breakdown_times_nothing():
         pass
     assert per_step_ms(nb.vector()) is None
     assert np.all(nb.vector() == 0)
+
+
+def test_the_mpi_library_is_asked_whether_it_takes_cuda_buffers():
+    """MPICH and Open MPI export ``MPIX_Query_cuda_support``; MPICH's answer follows how it was
+    configured, which its version string shows (the mpich wheel: without CUDA)."""
+    from tests.conftest import have_module, require
+
+    require(have_module("mpi4py"), "mpi4py (pip install mpi4py mpich)")
+    from mpi4py import MPI
+
+    from hpcbench.train.strategies.mpi import mpi_takes_cuda_buffers
+
+    answer = mpi_takes_cuda_buffers()
+    assert answer is not None, MPI.Get_library_version()
+    built = MPI.Get_library_version()
+    if built.startswith("MPICH"):
+        assert answer == ("cuda" in built.lower()), built

@@ -33,6 +33,10 @@ class Strategy:
         self.model = self.eval_model = model.to(self.runtime.device)
         return self.model
 
+    def describe(self) -> str:
+        """One line on how this strategy set itself up (printed under the banner; may be '')."""
+        return ""
+
     def zero_grad(self, optimizer) -> None:
         """Clear the gradients before a step's backward."""
         optimizer.zero_grad(set_to_none=True)

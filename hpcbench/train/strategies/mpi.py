@@ -15,8 +15,12 @@
   Buckets start strictly in order, so every rank issues the same collectives in the same order.
   After backward the rank waits for all of them. Uppercase, buffer-based calls only: nothing is
   pickled in a training step. ``--no-overlap`` starts every bucket after backward.
-- GPU gradients are staged: copied into pinned host buckets and the sums back (no CUDA-aware
-  MPI assumed).
+- GPU gradients: when the MPI library takes CUDA buffers (``--cuda-aware-mpi auto`` asks it:
+  ``MPIX_Query_cuda_support``, which MPICH and Open MPI both export), the buckets live on the
+  GPU, the gradients are views of them as on the CPU, and each bucket goes to ``Iallreduce``
+  as a device buffer once the stream that computed it is synchronised. Otherwise (and with
+  compression, whose summing operation runs on the host) they are staged: copied into pinned
+  host buckets and the sums back.
 - ``--grad-compression bf16|fp16``: each bucket is rounded into a 16-bit copy, and that copy is
   all-reduced (half the bytes) with a sum in the 16-bit type (a user-defined MPI operation: MPI
   has no bfloat16; the additions are torch's, float32 inside, rounded once per addition); the
@@ -58,11 +62,36 @@ class Bucket:
     request: object = None
 
     @property
-    def array(self) -> np.ndarray:
-        """What the all-reduce sends: the bucket, or its 16-bit copy as uint16 words."""
+    def array(self) -> np.ndarray | torch.Tensor:
+        """What the all-reduce sends: the bucket (a CUDA tensor as itself: mpi4py takes its
+        ``__cuda_array_interface__``), or its 16-bit copy as uint16 words."""
         if self.wire is not None:
             return self.wire.view(torch.uint16).numpy()
-        return self.flat.numpy()
+        return self.flat if self.flat.is_cuda else self.flat.numpy()
+
+
+def mpi_takes_cuda_buffers() -> bool | None:
+    """Whether the MPI library in this process says it takes CUDA device buffers
+    (``MPIX_Query_cuda_support``, after MPI_Init); None when no loaded MPI library exports
+    that query."""
+    import ctypes
+
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        paths = sorted(
+            {
+                line.split()[-1]
+                for line in maps
+                if "libmpi" in line and line.rstrip().split()[-1].startswith("/")
+            }
+        )
+    for path in paths:
+        try:
+            query = ctypes.CDLL(path).MPIX_Query_cuda_support
+        except (OSError, AttributeError):
+            continue
+        query.restype = ctypes.c_int
+        return bool(query())
+    return None
 
 
 WIRE_TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -101,6 +130,14 @@ class MPIStrategy(Strategy):
         ):
             self.overlap = False  # CUDA hooks run on autograd's threads
         self.buckets: list[Bucket] = []
+        self.device_buckets = (
+            runtime.device.type == "cuda"
+            and config.grad_compression == "none"
+            and (
+                config.cuda_aware_mpi == "on"
+                or (config.cuda_aware_mpi == "auto" and mpi_takes_cuda_buffers())
+            )
+        )
         self._bucket_of: dict[nn.Parameter, int] = {}
         self._next = 0
         self._buffers: list[torch.Tensor] = []
@@ -130,21 +167,39 @@ class MPIStrategy(Strategy):
 
     def _add_bucket(self, params: list[nn.Parameter]) -> None:
         n = sum(p.numel() for p in params)
-        on_host = all(p.device.type == "cpu" and p.dtype == torch.float32 for p in params)
-        flat = torch.zeros(n, dtype=torch.float32, pin_memory=self.runtime.device.type == "cuda")
+        device = self.runtime.device if self.device_buckets else torch.device("cpu")
+        flat = torch.zeros(
+            n,
+            dtype=torch.float32,
+            device=device,
+            pin_memory=self.runtime.device.type == "cuda" and device.type == "cpu",
+        )
+        views = all(p.device == flat.device and p.dtype == torch.float32 for p in params)
         spans, at = [], 0
         for p in params:
             spans.append((at, at + p.numel()))
             self._bucket_of[p] = len(self.buckets)
-            if on_host:
+            if views:
                 p.grad = flat[at : at + p.numel()].view_as(p)
             at += p.numel()
-        bucket = Bucket(params, flat, spans, views=on_host, pending=len(params))
+        bucket = Bucket(params, flat, spans, views=views, pending=len(params))
         if self.wire_type is not None:
             bucket.wire = torch.empty(n, dtype=self.wire_type)
             if self.config.error_feedback:
                 bucket.residual = torch.zeros(n, dtype=torch.float32)
         self.buckets.append(bucket)
+
+    def describe(self) -> str:
+        sizes = "/".join(f"{b.flat.numel() * 4 / 2**20:.1f}" for b in self.buckets)
+        where = (
+            "gradients in the buckets"
+            if all(b.views for b in self.buckets)
+            else "gradients staged through host buckets"
+        )
+        if self.device_buckets:
+            where += ", CUDA buffers passed to MPI"
+        wire = f", sent as {self.config.grad_compression}" if self.wire_type is not None else ""
+        return f"{len(self.buckets)} bucket(s) of {sizes} MiB, {where}{wire}"
 
     def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
         for b in self.buckets:
@@ -211,6 +266,8 @@ class MPIStrategy(Strategy):
                 if b.residual is not None:
                     torch.sub(b.flat, b.wire, out=b.residual)
         with self.breakdown.part("allreduce_start"):
+            if b.flat.is_cuda:  # MPI reads the buffer now: the gradients must be there
+                torch.cuda.current_stream(b.flat.device).synchronize()
             word = self.MPI.FLOAT if b.wire is None else self.MPI.UINT16_T
             b.request = self.comm.Iallreduce(self.MPI.IN_PLACE, [b.array, word], op=self.op)
 
