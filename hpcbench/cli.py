@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         from hpcbench import cli_prep
 
         return cli_prep.run(args)
-    if args.action in ("bench", "report", "compare"):
+    if args.action in ("bench", "report", "compare", "predict-scaling"):
         from hpcbench import cli_bench
 
         return cli_bench.run(args, program_args)

@@ -1,4 +1,5 @@
-"""``hpcbench bench``, ``report`` and ``compare``: parse, call :mod:`hpcbench.bench`, print."""
+"""``hpcbench bench``, ``report``, ``compare`` and ``predict-scaling``: parse, call
+:mod:`hpcbench.bench` or :mod:`hpcbench.scaling`, print."""
 
 from __future__ import annotations
 
@@ -65,6 +66,33 @@ def add_parsers(sub: Any) -> None:
     )
     c.add_argument("a", metavar="RESULTS_A")
     c.add_argument("b", metavar="RESULTS_B")
+    ps = sub.add_parser(
+        "predict-scaling",
+        help="step time, throughput and efficiency at N ranks, from a calibration",
+        description="Predict data-parallel training at the given rank counts from a calibration "
+        "written by 'mpiexec -n P python -m hpcbench.scaling' on your nodes (docs/scaling.md).",
+        epilog="e.g. hpcbench predict-scaling calibration.json --ranks 2,8,64,512 "
+        "--ranks-per-node 4 --global-batch 1024",
+    )
+    ps.add_argument("calibration", metavar="CALIBRATION")
+    ps.add_argument("--ranks", default="2,4,8,16,64,256,512", help="rank counts (comma-separated)")
+    ps.add_argument(
+        "--ranks-per-node", type=_count(1), help="default: the calibration's ranks per node"
+    )
+    batch = ps.add_mutually_exclusive_group()
+    batch.add_argument(
+        "--global-batch", type=_count(1), help="strong scaling: a fixed global batch"
+    )
+    batch.add_argument(
+        "--batch-per-rank",
+        type=_count(1),
+        help="weak scaling: a fixed per-rank batch (default: the calibration's largest)",
+    )
+    ps.add_argument(
+        "--strategy", choices=("mpi", "ddp", "both"), default="both", help="default both"
+    )
+    ps.add_argument("--no-overlap", action="store_true", help="all-reduce only after backward")
+    ps.add_argument("--bucket-mb", type=float, default=25.0, help="gradient bucket size (25)")
 
 
 def build_matrix_from(args: argparse.Namespace, trainer_args: list[str]) -> Any:
@@ -107,6 +135,8 @@ def run(args: argparse.Namespace, program_args: list[str]) -> int:
     from hpcbench.schedulers import SchedulerError
     from hpcbench.spec import SpecError
 
+    if args.action == "predict-scaling":
+        return _predict_scaling(args)
     try:
         if args.action in ("report", "compare"):
             try:
@@ -165,4 +195,49 @@ def _compare(args: argparse.Namespace) -> int:
         print(finding)
     if not findings:
         print("no change beyond the 95 % intervals")
+    return 0
+
+
+def _predict_scaling(args: argparse.Namespace) -> int:
+    from hpcbench.scaling.predictions import CalibrationError, describe, load, predictions, table
+
+    try:
+        ranks = [int(r) for r in args.ranks.split(",") if r.strip()]
+        if not ranks or min(ranks) < 1:
+            raise ValueError
+    except ValueError:
+        print(
+            f"hpcbench: error: --ranks {args.ranks}: whole numbers >= 1, e.g. 2,8,64",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        cal = load(Path(args.calibration))
+        per_node = args.ranks_per_node or cal.machine["ranks_per_node"]
+        batch = (
+            {"global_batch": args.global_batch}
+            if args.global_batch
+            else {"batch_per_rank": args.batch_per_rank or max(cal.record["compute"]["batches"])}
+        )
+        for line in describe(cal):
+            print(line)
+        strategies = ("mpi", "ddp") if args.strategy == "both" else (args.strategy,)
+        for strategy in strategies:
+            if args.strategy == "both" and cal.backend_of(strategy) is None:
+                continue
+            rows = predictions(
+                cal,
+                strategy,
+                ranks,
+                per_node,
+                overlap=not args.no_overlap,
+                bucket_mb=args.bucket_mb,
+                **batch,
+            )
+            print()
+            for line in table(rows, f"{strategy}, {per_node} rank(s)/node"):
+                print(line)
+    except CalibrationError as err:
+        print(f"hpcbench: error: {err}", file=sys.stderr)
+        return 2
     return 0
