@@ -132,3 +132,15 @@ def test_predict_scaling_reads_a_calibration_and_refuses_a_bad_one(tmp_path, cap
     assert main(["predict-scaling", str(tmp_path / "none.json")]) == 2
     assert "no such calibration file" in capsys.readouterr().err
     assert main(["predict-scaling", str(path), "--ranks", "0"]) == 2
+
+
+def test_the_calibration_spreads_each_rank_count_across_nodes_first():
+    from hpcbench.scaling.calibrate import ranks_per_count, sizes_up_to, spread_order
+
+    # ranks 0-3 on node 0, 4-7 on node 1: two ranks are one per node
+    assert spread_order([0, 0, 0, 0, 1, 1, 1, 1])[:2] == [0, 4]
+    assert sorted(spread_order([0, 1, 0, 1])) == [0, 1, 2, 3]
+    assert ranks_per_count(4) == [2, 3, 4]
+    assert ranks_per_count(64) == [2, 4, 8, 16, 32, 64]
+    assert ranks_per_count(12) == [2, 4, 8, 12]
+    assert sizes_up_to(5000) == [4, 64, 1024, 5000]
