@@ -3,9 +3,10 @@
 In the ``global`` order every run, whatever its number of ranks, sees the same global batches:
 one seeded permutation of the split per epoch, each global batch cut into per-rank slices (as
 ``DistributedSampler`` does). A rank therefore reads samples from every shard. Reads are grouped:
-the ids of a batch are sorted, consecutive rows of a shard become one ``preadv``, and the rows
-are put back in batch order. For datasets much larger than the page cache prefer the ``shards``
-order (:class:`hpcbench.data.reader.ShardedDataset`), which keeps each rank on its own shards.
+the ids of a batch are sorted, consecutive rows of a shard become one read, and each row lands
+straight at its place in the batch (:meth:`hpcbench.data.shards.OpenShard.read_placed`). For
+datasets much larger than the page cache prefer the ``shards`` order
+(:class:`hpcbench.data.reader.ShardedDataset`), which keeps each rank on its own shards.
 """
 
 from __future__ import annotations
@@ -60,20 +61,19 @@ class SampleReader:
             raise IndexError(f"sample ids must be in 0..{self.samples - 1}")
         order = np.argsort(ids, kind="stable")
         sorted_ids = ids[order]
-        staging = np.empty_like(images)
         shard_of = np.searchsorted(self.starts, sorted_ids, side="right") - 1
-        # runs of consecutive ids within one shard -> one read each
+        # runs of consecutive ids within one shard -> one read each, rows straight to their place
         breaks = np.flatnonzero((np.diff(sorted_ids) != 1) | (np.diff(shard_of) != 0)) + 1
-        at = 0
-        for run in np.split(np.arange(n), breaks):
-            s = int(shard_of[run[0]])
-            first = int(sorted_ids[run[0]] - self.starts[s])
+        cuts = breaks.tolist()
+        sorted_labels = np.empty(n, dtype=np.int64)
+        for at, stop in zip([0, *cuts], [*cuts, n], strict=True):
+            s = int(shard_of[at])
+            first = int(sorted_ids[at] - self.starts[s])
             h = self._shard(s)
-            self.bytes_read += h.read_into(first, first + len(run), staging[at : at + len(run)])
-            labels[order[at : at + len(run)]] = h.labels[first : first + len(run)]
+            self.bytes_read += h.read_placed(first, images, order[at:stop])
+            sorted_labels[at:stop] = h.labels[first : first + stop - at]
             self.shards_read.add(s)
-            at += len(run)
-        images[order] = staging
+        labels[order] = sorted_labels
         return images, labels
 
     def take_io_stats(self) -> dict[str, int]:

@@ -8,12 +8,15 @@
         print(ds.io_stats())   # bytes read, files opened, shards touched on this rank
 
 The rows a rank reads and their order come from :class:`hpcbench.data.sampler.ShardPlan` (the
-sampler half). This module only reads: one window (shuffle buffer, ``window_bytes``) at a time
-into one buffer reused for every window, each piece of it (consecutive rows of one shard) with one
-read (:meth:`hpcbench.data.shards.OpenShard.read_into`: one ``os.preadv`` for the contiguous
-datasets the converters write, h5py's ``read_direct`` otherwise), then serves batches from
-memory. Why batches and not samples: a per-sample ``__getitem__`` costs a Python call and a
-collate per sample, which is slower than the read itself (benchmarks/loader.py).
+sampler half). This module only reads, one window (shuffle buffer, ``window_bytes``) at a time,
+each piece of it (consecutive rows of one shard) with one call, every row landing straight at its
+place in the shuffled order (:meth:`hpcbench.data.shards.OpenShard.read_placed`: one
+``os.preadv`` with an iovec per row for the contiguous datasets the converters write; small rows
+and chunked datasets are read as a run, then placed). Each batch is then a contiguous slice of
+the window: raw batches are views of it, with no further copy, and normalised ones are made from
+it a few samples at a time, each chunk cast, scaled and shifted while it is in the CPU cache
+(:func:`normalized`). Why batches and not samples: a per-sample ``__getitem__`` costs a Python
+call and a collate per sample, which is slower than the read itself (benchmarks/loader.py).
 
 Safe with DataLoader workers: worker ``i`` of ``n`` reads windows ``i, i+n, …`` (disjoint, so no
 byte is read twice); HDF5 files are opened lazily in the process that reads them and never cross
@@ -42,6 +45,22 @@ MAX_WORKERS = 64  # counter slots: the main process plus up to 63 DataLoader wor
 _BYTES, _OPENS, _BATCHES, _SAMPLES = range(4)
 DEFAULT_BLOCK_BYTES = 1 << 20
 DEFAULT_WINDOW_BYTES = 16 << 20  # the shuffle buffer; 64 MiB measured 1.6x slower (CPU caches)
+NORMALIZE_CHUNK_BYTES = 512 << 10  # float32 made per step of the conversion (about one L2 cache)
+
+
+def normalized(stored: np.ndarray, scale: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """float32 ``stored * scale + shift`` in a fresh array, made a few samples at a time: each
+    chunk is cast, scaled and shifted while it is in the CPU cache, so memory sees the stored
+    bytes read once and the float32 written once (same float32 operations, hence same result, as
+    ``np.multiply(stored, scale, dtype=float32) + shift``)."""
+    out = np.empty(stored.shape, dtype=np.float32)
+    step = max(1, NORMALIZE_CHUNK_BYTES // max(1, out[:1].nbytes))
+    for i in range(0, len(out), step):
+        chunk = out[i : i + step]
+        np.copyto(chunk, stored[i : i + step])
+        np.multiply(chunk, scale, out=chunk)
+        np.add(chunk, shift, out=chunk)
+    return out
 
 
 def default_rank_world() -> tuple[int, int]:
@@ -177,9 +196,13 @@ class ShardedDataset(IterableDataset):
         for window in self.plan.windows(self._epoch.value)[wid::workers]:
             yield from self._serve(window, slot)
 
-    def _shard(self, i: int, slot: int) -> OpenShard:
-        if self._pid != os.getpid():  # forked: never use the parent's HDF5 handles
+    def _this_process(self) -> None:
+        """After a fork, forget the parent's HDF5 handles (not fork-safe) and buffer."""
+        if self._pid != os.getpid():
             self._handles, self._buffer, self._pid = {}, None, os.getpid()
+
+    def _shard(self, i: int, slot: int) -> OpenShard:
+        self._this_process()
         handle = self._handles.get(i)
         if handle is None:
             handle = OpenShard(
@@ -190,46 +213,52 @@ class ShardedDataset(IterableDataset):
         return handle
 
     def _window_buffer(self, n: int) -> np.ndarray:
-        """This process's shuffle buffer, allocated once and reused for every window: a fresh
-        window-sized array (``window_bytes``, 16 MiB by default) per window would fault in every
-        page again (measured: 2x slower)."""
-        if self._pid != os.getpid():
-            self._handles, self._buffer, self._pid = {}, None, os.getpid()
+        """This process's window buffer for normalised batches, allocated once and reused (a
+        fresh window-sized array per window may have every page faulted in again)."""
+        self._this_process()
         if self._buffer is None or len(self._buffer) < n:
             self._buffer = np.empty((n, *self.manifest.shape), dtype=self.manifest.dtype)
         return self._buffer[:n]
 
     def _serve(self, window: Window, slot: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         n = window.samples
-        images = self._window_buffer(n)
+        # The consumer owns what it is given: raw batches are views of a fresh array (one per
+        # window), normalised ones are fresh float32, made from a buffer reused for every window.
+        if self.normalize:
+            images = self._window_buffer(n)
+        else:
+            images = np.empty((n, *self.manifest.shape), self.manifest.dtype)
         labels = np.empty(n, dtype=np.int64)
+        self._read_window(window, images, labels, slot)
+        for s in window.batch_slices():
+            self._counters[slot * 4 + _BATCHES] += 1
+            self._counters[slot * 4 + _SAMPLES] += s.stop - s.start
+            yield self._to_tensor(images[s]), torch.from_numpy(labels[s])
+
+    def _read_window(
+        self, window: Window, images: np.ndarray, labels: np.ndarray, slot: int
+    ) -> None:
+        """Read the window's pieces in turn (each one sequential in its file), every row going
+        to its place in the served order: batch ``k`` is then ``images[k*batch:(k+1)*batch]``."""
+        places = window.places()
         at = 0
-        for p in window.pieces:  # file order: each piece is one sequential read
+        for p in window.pieces:
             shard = self._shard(p.shard, slot)
-            self._counters[slot * 4 + _BYTES] += shard.read_into(
-                p.start, p.stop, images[at : at + p.rows]
-            )
-            labels[at : at + p.rows] = shard.labels[p.start : p.stop]
+            if places is None:  # served as read
+                where: slice | np.ndarray = slice(at, at + p.rows)
+                got = shard.read_into(p.start, p.stop, images[where])
+            else:
+                where = places[at : at + p.rows]
+                got = shard.read_placed(p.start, images, where)
+            labels[where] = shard.labels[p.start : p.stop]
+            self._counters[slot * 4 + _BYTES] += got
             self._touched[p.shard] = 1
             at += p.rows
-        for s in window.batch_slices():
-            # The batch is copied out of the reused buffer (in shuffled order when shuffling),
-            # so the consumer owns it.
-            idx = window.order[s] if window.order is not None else np.arange(s.start, s.stop)
-            self._counters[slot * 4 + _BATCHES] += 1
-            self._counters[slot * 4 + _SAMPLES] += len(idx)
-            yield self._to_tensor(images, idx), torch.from_numpy(labels[idx])
 
-    def _to_tensor(self, images: np.ndarray, idx: np.ndarray) -> torch.Tensor:
-        x = np.take(images, idx, axis=0)
+    def _to_tensor(self, stored: np.ndarray) -> torch.Tensor:
         if not self.normalize:
-            return torch.from_numpy(x)
-        # Two passes (multiply with the cast, then add) into a fresh float32 array: steadier and
-        # faster than torch's .to(float32) then mul_/add_ (three passes; benchmarks/loader.py).
-        out = np.empty(x.shape, dtype=np.float32)
-        np.multiply(x, self._scale, out=out, dtype=np.float32)
-        out += self._shift
-        return torch.from_numpy(out)
+            return torch.from_numpy(stored)
+        return torch.from_numpy(normalized(stored, self._scale, self._shift))
 
     def normalizer(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(scale, shift) such that ``stored * scale + shift`` is the normalised float image."""

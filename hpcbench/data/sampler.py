@@ -61,6 +61,16 @@ class Window:
     def samples(self) -> int:
         return sum(p.rows for p in self.pieces)
 
+    def places(self) -> np.ndarray | None:
+        """Where each row goes: the window's i-th row read (pieces back to back) is served as
+        sample ``places[i]`` of its batches laid end to end (the inverse of ``order``); None when
+        rows are served as read."""
+        if self.order is None:
+            return None
+        places = np.empty(len(self.order), dtype=np.int64)
+        places[self.order] = np.arange(len(self.order))
+        return places
+
     def batch_slices(self) -> Iterator[slice]:
         n = self.samples
         for start in range(0, n, self.batch_size):

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from data_prep import ConvertOptions, convert, synthetic
-from hpcbench.data import Manifest, ShardedDataset
+from hpcbench.data import Manifest, ShardedDataset, shards
 from hpcbench.data.sampler import rank_pieces
+from hpcbench.data.shards import OpenShard
 from tests.conftest import need_module
 
 torch = need_module("torch")
@@ -96,6 +97,49 @@ def test_normalised_batches_use_the_manifest_statistics(dataset):
     norm, _ = epoch_rows(ShardedDataset(dataset, "val", batch_size=8, rank=0, world_size=1), 0)
     assert raw.dtype == np.uint8 and norm.dtype == np.float32
     np.testing.assert_allclose(norm, (raw / 255 - m.mean[0]) / m.std[0], rtol=1e-5, atol=1e-5)
+
+
+def plan_rows(ds: ShardedDataset, epoch: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The epoch's batches (images, labels) as the plan says, read row by row."""
+    m = ds.manifest
+    opened = [OpenShard(ds.paths[i], s, m.shape, m.dtype) for i, s in enumerate(ds.info.shards)]
+    out = []
+    for batch in ds.plan.epoch_batches(epoch):
+        x = np.empty((len(batch), *m.shape), dtype=m.dtype)
+        for j, (shard, row) in enumerate(batch):
+            opened[shard].read_into(row, row + 1, x[j : j + 1])
+        out.append((x, np.array([opened[shard].labels[row] for shard, row in batch])))
+    for o in opened:
+        o.close()
+    return out
+
+
+@pytest.mark.parametrize("threshold", [0, 1 << 30], ids=["row-to-place", "run-then-place"])
+@pytest.mark.parametrize("split", ["train", "val"])
+def test_batches_are_the_plan_rows_and_stay_the_consumers(dataset, monkeypatch, threshold, split):
+    """Rows land where the plan serves them, whichever way they are placed; every batch stays as
+    it was when yielded (none is a view of a buffer that a later window refills); normalised
+    batches are exactly ``stored * scale + shift`` in float32."""
+    monkeypatch.setattr(shards, "SCATTER_MIN_ROW_BYTES", threshold)
+    batch, window = (24, 100) if split == "train" else (4, 8)  # val: 18 samples on rank 1
+    kw = dict(batch_size=batch, rank=1, world_size=2, window_bytes=window * 480, seed=4)
+    raw = ShardedDataset(dataset, split, normalize=False, **kw)
+    norm = ShardedDataset(dataset, split, **kw)
+    assert len(raw.plan.windows(1)) > 2  # several windows: buffers are reused
+    want = plan_rows(raw, 1)
+    raw.set_epoch(1)
+    norm.set_epoch(1)
+    got, got_norm = list(raw), list(norm)  # every batch held to the end of the epoch
+    assert len(got) == len(want)
+    for k, ((x, y), (wx, wy)) in enumerate(zip(got, want, strict=True)):
+        assert np.array_equal(x.numpy(), wx), f"batch {k} is not the plan's rows"
+        assert np.array_equal(y.numpy(), wy), f"batch {k} has not the plan's labels"
+    scale, shift = raw.manifest.normalization()
+    for (x, y), (xn, yn) in zip(got, got_norm, strict=True):
+        exact = np.multiply(x.numpy(), scale, dtype=np.float32) + shift
+        assert xn.dtype == torch.float32 and np.array_equal(xn.numpy(), exact)
+        assert torch.equal(y, yn)
+    assert raw.io_stats()["bytes_read"] == sum(x.numel() for x, _ in got)
 
 
 @pytest.mark.parametrize("workers", [2])
