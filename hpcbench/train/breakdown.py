@@ -16,6 +16,8 @@ The parts, in step order (a strategy may leave some empty):
 - ``bucket_copy``: copying gradients into or out of communication buckets (staged GPU
   gradients; CPU gradients live in the buckets and need none);
 - ``allreduce_start``: starting the buckets' non-blocking all-reduces (mpi);
+- ``allreduce_progress``: moving the started all-reduces on from the gradient hooks, during
+  backward (mpi: MPI progresses a non-blocking collective only inside MPI calls);
 - ``allreduce_wait``: waiting after backward for the all-reduces to finish (mpi; DDP waits
   for its own at the end of backward, inside ``backward``);
 - ``finite_check``: checking the synchronised gradients for nan/inf;
@@ -40,6 +42,7 @@ PARTS = (
     "backward",
     "bucket_copy",
     "allreduce_start",
+    "allreduce_progress",
     "allreduce_wait",
     "finite_check",
     "optimizer",

@@ -246,11 +246,14 @@ class MPIStrategy(Strategy):
             self._start(self.buckets[self._next])
             self._next += 1
         if self._next:  # let MPI progress the ones already started
-            self.MPI.Request.Testall(
-                [x.request for x in self.buckets[: self._next] if x.request is not None]
-            )
+            with self.breakdown.part("allreduce_progress"):
+                self.MPI.Request.Testall(
+                    [x.request for x in self.buckets[: self._next] if x.request is not None]
+                )
 
-    def _start(self, b: Bucket) -> None:
+    def _start(self, b: Bucket, blocking: bool = False) -> None:
+        """Start ``b``'s all-reduce; ``blocking``: run it to the end now (after backward, where
+        nothing is left to overlap: MPI's blocking collectives take its fastest paths)."""
         if not b.views:
             with torch.no_grad(), self.breakdown.part("bucket_copy"):
                 for p, (lo, hi) in zip(b.params, b.spans, strict=True):
@@ -269,12 +272,16 @@ class MPIStrategy(Strategy):
             if b.flat.is_cuda:  # MPI reads the buffer now: the gradients must be there
                 torch.cuda.current_stream(b.flat.device).synchronize()
             word = self.MPI.FLOAT if b.wire is None else self.MPI.UINT16_T
-            b.request = self.comm.Iallreduce(self.MPI.IN_PLACE, [b.array, word], op=self.op)
+            if blocking:
+                self.comm.Allreduce(self.MPI.IN_PLACE, [b.array, word], op=self.op)
+                b.request = self.MPI.REQUEST_NULL
+            else:
+                b.request = self.comm.Iallreduce(self.MPI.IN_PLACE, [b.array, word], op=self.op)
 
     def finish_gradients(self) -> float:
         started = time.perf_counter()
         while self._next < len(self.buckets):  # unused parameters, or --no-overlap
-            self._start(self.buckets[self._next])
+            self._start(self.buckets[self._next], blocking=True)
             self._next += 1
         self.MPI.Request.Waitall([b.request for b in self.buckets])
         waited = time.perf_counter() - started
