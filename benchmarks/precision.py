@@ -22,21 +22,12 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-
-def environment() -> dict[str, str]:
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
-    }
-    env.pop("PYTHONUNBUFFERED", None)
-    return env
+from common import environment
 
 
 def train(ranks: int, data: Path, out: Path, args: argparse.Namespace, *extra: str) -> dict:

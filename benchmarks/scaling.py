@@ -28,18 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def environment() -> dict[str, str]:
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
-        "PYTHONPATH": str(REPO),
-    }
-    env.pop("PYTHONUNBUFFERED", None)
-    return env
+from common import environment
 
 
 def launch(strategy: str, ranks: int, module: list[str], slurm: bool) -> list[str]:

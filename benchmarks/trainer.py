@@ -24,24 +24,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from common import environment
+
 HERE = Path(__file__).resolve().parent
-
-
-def environment() -> dict[str, str]:
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
-    }
-    env.pop("PYTHONUNBUFFERED", None)
-    return env
 
 
 def command(strategy: str, args: list[str]) -> list[str]:

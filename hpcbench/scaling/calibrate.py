@@ -154,11 +154,12 @@ def calibrate(options: Options) -> dict[str, Any] | None:
     sizes = sizes_up_to(sum(parameters))
     order = spread_order(node_of)
     timings: dict[str, list[list[float]]] = {}
-    torch_group = None
+    torch_ready = False
     for backend in options.backends:
         rows: list[list[float]] = []
-        if backend != "mpi" and torch_group is None:
-            torch_group = _torch_init(backend, runtime)
+        if backend != "mpi" and not torch_ready:
+            _torch_init(backend, runtime)
+            torch_ready = True
         for p in ranks_per_count(world):
             members = order[:p]
             sub_group = None
@@ -178,7 +179,7 @@ def calibrate(options: Options) -> dict[str, Any] | None:
                     values = [g[size] for g in everyone if size in g]
                     rows.append([p, size, max(values)])
         timings[backend] = rows
-    if torch_group is not None:
+    if torch_ready:
         import torch.distributed as dist
 
         dist.destroy_process_group()
@@ -252,7 +253,7 @@ def time_torch(group: Any, size: int, device: Any) -> float:
     return statistics.median(times)
 
 
-def _torch_init(backend: str, runtime: Any) -> bool:
+def _torch_init(backend: str, runtime: Any) -> None:
     from datetime import timedelta
 
     import torch.distributed as dist
@@ -268,7 +269,6 @@ def _torch_init(backend: str, runtime: Any) -> bool:
         world_size=runtime.world_size,
         timeout=timedelta(minutes=5),
     )
-    return True
 
 
 def write(record: dict[str, Any], out: Path) -> None:

@@ -59,7 +59,8 @@ def load(path: Path) -> Calibration:
             machine["threads_per_rank"],
         )
         fits = {b: fit_allreduce(rows) for b, rows in record["allreduce"].items() if rows}
-        record["parameter_bytes"]  # noqa: B018 - checked here, used by buckets()
+        if not all(int(n) > 0 for n in record["parameter_bytes"]):
+            raise ValueError("parameter_bytes must be sizes > 0")
     except FileNotFoundError:
         raise CalibrationError(f"{path}: no such calibration file") from None
     except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as err:

@@ -341,7 +341,6 @@ class Training:
     partial: dict[str, Any] | None = None  # a resumed epoch's meter and seconds so far
     checkpoint_s: list[float] = field(default_factory=list)  # each checkpoint's seconds
     resumed_from: str | None = None
-    breakdown: StepBreakdown | None = None  # --step-breakdown's timer (also the strategy's)
 
     @property
     def lr(self) -> float:
@@ -436,7 +435,7 @@ def start(
             fingerprint=ckpt.fingerprint(config, data.global_batch, data.manifest.dataset_id),
         )
         if config.step_breakdown:
-            t.breakdown = strategy.breakdown = StepBreakdown(runtime.synchronize)
+            strategy.breakdown = StepBreakdown(runtime.synchronize)
         agree(strategy, lambda: resume(t))
         strategy.barrier()
         t.setup_s = float(strategy.all_reduce(np.array([clock() - t0]), "max")[0])
@@ -720,11 +719,8 @@ def run_epoch(t: Training, epoch: int) -> dict[str, Any]:
     bytes_read = int(t.strategy.all_reduce(np.array([io["bytes_read"]], dtype=np.float64))[0])
     k = t.data.manifest.num_classes
     train = Meter.summarise(t.strategy.all_reduce(meter.vector()), k)
-    breakdown = (
-        per_step_ms(t.strategy.all_reduce(t.breakdown.vector()))
-        if t.breakdown is not None
-        else None
-    )
+    timed = t.strategy.breakdown
+    breakdown = per_step_ms(t.strategy.all_reduce(timed.vector())) if timed.enabled else None
     if not math.isfinite(train["loss"]):  # the same all-reduced number on every rank
         raise _diverged_epoch(epoch, t.runtime.world_size, train["loss"], t.runtime.rank)
     v0 = t.clock()
