@@ -20,6 +20,12 @@ def _positive_list(text: str) -> list[int]:
     return values
 
 
+def _at_least_one(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def _shape(text: str) -> tuple[int, int, int]:
     parts = text.lower().split("x")
     if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
@@ -43,14 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--shape", type=_shape, default=(3, 32, 32), help="input CxHxW (default 3x32x32)"
     )
-    ap.add_argument("--classes", type=int, default=10, help="output classes (default 10)")
+    ap.add_argument("--classes", type=_at_least_one, default=10, help="output classes (default 10)")
     ap.add_argument(
         "--batches",
         type=_positive_list,
         default=[32, 8],
         help="per-rank batches to time (default 32,8)",
     )
-    ap.add_argument("--steps", type=int, default=10, help="timed steps per batch (default 10)")
+    ap.add_argument(
+        "--steps", type=_at_least_one, default=10, help="timed steps per batch (default 10)"
+    )
     ap.add_argument(
         "--backends",
         default="mpi,auto",
@@ -58,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default mpi,auto)",
     )
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    ap.add_argument("--threads", type=int, default=None, help="CPU threads per rank")
+    ap.add_argument("--threads", type=_at_least_one, default=None, help="CPU threads per rank")
     ap.add_argument("--out", type=Path, default=Path("calibration.json"))
     return ap
 
@@ -78,8 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     if launch.world_size < 2:
         print("hpcbench.scaling: needs at least 2 ranks (mpiexec -n 2 or more)", file=sys.stderr)
         return 2
-    if not args.out.parent.is_dir():
-        print(f"hpcbench.scaling: --out {args.out}: no such directory", file=sys.stderr)
+    if not args.out.parent.is_dir() or args.out.is_dir():
+        print(
+            f"hpcbench.scaling: --out {args.out}: give a file in an existing directory",
+            file=sys.stderr,
+        )
         return 2
     from hpcbench.scaling.calibrate import Options, calibrate, write
     from hpcbench.train.config import ConfigError, parse_model

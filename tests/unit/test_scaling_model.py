@@ -144,3 +144,22 @@ def test_the_calibration_spreads_each_rank_count_across_nodes_first():
     assert ranks_per_count(64) == [2, 4, 8, 16, 32, 64]
     assert ranks_per_count(12) == [2, 4, 8, 12]
     assert sizes_up_to(5000) == [4, 64, 1024, 5000]
+
+
+@pytest.mark.parametrize(
+    "args,named",
+    [
+        (["--classes", "0"], "--classes"),
+        (["--threads", "x"], "--threads"),
+        (["--shape", "3x0x4"], "--shape"),
+        (["--batches", "0,8"], "--batches"),
+        (["--steps", "-1"], "--steps"),
+    ],
+)
+def test_bad_calibration_options_are_refused_naming_the_option(args, named, capsys):
+    from hpcbench.scaling.__main__ import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(args)
+    assert stop.value.code == 2
+    assert f"argument {named}:" in capsys.readouterr().err
