@@ -137,6 +137,7 @@ def from_arrays(
         labels=labels.astype(np.int64),
         describe=where,
         native_size=(images.shape[2], images.shape[1]),
+        native_channels=1 if images.ndim == 3 or images.shape[3] == 1 else 3,
         images=images,
         inputs=inputs,
     )

@@ -37,7 +37,7 @@ import numpy as np
 
 from data_prep.images import RESIZE_POLICIES, UnreadableImage
 from data_prep.source import Source, Target
-from data_prep.split import cap_per_class, parse_fractions, stratified_split
+from data_prep.split import cap_per_class, given_split, parse_fractions, stratified_split
 from hpcbench import __version__
 from hpcbench.data.files import printable
 from hpcbench.data.manifest import (
@@ -58,7 +58,7 @@ DEFAULT_SHARD_MB = 64.0  # MosaicML Streaming's default shard size
 @dataclass
 class ConvertOptions:
     size: tuple[int, int] | None = None  # (width, height); None: the source's own size
-    grayscale: bool = False
+    grayscale: bool | None = None  # None: as many channels as the source (1 or 3)
     dtype: str = "uint8"
     split: str = "85/2/13"
     shard_samples: int | None = None
@@ -329,8 +329,13 @@ def plan(source: Source, options: ConvertOptions, target: Target) -> list[Task]:
     for k, name in enumerate(source.classes):
         if not np.any(source.labels[keep] == k):
             raise DataError(f"class {name!r} has no samples to convert")
-    fractions = parse_fractions(options.split)
-    splits = stratified_split(source.labels[keep], fractions, options.seed, source.classes)
+    if source.given_splits is not None:
+        splits = given_split(np.asarray(source.given_splits)[keep], options.seed)
+        if "train" not in splits:
+            raise DataError("the split column names no train sample")
+    else:
+        fractions = parse_fractions(options.split)
+        splits = stratified_split(source.labels[keep], fractions, options.seed, source.classes)
     w, h = target.size
     sample_bytes = target.channels * w * h * (1 if options.dtype == "uint8" else 2)
     per_shard = options.shard_samples or max(1, int(options.shard_mb * 2**20 // sample_bytes))
@@ -362,7 +367,8 @@ def convert(
         raise DataError(
             "--size is required for image files (e.g. --size 224x224): sources differ in size"
         )
-    target = Target(tuple(size), "L" if options.grayscale else "RGB", options.resize)
+    grayscale = options.grayscale if options.grayscale is not None else source.channels() == 1
+    target = Target(tuple(size), "L" if grayscale else "RGB", options.resize)
     check_output(out, source, options.overwrite)
     tasks = plan(source, options, target)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"

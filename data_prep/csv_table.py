@@ -5,7 +5,10 @@ With a header row, the path and label columns are found by name (``--path-column
 label/class/category/target present); without one, the first two columns. Labels are class
 names (strings); when all are integers they are ordered numerically, so 0..K-1 stay themselves.
 Paths resolve against ``image_root`` (default: the CSV's directory). A row with an empty path or
-label is an error naming its line.
+label is an error naming its line. With ``split_column`` (``--split-column``; MAMe's metadata
+carries one) each row's split is that column's ``train``/``val``/``test`` (any case; also
+``training``, ``valid``, ``validation``, ``dev``, ``testing``) instead of a drawn one; any other
+value is an error naming its line.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 from pathlib import Path
 
 from data_prep.source import FileSource, image_directories, label_index
+from data_prep.split import split_named
 from hpcbench.data.files import open_regular
 from hpcbench.data.manifest import DataError
 
@@ -27,6 +31,7 @@ def csv_table(
     image_root: str | os.PathLike[str] | None = None,
     path_column: str | None = None,
     label_column: str | None = None,
+    split_column: str | None = None,
 ) -> FileSource:
     path = Path(path)
     try:
@@ -42,7 +47,7 @@ def csv_table(
     if not rows:
         raise DataError(f"{path}: empty")
     head = [c.strip().lower() for c in rows[0]]
-    has_header = bool(path_column or label_column) or any(
+    has_header = bool(path_column or label_column or split_column) or any(
         h in PATH_NAMES + LABEL_NAMES for h in head
     )
     if has_header:
@@ -57,16 +62,26 @@ def csv_table(
 
         pcol = column(path_column, PATH_NAMES, "--path-column")
         lcol = column(label_column, LABEL_NAMES, "--label-column")
+        scol = column(split_column, (), "--split-column") if split_column else None
         body, first_line = rows[1:], 2
     else:
-        pcol, lcol, body, first_line = 0, 1, rows, 1
+        pcol, lcol, scol, body, first_line = 0, 1, None, rows, 1
     root = Path(image_root) if image_root is not None else path.parent
-    files, values = [], []
+    files, values, splits = [], [], []
     for n, row in enumerate(body, start=first_line):
         if len(row) <= max(pcol, lcol) or not row[pcol].strip() or not row[lcol].strip():
             raise DataError(f"{path}:{n}: row needs a file and a label, got {row!r}")
         files.append(row[pcol].strip())
         values.append(row[lcol].strip())
+        if scol is not None:
+            given = split_named(row[scol]) if len(row) > scol else None
+            if given is None:
+                value = row[scol] if len(row) > scol else ""
+                raise DataError(
+                    f"{path}:{n}: split {value!r} in column {split_column!r} is not train, "
+                    "val or test"
+                )
+            splits.append(given)
     try:
         classes, labels = label_index(values, str(path))
     except ValueError as err:
@@ -78,6 +93,12 @@ def csv_table(
         labels=labels,
         names=files,
         paths=paths,
-        describe={"kind": "csv", "path": str(path.resolve()), "image_root": str(root.resolve())},
+        given_splits=splits if scol is not None else None,
+        describe={
+            "kind": "csv",
+            "path": str(path.resolve()),
+            "image_root": str(root.resolve()),
+            **({"split_column": split_column} if scol is not None else {}),
+        },
         inputs=[str(path), *image_directories(paths)],
     )

@@ -8,7 +8,10 @@ Labels are category ids mapped to 0..K-1 in increasing id order; class names com
 categories (the manifest keeps the original ids in ``source.category_ids``). Images resolve
 against ``image_root`` (default: the JSON's directory). An image with no annotation is left out
 (counted); one with two different categories, an annotation naming an unknown image or category,
-or a missing key is an error naming the entry: a guessed label is worse than none.
+or a missing key is an error naming the entry: a guessed label is worse than none. With
+``split_column`` (``--split-column``) each image entry's value under that key (``train``,
+``val``, ``test``, any usual spelling) decides its split; a missing or other value is an error
+naming the image.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from pathlib import Path
 import numpy as np
 
 from data_prep.source import FileSource, image_directories
+from data_prep.split import split_named
 from hpcbench.data.files import open_regular
 from hpcbench.data.manifest import DataError
 
 
 def metadata_json(
-    path: str | os.PathLike[str], image_root: str | os.PathLike[str] | None = None
+    path: str | os.PathLike[str],
+    image_root: str | os.PathLike[str] | None = None,
+    split_column: str | None = None,
 ) -> FileSource:
     path = Path(path)
     try:
@@ -70,6 +76,19 @@ def metadata_json(
             )
     ids = sorted(label_of_image)
     names = [images[i] for i in ids]
+    given = None
+    if split_column is not None:
+        entries = {int(im["id"]): im for im in data["images"]}
+        given = []
+        for i in ids:
+            value = entries[i].get(split_column) if isinstance(entries[i], dict) else None
+            split = split_named(value) if value is not None else None
+            if split is None:
+                raise DataError(
+                    f"{path}: image id {i} ({images[i]}): split {split_column!r} is "
+                    f"{'missing' if value is None else repr(value)}; expected train, val or test"
+                )
+            given.append(split)
     paths = [str(root / n) for n in names]
     return FileSource(
         kind="metadata-json",
@@ -77,6 +96,7 @@ def metadata_json(
         labels=np.array([label_of_image[i] for i in ids], dtype=np.int64),
         names=names,
         paths=paths,
+        given_splits=given,
         inputs=[str(path), *image_directories(paths)],
         describe={
             "kind": "metadata-json",
@@ -84,5 +104,6 @@ def metadata_json(
             "image_root": str(root.resolve()),
             "category_ids": [cid for cid, _ in categories],
             "images_without_annotation": len(images) - len(ids),
+            **({"split_column": split_column} if split_column is not None else {}),
         },
     )

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from data_prep.images import UnreadableImage, load_image
+from hpcbench.data.files import open_regular
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,10 @@ class Source:
     names: list[str] | None = None  # file per item (paths as given), for reports and sources.txt
     describe: dict[str, Any] = field(default_factory=dict)
     native_size: tuple[int, int] | None = None  # (W, H) when every item has one size
+    native_channels: int | None = None  # 1 or 3 when known without opening files
+    # The split of each item ("train", "val" or "test") when the metadata says it; else the
+    # conversion draws a stratified split.
+    given_splits: list[str] | None = None
     # Paths read (files or directories): the output may neither be nor contain one of them.
     inputs: list[str] = field(default_factory=list)
     # Directories listed recursively: the output may not lie inside one of them either.
@@ -43,6 +48,10 @@ class Source:
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    def channels(self) -> int:
+        """The channels the source's images have: 1 (grayscale) or 3 (colour)."""
+        return self.native_channels or 3
 
     def load_many(
         self, items: np.ndarray, target: Target
@@ -56,6 +65,14 @@ class FileSource(Source):
 
     paths: list[str] = field(default_factory=list)
 
+    def channels(self) -> int:
+        """1 when every image looked at is single-channel (PIL modes ``1``, ``L``, ``LA``,
+        ``I``, ``I;16``, ``F``), else 3. Up to :data:`PROBE_FILES` files spread evenly over the
+        source are looked at, headers only (a palette image counts as colour)."""
+        if self.native_channels is None:
+            self.native_channels = probe_channels(self.paths)
+        return self.native_channels
+
     def load_many(
         self, items: np.ndarray, target: Target
     ) -> Iterator[tuple[int, np.ndarray | UnreadableImage]]:
@@ -64,6 +81,31 @@ class FileSource(Source):
                 yield int(i), load_image(self.paths[i], target.size, target.mode, target.policy)
             except UnreadableImage as err:
                 yield int(i), err
+
+
+PROBE_FILES = 256
+SINGLE_CHANNEL_MODES = frozenset({"1", "L", "LA", "La", "I", "F"})
+
+
+def probe_channels(paths: list[str], limit: int = PROBE_FILES) -> int:
+    """1 when every readable image among up to ``limit`` of ``paths`` (spread evenly) has a
+    single-channel mode, else 3; 3 when none of them can be read (conversion reports those)."""
+    from PIL import Image
+
+    if not paths:
+        return 3
+    step = max(1, len(paths) / limit)
+    seen = 0
+    for k in range(min(limit, len(paths))):
+        try:  # a FIFO or device would block: regular files only, as the conversion reads them
+            with os.fdopen(open_regular(paths[int(k * step)]), "rb") as fh, Image.open(fh) as im:
+                mode = im.mode
+        except Exception:  # noqa: BLE001 - an unreadable file is reported when converted
+            continue
+        if mode.split(";")[0] not in SINGLE_CHANNEL_MODES:
+            return 3
+        seen += 1
+    return 1 if seen else 3
 
 
 def image_directories(paths: list[str]) -> list[str]:

@@ -72,6 +72,14 @@ def stratified_split(
     return {n: rng.permutation(np.concatenate(p)) for n, p in parts.items()}
 
 
+def given_split(names: np.ndarray, seed: int) -> dict[str, np.ndarray]:
+    """Indices into ``names`` (each item's split, as the metadata gives it) per split, each
+    shuffled as :func:`stratified_split`'s are; an empty split is left out."""
+    rng = np.random.default_rng([seed, 7])
+    found = {n: np.flatnonzero(names == n) for n in ("train", "val", "test")}
+    return {n: rng.permutation(idx) for n, idx in found.items() if len(idx)}
+
+
 def cap_per_class(
     labels: np.ndarray, per_class: int | None, limit: int | None, seed: int, num_classes: int
 ) -> np.ndarray:
@@ -95,3 +103,21 @@ def cap_per_class(
                 break
         by_class = [m[:t] for m, t in zip(by_class, take, strict=True)]
     return np.sort(np.concatenate(by_class)) if by_class else np.empty(0, np.int64)
+
+
+SPLIT_SPELLINGS = {
+    "train": "train",
+    "training": "train",
+    "val": "val",
+    "valid": "val",
+    "validation": "val",
+    "dev": "val",
+    "test": "test",
+    "testing": "test",
+}
+
+
+def split_named(value: object) -> str | None:
+    """The split a metadata value names (``train``/``val``/``test``, any case, and the usual
+    spellings: ``training``, ``valid``, ``validation``, ``dev``, ``testing``), or None."""
+    return SPLIT_SPELLINGS.get(str(value).strip().lower())

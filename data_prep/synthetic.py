@@ -55,6 +55,7 @@ def synthetic(
         classes=names,
         labels=np.arange(samples, dtype=np.int64) % classes,
         describe={"kind": "synthetic", "samples": samples, "classes": classes, "seed": seed},
+        native_channels=1,  # the reference study's images were grayscale
         seed=seed,
     )
 

@@ -37,13 +37,15 @@ def _conversion_options(p: argparse.ArgumentParser, synthetic: bool) -> None:
         "--grayscale",
         action="store_true",
         default=None,
-        help="one channel" + (" (default)" if synthetic else ""),
+        help="one channel (default: as many as the source has"
+        + (", one" if synthetic else "")
+        + ")",
     )
     colour.add_argument(
         "--rgb",
         dest="grayscale",
         action="store_false",
-        help="three channels" + ("" if synthetic else " (default)"),
+        help="three channels",
     )
     g.add_argument(
         "--dtype",
@@ -51,7 +53,7 @@ def _conversion_options(p: argparse.ArgumentParser, synthetic: bool) -> None:
         choices=("uint8", "float16"),
         help="stored pixels (default uint8)",
     )
-    g.add_argument("--split", default="85/2/13", help="train/val/test fractions (default 85/2/13)")
+    g.add_argument("--split", help="train/val/test fractions (default 85/2/13)")
     size = g.add_mutually_exclusive_group()
     size.add_argument("--shard-samples", type=int, metavar="N", help="samples per shard")
     size.add_argument(
@@ -110,9 +112,19 @@ def add_parser(sub: Any) -> None:
         "COCO/Herbarium-style metadata JSON",
         "Convert images listed in a metadata JSON.",
     )
+    p.add_argument(
+        "--split-column",
+        metavar="KEY",
+        help="each image entry's train/val/test under KEY decides its split (instead of --split)",
+    )
     _conversion_options(p, False)
     p = file_source(
         "csv", "CSV", "rows of file,label", "Convert images listed in a CSV of file,label rows."
+    )
+    p.add_argument(
+        "--split-column",
+        metavar="NAME",
+        help="the column whose train/val/test decides each row's split (instead of --split)",
     )
     p.add_argument("--path-column", metavar="NAME")
     p.add_argument("--label-column", metavar="NAME")
@@ -156,13 +168,19 @@ def add_parser(sub: Any) -> None:
 
 def _options(args: argparse.Namespace) -> Any:
     from data_prep.convert import ConvertOptions, parse_megabytes, parse_size
+    from hpcbench.data.manifest import DataError
 
-    grayscale = args.grayscale if args.grayscale is not None else args.prep_action == "synthetic"
+    if args.split and getattr(args, "split_column", None):
+        raise DataError(
+            f"--split {args.split} and --split-column {args.split_column}: the splits come "
+            "from one or the other"
+        )
+
     return ConvertOptions(
         size=parse_size(args.size) if args.size else None,
-        grayscale=grayscale,
+        grayscale=args.grayscale,
         dtype=args.dtype,
-        split=args.split,
+        split=args.split or "85/2/13",
         shard_samples=args.shard_samples,
         shard_mb=parse_megabytes(args.shard_size),
         limit=args.limit,
@@ -258,10 +276,10 @@ def _run(args: argparse.Namespace) -> int:
     if action == "folder":
         source = data_prep.image_folder(args.source)
     elif action == "json":
-        source = data_prep.metadata_json(args.source, args.image_root)
+        source = data_prep.metadata_json(args.source, args.image_root, args.split_column)
     elif action == "csv":
         source = data_prep.csv_table(
-            args.source, args.image_root, args.path_column, args.label_column
+            args.source, args.image_root, args.path_column, args.label_column, args.split_column
         )
     elif action == "arrays":
         names = args.class_names.split(",") if args.class_names else None

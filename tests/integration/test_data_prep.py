@@ -143,6 +143,98 @@ def test_metadata_json_and_csv_give_the_labels_they_name(tmp_path):
         assert m.classes[label] == truth[names[idx]]
 
 
+def test_a_split_column_decides_the_splits_in_csv_and_json(tmp_path):
+    """MAMe's CSV carries train/val/test in a column; a JSON may carry it on each image entry.
+    Given one, every row lands in the split it names (any usual spelling), not in a random one;
+    an unknown value is a one-line error naming the file, the row and the value."""
+    truth = make_folder(tmp_path / "src", per_class=6)
+    files = sorted(truth)
+    spelled = {"train": "Train", "val": "validation", "test": "TEST"}
+    wanted = {f: ("train", "train", "val", "test")[i % 4] for i, f in enumerate(files)}
+    with open(tmp_path / "src" / "list.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["image", "label", "subset"])
+        for f in files:
+            w.writerow([f, truth[f], spelled[wanted[f]]])
+    cat_ids = {"cat": 1, "dog": 2, "fox": 3}
+    meta = {
+        "images": [
+            {"id": i, "file_name": f, "subset": spelled[wanted[f]]} for i, f in enumerate(files)
+        ],
+        "annotations": [
+            {"image_id": i, "category_id": cat_ids[truth[f]]} for i, f in enumerate(files)
+        ],
+        "categories": [{"id": v, "name": k} for k, v in cat_ids.items()],
+    }
+    (tmp_path / "src" / "meta.json").write_text(json.dumps(meta))
+    for kind, listing in (("csv", "list.csv"), ("json", "meta.json")):
+        out = tmp_path / f"by-{kind}"
+        r = hpcbench(
+            "prep",
+            kind,
+            f"src/{listing}",
+            out.name,
+            "--size",
+            "8x8",
+            "--split-column",
+            "subset",
+            "--quiet",
+            cwd=tmp_path,
+        )
+        assert r.returncode == 0, r.stderr
+        m = Manifest.load(out)
+        names = (out / "sources.txt").read_text().splitlines()
+        got = {names[idx]: split for split, _, _, idx in stored_samples(m)}
+        assert got == wanted, kind
+        assert {k: v.samples for k, v in m.splits.items()} == {
+            k: list(wanted.values()).count(k) for k in ("train", "val", "test")
+        }
+    # Both ways of splitting at once, an unknown value, a missing column: one-line errors.
+    r = hpcbench(
+        "prep",
+        "csv",
+        "src/list.csv",
+        "x1",
+        "--size",
+        "8x8",
+        "--split-column",
+        "subset",
+        "--split",
+        "80/20",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 2 and "--split" in r.stderr and "--split-column" in r.stderr
+    rows = (tmp_path / "src" / "list.csv").read_text().splitlines()
+    rows[3] = rows[3].rsplit(",", 1)[0] + ",holdout"
+    (tmp_path / "src" / "bad.csv").write_text("\n".join(rows) + "\n")
+    r = hpcbench(
+        "prep",
+        "csv",
+        "src/bad.csv",
+        "x2",
+        "--size",
+        "8x8",
+        "--split-column",
+        "subset",
+        cwd=tmp_path,
+    )
+    assert r.returncode != 0 and "bad.csv:4" in r.stderr and "'holdout'" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "x2").exists()
+    r = hpcbench(
+        "prep",
+        "json",
+        "src/meta.json",
+        "x3",
+        "--size",
+        "8x8",
+        "--split-column",
+        "fold",
+        cwd=tmp_path,
+    )
+    assert r.returncode != 0 and "meta.json" in r.stderr and "'fold'" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "x3").exists()
+
+
 def test_metadata_json_with_conflicting_labels_is_refused(tmp_path):
     meta = {
         "images": [{"id": 1, "file_name": "a.png"}, {"id": 2, "file_name": "b.png"}],
@@ -185,6 +277,44 @@ def test_arrays_round_trip_and_limits(tmp_path):
         assert label == labels[idx]
     with pytest.raises(DataError, match=r"float images must hold 0..1, found 0..3"):
         from_arrays(np.linspace(0, 3, 90 * 4).reshape(90, 2, 2), labels)
+
+
+def test_channels_follow_the_source_unless_asked(tmp_path):
+    """N×H×W arrays and a tree of single-channel images are stored with one channel (RGB would
+    triple the bytes for nothing); a tree with colour images, N×H×W×3 arrays and --rgb /
+    --grayscale keep or force what they say."""
+    rng = np.random.default_rng(3)
+    np.save(tmp_path / "gray.npy", rng.integers(0, 256, (30, 8, 6), dtype=np.uint8))
+    np.save(tmp_path / "colour.npy", rng.integers(0, 256, (30, 8, 6, 3), dtype=np.uint8))
+    np.save(tmp_path / "y.npy", np.arange(30) % 3)
+    for k, name in enumerate(CLASSES):
+        (tmp_path / "lum" / name).mkdir(parents=True)
+        for i in range(4):
+            pixels = rng.integers(0, 256, (10, 12), dtype=np.uint8)
+            Image.fromarray(pixels, "L").save(tmp_path / "lum" / name / f"{i}.png")
+    make_folder(tmp_path / "mixed")
+    gray, colour = ["arrays", "gray.npy", "y.npy"], ["arrays", "colour.npy", "y.npy"]
+    size = ["--size", "12x10"]
+    cases = [  # (positional arguments before the output, options, channels stored)
+        (gray, [], 1),
+        (gray, ["--rgb"], 3),
+        (colour, [], 3),
+        (colour, ["--grayscale"], 1),
+        (["folder", "lum"], size, 1),
+        (["folder", "lum"], [*size, "--rgb"], 3),
+        (["folder", "mixed"], size, 3),
+    ]
+    for n, (positional, options, channels) in enumerate(cases):
+        r = hpcbench("prep", *positional, f"out{n}", *options, "--quiet", cwd=tmp_path)
+        assert r.returncode == 0, (positional, options, r.stderr)
+        assert Manifest.load(tmp_path / f"out{n}").shape[0] == channels, (positional, options)
+    # Via the library too: ConvertOptions' default follows the source.
+    m = convert(
+        from_arrays(tmp_path / "gray.npy", tmp_path / "y.npy"),
+        tmp_path / "lib",
+        ConvertOptions(progress=False),
+    )
+    assert m.shape == [1, 8, 6]
 
 
 def test_cli_converts_a_folder_and_verify_and_info_report(tmp_path):
