@@ -7,9 +7,11 @@ predictions):
 1. **Compute**: the trainer's own step (:func:`hpcbench.train.loop.train_step`: forward, loss,
    backward, finite check, fused optimiser) of the model on random inputs of the given shape, at
    each per-rank batch, timed ``--steps`` times after two warm-ups, on as many ranks per node as
-   the node has cores for (``cores ÷ threads``) at once, so that they share memory bandwidth as
-   training does; the others wait, asleep. Kept: each batch's median step, the slowest rank's;
-   and the share of it that is backward.
+   the node has cores for (``cores ÷ threads``; the cores the job was given) at once, so that
+   they share memory bandwidth as training does; the others wait, asleep. Every step starts on
+   all of them together and counts as long as the slowest rank's (as a synchronous step does:
+   ranks that drift apart by noise wait for each other). Kept: each batch's median step; and
+   the share of it that is backward.
 2. **All-reduce**: float32 sums through MPI (mpi4py, the mpi strategy's library) and through
    torch.distributed's gloo (DDP on CPUs; nccl on GPU nodes), for message sizes from 4 bytes to
    the model's gradient size, over 2, 3, … P ranks (beyond 8, powers of two and P). The ranks
@@ -74,8 +76,10 @@ def sizes_up_to(limit: int) -> list[int]:
     return sizes + [limit]
 
 
-def time_compute(options: Options, runtime: Any) -> dict[int, tuple[float, float]]:
-    """{batch: (median step seconds, backward share)} of this rank."""
+def time_compute(options: Options, runtime: Any, together: Any) -> dict[int, tuple[float, float]]:
+    """{batch: (median step seconds, backward share)}: each step's time is the slowest
+    computing rank's (``together``: their communicator; they start every step together), as in
+    synchronous training, where every step waits for the slowest rank."""
     import torch
     from torch import nn
 
@@ -104,12 +108,30 @@ def time_compute(options: Options, runtime: Any) -> dict[int, tuple[float, float
             t0 = time.perf_counter()
             train_step(strategy, optimizer, x, y, criterion)
             runtime.synchronize()
+            took = together.allreduce(time.perf_counter() - t0, op=max_op())
             if i >= 2:
-                steps.append(time.perf_counter() - t0)
+                steps.append(took)
         parts = strategy.breakdown.seconds
         share = parts["backward"] / max(sum(parts.values()), 1e-12)
         found[batch] = (statistics.median(steps), share)
     return found
+
+
+def max_op() -> Any:
+    from mpi4py import MPI
+
+    return MPI.MAX
+
+
+def job_cores() -> int:
+    """The cores this rank's job may use on its node: its CPU affinity, and no more than SLURM
+    gave the job there (``SLURM_CPUS_ON_NODE``; a cluster without CPU binding would otherwise
+    show every core of the node)."""
+    from hpcbench.launch import usable_cores
+
+    cores = usable_cores()
+    given = os.environ.get("SLURM_CPUS_ON_NODE", "")
+    return min(cores, int(given)) if given.isdigit() and int(given) > 0 else cores
 
 
 def repeats_for(size: int) -> int:
@@ -120,7 +142,7 @@ def calibrate(options: Options) -> dict[str, Any] | None:
     """Run both measurements on every rank; rank 0 returns the record, the others None."""
     from mpi4py import MPI
 
-    from hpcbench.launch import detect_launch, usable_cores
+    from hpcbench.launch import detect_launch
     from hpcbench.predict.pipeline import sleepy_barrier
     from hpcbench.train.runtime import make_runtime
 
@@ -131,7 +153,7 @@ def calibrate(options: Options) -> dict[str, Any] | None:
     import torch
 
     torch.set_num_threads(runtime.threads)
-    cores = usable_cores() if runtime.device.type == "cpu" else launch.local_world_size
+    cores = job_cores() if runtime.device.type == "cpu" else launch.local_world_size
     host = platform.node()
     hosts = comm.allgather(host)
     node_of = [sorted(set(hosts)).index(h) for h in hosts]
@@ -139,9 +161,13 @@ def calibrate(options: Options) -> dict[str, Any] | None:
     per_node = max(node_of.count(n) for n in set(node_of))
     busy = max(1, cores // runtime.threads) if runtime.device.type == "cpu" else per_node
 
+    computing = local[rank] < busy
+    together = comm.Split(0 if computing else MPI.UNDEFINED, rank)
     sleepy_barrier(comm)
-    mine = time_compute(options, runtime) if local[rank] < busy else {}
+    mine = time_compute(options, runtime, together) if computing else {}
     sleepy_barrier(comm)
+    if together != MPI.COMM_NULL:
+        together.Free()
     computed = comm.gather(mine, root=0)
 
     from hpcbench.train.models import build_model

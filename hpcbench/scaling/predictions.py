@@ -72,6 +72,20 @@ def load(path: Path) -> Calibration:
     return Calibration(Path(path), record, compute, fits)
 
 
+def communication_hides(cal: Calibration, backend: str, ranks_per_node: int) -> bool:
+    """Whether an all-reduce can run while backward computes. On GPUs it can (NCCL's kernels,
+    or the host, do it beside the stream). On CPUs it is CPU work: MPI libraries progress a
+    non-blocking collective only inside the rank's own MPI calls (no progress thread by
+    default), so the rank's core does every copy and sum itself, overlapped or not; gloo has
+    threads of its own, which find a free core only when the ranks leave one."""
+    m = cal.machine
+    if m["device"] != "cpu":
+        return True
+    if backend == "mpi":
+        return False
+    return ranks_per_node * m["threads_per_rank"] < m["cores_per_node"]
+
+
 def predictions(
     cal: Calibration,
     strategy: str,
@@ -83,12 +97,16 @@ def predictions(
     overlap: bool = True,
     bucket_mb: float = 25.0,
 ) -> list[Prediction]:
+    """The model's rows for ``strategy`` at each of ``ranks``. ``overlap``: buckets start
+    during backward, as the strategies do by default (False: ``--no-overlap``); their time is
+    counted as hidden only where :func:`communication_hides` says it can be."""
     backend = cal.backend_of(strategy)
     if backend is None:
         raise CalibrationError(
             f"{cal.path}: no all-reduce timings for {strategy} "
             f"({' or '.join(STRATEGY_BACKENDS[strategy])}); calibrate with --backends"
         )
+    hides = overlap and communication_hides(cal, backend, ranks_per_node)
     return [
         predict(
             cal.compute,
@@ -98,7 +116,7 @@ def predictions(
             ranks_per_node,
             global_batch=global_batch,
             batch_per_rank=batch_per_rank,
-            overlap=overlap,
+            overlap=hides,
         )
         for n in ranks
     ]

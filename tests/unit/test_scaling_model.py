@@ -163,3 +163,46 @@ def test_bad_calibration_options_are_refused_naming_the_option(args, named, caps
         main(args)
     assert stop.value.code == 2
     assert f"argument {named}:" in capsys.readouterr().err
+
+
+def test_on_cpus_mpi_never_hides_its_all_reduce_and_gloo_only_on_a_spare_core(tmp_path):
+    """An MPI library progresses a non-blocking collective inside the rank's own calls, so on a
+    CPU the rank's core does the reduction whatever the overlap; gloo's threads need a core the
+    ranks leave free; on a GPU both run beside the compute."""
+    from hpcbench.scaling.predictions import communication_hides, load, predictions
+
+    samples = [[p, n, min(ring(n, p), tree(n, p))] for p in (2, 4) for n in (4, 1 << 20, 64 << 20)]
+    record = {
+        "format": 1,
+        "model": "resnet18",
+        "input_shape": [1, 32, 32],
+        "classes": 9,
+        "parameter_bytes": [4 << 20, 30 << 20, 2 << 20],
+        "machine": {
+            "nodes": 1,
+            "ranks": 4,
+            "ranks_per_node": 4,
+            "cores_per_node": 4,
+            "threads_per_rank": 1,
+            "device": "cpu",
+        },
+        "compute": {"batches": [8, 32], "step_s": [0.05, 0.17], "backward_share": 0.6},
+        "allreduce": {"mpi": samples, "gloo": samples},
+    }
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps(record))
+    cal = load(path)
+    assert not communication_hides(cal, "mpi", 2)
+    assert communication_hides(cal, "gloo", 2) and not communication_hides(cal, "gloo", 4)
+    hidden, exposed = (
+        predictions(cal, "ddp", [2], per_node, batch_per_rank=32)[0] for per_node in (2, 4)
+    )
+    mpi = predictions(cal, "mpi", [2], 2, batch_per_rank=32)[0]
+    everything = sum(allreduce_s(cal.fits["mpi"], n, 2) for n in cal.buckets())
+    fixed = 2 * allreduce_s(cal.fits["mpi"], 16, 2)
+    assert mpi.comm_exposed_s == pytest.approx(everything + fixed)
+    assert exposed.comm_exposed_s == pytest.approx(everything + fixed)
+    assert hidden.comm_exposed_s < 0.5 * exposed.comm_exposed_s
+    record["machine"]["device"] = "cuda"
+    path.write_text(json.dumps(record))
+    assert communication_hides(load(path), "mpi", 4)
