@@ -287,7 +287,7 @@ def test_channels_follow_the_source_unless_asked(tmp_path):
     np.save(tmp_path / "gray.npy", rng.integers(0, 256, (30, 8, 6), dtype=np.uint8))
     np.save(tmp_path / "colour.npy", rng.integers(0, 256, (30, 8, 6, 3), dtype=np.uint8))
     np.save(tmp_path / "y.npy", np.arange(30) % 3)
-    for k, name in enumerate(CLASSES):
+    for name in CLASSES:
         (tmp_path / "lum" / name).mkdir(parents=True)
         for i in range(4):
             pixels = rng.integers(0, 256, (10, 12), dtype=np.uint8)
