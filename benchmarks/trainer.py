@@ -13,7 +13,7 @@ medians: samples/s, each strategy as a fraction of the limit, 2-rank parallel ef
 each part, the mean over ranks). Then it times a 25 MB float32 allreduce through mpi4py and gloo.
 
     python benchmarks/trainer.py [--repeats 3] [--steps 40] [--large-steps 12] [--model resnet18]
-        [--batches 16,64] [--extra "--grad-compression bf16"]
+        [--batches 16,64] [--extra "--precision bf16"] [--parallel-extra "--grad-compression bf16"]
 
 Targets on a 2-core CPU machine (ResNet-18, 32×32, global batches 16 and 64): at the large
 batch mpi ≥ 0.95 of the limit and mpi/ddp ≥ 1.10; at the small batch mpi's efficiency ≥ 0.65;
@@ -66,7 +66,7 @@ def command(strategy: str, args: list[str]) -> list[str]:
 
 
 def train_args(
-    data: Path, batch: int, steps: int, args: argparse.Namespace, out: Path
+    strategy: str, data: Path, batch: int, steps: int, args: argparse.Namespace, out: Path
 ) -> list[str]:
     return [
         "--data",
@@ -94,6 +94,7 @@ def train_args(
         "--no-checkpoint",
         "--step-breakdown",
         *args.extra.split(),
+        *(args.parallel_extra.split() if strategy in ("ddp", "mpi") else []),
     ]
 
 
@@ -114,7 +115,7 @@ def train_once(
     strategy: str, data: Path, batch: int, steps: int, args: argparse.Namespace, out: Path
 ) -> dict:
     r = subprocess.run(
-        command(strategy, train_args(data, batch, steps, args, out)),
+        command(strategy, train_args(strategy, data, batch, steps, args, out)),
         env=environment(),
         capture_output=True,
         text=True,
@@ -130,7 +131,7 @@ def limit_once(data: Path, batch: int, steps: int, args: argparse.Namespace, out
     outs = [out / "a", out / "b"]
     procs = [
         subprocess.Popen(
-            command("single", train_args(data, batch // 2, steps, args, o)),
+            command("single", train_args("single", data, batch // 2, steps, args, o)),
             env=environment(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -234,6 +235,11 @@ def main() -> int:
     ap.add_argument("--size", default="32x32")
     ap.add_argument("--batches", default="16,64", help="small,large global batch")
     ap.add_argument("--extra", default="", help="more trainer options for every run")
+    ap.add_argument(
+        "--parallel-extra",
+        default="",
+        help="more trainer options for the ddp and mpi runs only (e.g. --grad-compression bf16)",
+    )
     args = ap.parse_args()
     from data_prep import ConvertOptions, convert, synthetic
     from data_prep.convert import parse_size
@@ -254,7 +260,9 @@ def main() -> int:
         print(
             f"trainer benchmark: {args.model} ({params / 1e6:.2f} M parameters, {params * 4 / 2**20:.1f} MiB of "
             f"gradients), {w}x{h} grayscale, {args.steps}/{args.large_steps} steps/epoch (small/large batch), 1 thread per rank, "
-            f"median of {args.repeats} interleaved runs (2nd epoch each){', ' + args.extra if args.extra else ''}"
+            f"median of {args.repeats} interleaved runs (2nd epoch each)"
+            f"{', ' + args.extra if args.extra else ''}"
+            f"{', ddp and mpi: ' + args.parallel_extra if args.parallel_extra else ''}"
         )
         ok = measure(small, args.steps, data, args, Path(tmp))
         ok &= measure(large, args.large_steps, data, args, Path(tmp))
