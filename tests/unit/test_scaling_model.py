@@ -30,6 +30,27 @@ def tree(n, p):
     return math.ceil(math.log2(p)) * (ALPHA + n * BETA)
 
 
+def calibration_record(cores: int, allreduce: dict) -> dict:
+    """A calibration as ``python -m hpcbench.scaling`` writes it: 4 ranks on one CPU node."""
+    return {
+        "format": 1,
+        "model": "resnet18",
+        "input_shape": [1, 32, 32],
+        "classes": 9,
+        "parameter_bytes": [4 << 20, 30 << 20, 2 << 20],
+        "machine": {
+            "nodes": 1,
+            "ranks": 4,
+            "ranks_per_node": 4,
+            "cores_per_node": cores,
+            "threads_per_rank": 1,
+            "device": "cpu",
+        },
+        "compute": {"batches": [8, 32], "step_s": [0.05, 0.17], "backward_share": 0.6},
+        "allreduce": allreduce,
+    }
+
+
 def test_the_fits_recover_the_latency_and_bandwidth_of_a_library_that_switches_algorithms():
     sizes = [4, 1024, 65536, 1 << 20, 16 << 20, 64 << 20]
     samples = [(p, n, min(ring(n, p), tree(n, p))) for p in (2, 3, 4, 8) for n in sizes]
@@ -93,29 +114,16 @@ def test_compute_is_a_line_through_the_calibrated_batches():
 def test_predict_scaling_reads_a_calibration_and_refuses_a_bad_one(tmp_path, capsys):
     from hpcbench.cli import main
 
-    record = {
-        "format": 1,
-        "model": "resnet18",
-        "input_shape": [1, 32, 32],
-        "classes": 9,
-        "parameter_bytes": [4 << 20, 30 << 20, 2 << 20],
-        "machine": {
-            "nodes": 1,
-            "ranks": 4,
-            "ranks_per_node": 4,
-            "cores_per_node": 2,
-            "threads_per_rank": 1,
-            "device": "cpu",
-        },
-        "compute": {"batches": [8, 32], "step_s": [0.05, 0.17], "backward_share": 0.6},
-        "allreduce": {
+    record = calibration_record(
+        cores=2,
+        allreduce={
             "mpi": [
                 [p, n, min(ring(n, p), tree(n, p))]
                 for p in (2, 3, 4)
                 for n in (4, 1 << 20, 64 << 20)
             ]
         },
-    }
+    )
     path = tmp_path / "calibration.json"
     path.write_text(json.dumps(record))
     assert main(["predict-scaling", str(path), "--ranks", "2,4,64", "--ranks-per-node", "2"]) == 0
@@ -172,23 +180,7 @@ def test_on_cpus_mpi_never_hides_its_all_reduce_and_gloo_only_on_a_spare_core(tm
     from hpcbench.scaling.predictions import communication_hides, load, predictions
 
     samples = [[p, n, min(ring(n, p), tree(n, p))] for p in (2, 4) for n in (4, 1 << 20, 64 << 20)]
-    record = {
-        "format": 1,
-        "model": "resnet18",
-        "input_shape": [1, 32, 32],
-        "classes": 9,
-        "parameter_bytes": [4 << 20, 30 << 20, 2 << 20],
-        "machine": {
-            "nodes": 1,
-            "ranks": 4,
-            "ranks_per_node": 4,
-            "cores_per_node": 4,
-            "threads_per_rank": 1,
-            "device": "cpu",
-        },
-        "compute": {"batches": [8, 32], "step_s": [0.05, 0.17], "backward_share": 0.6},
-        "allreduce": {"mpi": samples, "gloo": samples},
-    }
+    record = calibration_record(cores=4, allreduce={"mpi": samples, "gloo": samples})
     path = tmp_path / "calibration.json"
     path.write_text(json.dumps(record))
     cal = load(path)
