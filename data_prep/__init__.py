@@ -2,7 +2,8 @@
 
 One module per source layout (``image_folder``, ``metadata_json``, ``csv_table``, ``arrays``,
 ``synthetic``), each returning a :class:`data_prep.source.Source`; :func:`data_prep.convert.convert`
-turns any source into a dataset directory. From Python::
+turns any source into a dataset directory; :func:`data_prep.unlabeled.with_unlabeled_test` adds a
+test set that has no labels (Herbarium's test metadata) as an unlabeled test split. From Python::
 
     from data_prep import convert, ConvertOptions, image_folder
     convert(image_folder("photos/"), "data/photos", ConvertOptions(size=(224, 224)))
@@ -16,6 +17,7 @@ from data_prep.csv_table import csv_table
 from data_prep.image_folder import image_folder
 from data_prep.metadata_json import metadata_json
 from data_prep.synthetic import synthetic
+from data_prep.unlabeled import unlabeled_listing, with_unlabeled_test
 
 __all__ = [
     "ConvertOptions",
@@ -25,4 +27,6 @@ __all__ = [
     "image_folder",
     "metadata_json",
     "synthetic",
+    "unlabeled_listing",
+    "with_unlabeled_test",
 ]

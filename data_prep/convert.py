@@ -202,7 +202,7 @@ def _run_task(task: Task) -> TaskResult:
     images = images[: len(kept)]
     idx = np.array(kept, dtype=np.int64)
     labels = source.labels[idx]
-    counts = np.bincount(labels, minlength=len(source.classes)).tolist()
+    counts = np.bincount(labels[labels >= 0], minlength=len(source.classes)).tolist()
     flat = images.reshape(len(kept), c, h * w)  # not -1: a shard may have kept no image
     sums = (flat.sum(axis=(0, 2), dtype=np.float64) / 255).tolist()
     squares = np.einsum("ncp,ncp->c", flat.astype(np.float64), flat.astype(np.float64)) / 255**2
@@ -323,9 +323,11 @@ def check_output(out: Path, source: Source, overwrite: bool) -> None:
 
 
 def plan(source: Source, options: ConvertOptions, target: Target) -> list[Task]:
+    labelled = len(source) - source.unlabeled_test
     keep = cap_per_class(
-        source.labels, options.per_class, options.limit, options.seed, len(source.classes)
-    )
+        source.labels[:labelled], options.per_class, options.limit, options.seed,
+        len(source.classes),
+    )  # fmt: skip
     for k, name in enumerate(source.classes):
         if not np.any(source.labels[keep] == k):
             raise DataError(f"class {name!r} has no samples to convert")
@@ -335,7 +337,17 @@ def plan(source: Source, options: ConvertOptions, target: Target) -> list[Task]:
             raise DataError("the split column names no train sample")
     else:
         fractions = parse_fractions(options.split)
+        if source.unlabeled_test and "test" in fractions:
+            raise DataError(
+                f"--split {options.split}: the test split is the unlabeled test set; give "
+                "train/val parts only (e.g. 90/10)"
+            )
         splits = stratified_split(source.labels[keep], fractions, options.seed, source.classes)
+    if source.unlabeled_test:
+        # kept in listing order: test/0 is the first image listed
+        unlabelled = np.arange(labelled, len(source), dtype=np.int64)
+        keep = np.concatenate([keep, unlabelled])
+        splits["test"] = np.arange(len(keep) - len(unlabelled), len(keep))
     w, h = target.size
     sample_bytes = target.channels * w * h * (1 if options.dtype == "uint8" else 2)
     per_shard = options.shard_samples or max(1, int(options.shard_mb * 2**20 // sample_bytes))
@@ -514,7 +526,10 @@ def _publish(
             continue
         counts = np.sum([r.class_counts for r in mine], axis=0).astype(int).tolist()
         shards = [r.shard for r in mine if r.shard is not None]
-        splits[name] = SplitInfo(sum(counts), counts, shards)
+        if name == "test" and source.unlabeled_test:
+            splits[name] = SplitInfo(sum(x.samples for x in shards), [], shards, labeled=False)
+        else:
+            splits[name] = SplitInfo(sum(counts), counts, shards)
         for r in mine:
             skipped += r.skipped
     train = [r for r in results if r.split == "train"]

@@ -41,6 +41,9 @@ class Source:
     # The split of each item ("train", "val" or "test") when the metadata says it; else the
     # conversion draws a stratified split.
     given_splits: list[str] | None = None
+    # The last ``unlabeled_test`` items are a test set without labels (label -1): they become
+    # the test split, flagged unlabeled; the labelled items are split into train and val.
+    unlabeled_test: int = 0
     # Paths read (files or directories): the output may neither be nor contain one of them.
     inputs: list[str] = field(default_factory=list)
     # Directories listed recursively: the output may not lie inside one of them either.

@@ -117,6 +117,7 @@ def add_parser(sub: Any) -> None:
         metavar="KEY",
         help="each image entry's train/val/test under KEY decides its split (instead of --split)",
     )
+    _unlabeled_test_options(p, "metadata JSON with images and no annotations (or a CSV)")
     _conversion_options(p, False)
     p = file_source(
         "csv", "CSV", "rows of file,label", "Convert images listed in a CSV of file,label rows."
@@ -128,6 +129,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--path-column", metavar="NAME")
     p.add_argument("--label-column", metavar="NAME")
+    _unlabeled_test_options(p, "CSV of image paths (or a metadata JSON)")
     _conversion_options(p, False)
     p = ps.add_parser(
         "arrays", help="numpy .npy/.npz images and labels", description="Convert numpy arrays."
@@ -166,6 +168,20 @@ def add_parser(sub: Any) -> None:
     p.add_argument("dataset", metavar="DIR")
 
 
+def _unlabeled_test_options(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--unlabeled-test",
+        metavar="FILE",
+        help=f"a test set without labels: a {what}; its images become the test split, "
+        "flagged unlabeled (--split then gives train/val only, default 90/10)",
+    )
+    p.add_argument(
+        "--test-image-root",
+        metavar="DIR",
+        help="where the unlabeled test set's file names resolve (default: its directory)",
+    )
+
+
 def _options(args: argparse.Namespace) -> Any:
     from data_prep.convert import ConvertOptions, parse_megabytes, parse_size
     from hpcbench.data.manifest import DataError
@@ -180,7 +196,7 @@ def _options(args: argparse.Namespace) -> Any:
         size=parse_size(args.size) if args.size else None,
         grayscale=args.grayscale,
         dtype=args.dtype,
-        split=args.split or "85/2/13",
+        split=args.split or ("90/10" if getattr(args, "unlabeled_test", None) else "85/2/13"),
         shard_samples=args.shard_samples,
         shard_mb=parse_megabytes(args.shard_size),
         limit=args.limit,
@@ -293,6 +309,10 @@ def _run(args: argparse.Namespace) -> int:
         )
     else:
         source = data_prep.synthetic(args.samples, args.classes, args.seed)
+    if action in ("json", "csv") and args.unlabeled_test:
+        source = data_prep.with_unlabeled_test(
+            source, args.unlabeled_test, args.test_image_root, getattr(args, "path_column", None)
+        )
     manifest = data_prep.convert(source, args.out, options)
     from hpcbench.launch import detect_launch
 

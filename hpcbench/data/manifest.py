@@ -24,6 +24,7 @@ MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "hpcbench-shards"
 FORMAT_VERSION = 1
 SPLITS = ("train", "val", "test")
+UNLABELED = -1  # the stored label of every sample of an unlabeled split
 DTYPES = ("uint8", "float16")
 MAX_MANIFEST_BYTES = 1 << 30  # a million shards take about 200 MB
 MAX_SAMPLE_BYTES = 1 << 34  # 16 GiB per sample: anything larger is a corrupted shape
@@ -44,8 +45,9 @@ class ShardInfo:
 @dataclass(frozen=True)
 class SplitInfo:
     samples: int
-    class_counts: list[int]
+    class_counts: list[int]  # empty for an unlabeled split
     shards: list[ShardInfo]
+    labeled: bool = True  # False: a test set without labels (every stored label is -1)
 
 
 @dataclass
@@ -132,6 +134,7 @@ class Manifest:
                     "samples": s.samples,
                     "class_counts": s.class_counts,
                     "shards": [asdict(x) for x in s.shards],
+                    **({} if s.labeled else {"labeled": False}),
                 }
                 for n, s in self.splits.items()
             },
@@ -161,8 +164,11 @@ class Manifest:
                     ShardInfo(str(x["file"]), int(x["samples"]), int(x["bytes"]), str(x["sha256"]))
                     for x in s["shards"]
                 ]
+                labeled = s.get("labeled", True)
+                if not isinstance(labeled, bool):
+                    raise bad(f"splits.{name}.labeled must be true or false, got {labeled!r}")
                 splits[name] = SplitInfo(
-                    int(s["samples"]), [int(c) for c in s["class_counts"]], shards
+                    int(s["samples"]), [int(c) for c in s["class_counts"]], shards, labeled
                 )
             manifest = cls(
                 name=str(data.get("name", "")),
@@ -255,8 +261,14 @@ class Manifest:
         width = max(len(n) for n in classes) if classes else 0
         lines.append("  class" + " " * max(1, width - 3) + "".join(f"{n:>9s}" for n in self.splits))
         for i, cname in enumerate(classes):
-            counts = "".join(f"{s.class_counts[i]:>9,}" for s in self.splits.values())
+            counts = "".join(
+                f"{s.class_counts[i]:>9,}" if s.labeled else f"{'-':>9s}"
+                for s in self.splits.values()
+            )
             lines.append(f"  {cname:<{width + 2}s}{counts}")
+        for name, s in self.splits.items():
+            if not s.labeled:
+                lines.append(f"  {name}: unlabeled (no labels stored; no accuracy is computed)")
         if self.skipped:
             lines.append(f"  {self.skipped} unreadable source image(s) skipped (see skipped.txt)")
         return "\n".join(lines)
@@ -282,11 +294,18 @@ def _split_problem(name: str, s: SplitInfo, classes: int, sample_bytes: int) -> 
     """What is wrong with one split's counts and shard list (None when consistent)."""
     if name not in SPLITS:
         return f"unknown split {name!r} (expected {', '.join(SPLITS)})"
-    if len(s.class_counts) != classes:
-        return f"splits.{name}.class_counts has {len(s.class_counts)} entries for {classes} classes"
+    if not s.labeled and name == "train":
+        return "splits.train is unlabeled; only val and test may be"
+    if len(s.class_counts) != (classes if s.labeled else 0):
+        return (
+            f"splits.{name}.class_counts has {len(s.class_counts)} entries for {classes} classes"
+            if s.labeled
+            else f"splits.{name} is unlabeled but has class_counts; give []"
+        )
     if s.samples < 0 or min(s.class_counts, default=0) < 0:
         return f"splits.{name}: sample and class counts must be >= 0"
-    if sum(x.samples for x in s.shards) != s.samples or sum(s.class_counts) != s.samples:
+    counted = sum(s.class_counts) if s.labeled else s.samples
+    if sum(x.samples for x in s.shards) != s.samples or counted != s.samples:
         return f"splits.{name}: shard sample counts and class counts do not add up to {s.samples}"
     for k, x in enumerate(s.shards):
         where = f"splits.{name}.shards[{k}]"

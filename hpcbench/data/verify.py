@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from hpcbench.data.files import printable
-from hpcbench.data.manifest import DataError, Manifest
+from hpcbench.data.manifest import UNLABELED, DataError, Manifest
 from hpcbench.data.shards import OpenShard, check_shard_file, file_sha256
 
 
@@ -33,10 +33,17 @@ def verify_dataset(root: str | os.PathLike[str], check_hash: bool = True) -> Man
                 opened.close()
             if labels.shape != (shard.samples,):
                 raise DataError(f"{path}: {labels.shape} labels for {shard.samples} samples")
+            if not info.labeled:
+                if len(labels) and (labels != UNLABELED).any():
+                    raise DataError(
+                        f"{path}: the {split} split is unlabeled but the shard stores labels "
+                        f"other than {UNLABELED}"
+                    )
+                continue
             if len(labels) and (labels.min() < 0 or labels.max() >= manifest.num_classes):
                 raise DataError(f"{path}: labels outside 0..{manifest.num_classes - 1}")
             counts += np.bincount(labels, minlength=manifest.num_classes)
-        if counts.tolist() != info.class_counts:
+        if info.labeled and counts.tolist() != info.class_counts:
             raise DataError(
                 f"{root / 'manifest.json'}: {split} class counts {info.class_counts} differ from the shards' {counts.tolist()}"
             )

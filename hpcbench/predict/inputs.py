@@ -155,17 +155,26 @@ def _list(config: Any, model_classes: list[str]) -> Items:
 
             manifest = Manifest.load(path)
             split = manifest.split(config.split)
-            labels = np.concatenate(
-                [_shard_labels(manifest, s) for s in split.shards] or [np.zeros(0, np.int64)]
-            )
+            if split.labeled:
+                labels = _map_labels(
+                    str(path / MANIFEST_NAME),
+                    manifest.classes,
+                    np.concatenate(
+                        [_shard_labels(manifest, s) for s in split.shards]
+                        or [np.zeros(0, np.int64)]
+                    ),
+                    model_classes,
+                )
+            else:  # stored without labels (-1): nothing to map or to score
+                labels = np.full(split.samples, UNKNOWN, dtype=np.int64)
             return Items(
                 kind="dataset",
-                description=f"dataset {path} ({config.split} split)",
+                description=f"dataset {path} ({config.split} split"
+                + ("" if split.labeled else ", unlabeled")
+                + ")",
                 names=[f"{config.split}/{i}" for i in range(split.samples)],
-                labels=_map_labels(
-                    str(path / MANIFEST_NAME), manifest.classes, labels, model_classes
-                ),
-                labelled=True,
+                labels=labels,
+                labelled=split.labeled,
                 dataset=manifest,
                 split=config.split,
             )

@@ -208,9 +208,13 @@ def evaluate(
     norm: Normalizer,
     criterion: nn.Module,
     precision: Precision = FP32,
-) -> dict[str, float] | None:
+) -> dict[str, Any] | None:
+    """Loss, accuracy and macro-F1 over ``split`` (None when the dataset has no such split;
+    ``{"unlabeled": True, "samples": N}`` for a split stored without labels: nothing to score)."""
     if split not in data.manifest.splits:
         return None
+    if not (info := data.manifest.splits[split]).labeled:
+        return {"unlabeled": True, "samples": info.samples}
     model = strategy.eval_model
     assert model is not None
     was_training = model.training
@@ -728,6 +732,8 @@ def run_epoch(t: Training, epoch: int) -> dict[str, Any]:
     if (epoch + 1) % t.config.val_every == 0 or epoch + 1 == t.config.epochs:
         with t.windows.phase("val"):
             val = evaluate(t.strategy, t.data, "val", t.norm, t.criterion, t.precision)
+    if val is not None and val.get("unlabeled"):
+        val = None
     val_s = t.clock() - v0
     return epoch_row(
         epoch=epoch + 1,

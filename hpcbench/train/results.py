@@ -235,7 +235,10 @@ def summary(results: dict[str, Any], paths: tuple[Path, Path]) -> str:
     lines = [
         f"hpcbench train: {run['strategy']} on {run['world_size']} rank(s) ({run['device']}), "
         f"model {run['model']}, global batch {run['global_batch']}, {run['epochs']} epoch(s)",
-        f"  test accuracy {t['accuracy']:.4f}  macro-F1 {t['macro_f1']:.4f}  loss {t['loss']:.4f}"
+        f"  test: {t['samples']} unlabeled sample(s), no accuracy (classify them with "
+        "python -m hpcbench.predict)"
+        if t and t.get("unlabeled")
+        else f"  test accuracy {t['accuracy']:.4f}  macro-F1 {t['macro_f1']:.4f}  loss {t['loss']:.4f}"
         if t
         else "  (no test split)",
         f"  train {ph['train_s']:.2f}s = data {ph['data_s']:.2f}s + compute {ph['compute_s']:.2f}s + "

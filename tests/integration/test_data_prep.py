@@ -470,6 +470,29 @@ def test_broken_manifest_is_named(dataset):
     assert r.returncode == 2 and "manifest.json: not valid JSON" in r.stderr
 
 
+def test_a_manifest_s_unlabeled_flag_is_checked_against_the_shards(dataset):
+    """``labeled: false`` is for a test set without labels: not on train, without class
+    counts, only a boolean, and verify refuses shards that still store labels under it."""
+    path = dataset / "manifest.json"
+    good = json.loads(path.read_text())
+    for change, says in (
+        (lambda m: m["splits"]["test"].update(labeled="no"), "splits.test.labeled"),
+        (lambda m: m["splits"]["train"].update(labeled=False), "splits.train is unlabeled"),
+        (lambda m: m["splits"]["test"].update(labeled=False), "splits.test is unlabeled but"),
+    ):
+        bad = json.loads(json.dumps(good))
+        change(bad)
+        path.write_text(json.dumps(bad))
+        r = hpcbench("prep", "verify", str(dataset), cwd=dataset.parent)
+        assert r.returncode == 1 and says in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    bad = json.loads(json.dumps(good))
+    bad["splits"]["test"].update(labeled=False, class_counts=[])
+    path.write_text(json.dumps(bad))
+    r = hpcbench("prep", "verify", str(dataset), cwd=dataset.parent)
+    assert r.returncode == 1 and "test split is unlabeled but the shard stores labels" in r.stderr
+
+
 def test_overwrite_replaces_atomically_and_refuses_without_the_flag(dataset):
     before = Manifest.load(dataset).dataset_id
     r = hpcbench(
@@ -507,3 +530,93 @@ def test_the_synthetic_defaults_mirror_the_reference_study(tmp_path):
     for k in range(9):
         per_split = {name: m.splits[name].class_counts[k] for name in ("train", "val", "test")}
         assert per_split == {"train": 85, "val": 2, "test": 13}, per_split
+
+
+def test_an_unlabeled_test_set_becomes_a_test_split_without_labels(tmp_path):
+    """Herbarium's test metadata lists images and no annotations. ``--unlabeled-test`` stores
+    them as the test split, flagged unlabeled, labels -1; verify accepts it; the trainer and
+    ``hpcbench.predict`` classify it but report no accuracy for it; the labelled images are
+    split into train and val only (a test part in ``--split`` is refused)."""
+    truth = make_folder(tmp_path / "src", per_class=6)
+    files = sorted(truth)
+    cat_ids = {"cat": 1, "dog": 2, "fox": 3}
+    meta = {
+        "images": [{"id": i, "file_name": f} for i, f in enumerate(files)],
+        "annotations": [
+            {"image_id": i, "category_id": cat_ids[truth[f]]} for i, f in enumerate(files)
+        ],
+        "categories": [{"id": v, "name": k} for k, v in cat_ids.items()],
+    }
+    (tmp_path / "src" / "train.json").write_text(json.dumps(meta))
+    (tmp_path / "test" / "images").mkdir(parents=True)
+    for i, f in enumerate(files[:5]):
+        shutil.copy(tmp_path / "src" / f, tmp_path / "test" / "images" / f"t{i}{Path(f).suffix}")
+    listing = {
+        "images": [
+            {"id": 10 + i, "file_name": f"images/t{i}{Path(f).suffix}"}
+            for i, f in enumerate(files[:5])
+        ]
+    }
+    (tmp_path / "test" / "metadata.json").write_text(json.dumps(listing))
+    # Herbarium 2022's test metadata is a bare list of entries
+    (tmp_path / "test" / "list.json").write_text(json.dumps(listing["images"]))
+    args = ["--size", "8x8", "--quiet"]
+    r = hpcbench(
+        "prep", "json", "src/train.json", "ds", "--unlabeled-test", "test/metadata.json",
+        "--split", "80/20", *args, cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    m = Manifest.load(tmp_path / "ds")
+    assert [m.splits[s].labeled for s in ("train", "val", "test")] == [True, True, False]
+    assert m.splits["test"].samples == 5 and m.splits["test"].class_counts == []
+    assert m.splits["train"].samples + m.splits["val"].samples == len(files)
+    stored = stored_samples(m)
+    assert {label for split, _, label, _ in stored if split == "test"} == {-1}
+    assert all(0 <= label < 3 for split, _, label, _ in stored if split != "test")
+    names = (tmp_path / "ds" / "sources.txt").read_text().splitlines()
+    assert sorted(names[idx] for split, _, _, idx in stored if split == "test") == sorted(
+        f"images/t{i}{Path(f).suffix}" for i, f in enumerate(files[:5])
+    )
+    verify_dataset(tmp_path / "ds")
+    r = hpcbench("prep", "verify", "ds", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "unlabeled" in hpcbench("prep", "info", "ds", cwd=tmp_path).stdout
+    # the same from a bare list, and from the Python API
+    r = hpcbench(
+        "prep", "json", "src/train.json", "ds2", "--unlabeled-test", "test/list.json", *args,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert Manifest.load(tmp_path / "ds2").splits["test"].labeled is False
+    # the trainer trains and validates, and classifies the test split without an accuracy
+    from tests.integration.test_trainer import env
+
+    run = tmp_path / "run"
+    r = subprocess.run(
+        [sys.executable, "-m", "hpcbench.train", "--data", str(tmp_path / "ds"), "--model",
+         "mlp", "--epochs", "1", "--global-batch-size", "4", "--output-dir", str(run)],
+        env=env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["test"] == {"unlabeled": True, "samples": 5}, metrics["test"]
+    assert "test: 5 unlabeled" in r.stdout, r.stdout
+    r = subprocess.run(
+        [sys.executable, "-m", "hpcbench.predict", "--checkpoint", str(run), "--input",
+         str(tmp_path / "ds"), "--split", "test", "--output-dir", str(tmp_path / "pred")],
+        env=env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = list(csv.DictReader(open(tmp_path / "pred" / "predictions.csv")))
+    assert len(rows) == 5 and all(row["label"] == "" for row in rows), rows
+    assert "accuracy" not in json.loads((tmp_path / "pred" / "predict.json").read_text())
+    # a test part in --split, a missing or labelled listing: one line naming what is wrong
+    for extra, says in (
+        (["--unlabeled-test", "test/metadata.json", "--split", "80/10/10"], "--split"),
+        (["--unlabeled-test", "test/none.json"], "test/none.json"),
+        (["--unlabeled-test", "src/train.json"], "annotations"),
+    ):
+        r = hpcbench("prep", "json", "src/train.json", "bad", *extra, *args, cwd=tmp_path)
+        assert r.returncode == 2 and says in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert not (tmp_path / "bad").exists()
