@@ -125,6 +125,7 @@ SlurmctldHost=$(hostname -s)(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=cred_expire=10
 CredType=cred/munge
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$D_PORT
