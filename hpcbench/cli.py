@@ -93,6 +93,17 @@ def _job_options() -> argparse.ArgumentParser:
         "--scheduler", choices=SCHEDULERS, help="default: detected (sbatch, qsub, else local)"
     )
     g.add_argument(
+        "--after",
+        action="append",
+        metavar="JOB",
+        help="start only after job JOB ended successfully (repeatable; a scheduler dependency)",
+    )
+    g.add_argument(
+        "--pbs-resources",
+        choices=("select", "nodes"),
+        help="PBS resource syntax: select (PBS Pro, OpenPBS; default) or nodes=N:ppn=P (Torque)",
+    )
+    g.add_argument(
         "--template-dir",
         action="append",
         metavar="DIR",

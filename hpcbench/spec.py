@@ -45,6 +45,7 @@ MAX_TEXT_CHARS = 128 * 1024 - 1
 MAX_COUNTS = {"nodes": 100_000, "gpus_per_node": 64, "tasks_per_node": 1024, "cpus_per_task": 8192}
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_JOB_ID = re.compile(r"(?:local-)?[0-9]{1,18}(?:[._][A-Za-z0-9_.-]{1,200})?\Z")
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?$", re.IGNORECASE)
 _MEMORY_FACTOR_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
@@ -81,6 +82,8 @@ FIELD_KEYWORDS = {
     "args": "program.args",
     "scheduler": "scheduler.name",
     "directives": "scheduler.directives",
+    "after": "scheduler.after",
+    "pbs_resources": "scheduler.pbs_resources",
     "requeue": "requeue.enabled",
     "max_requeues": "requeue.max",
     "signal_lead": "requeue.lead",
@@ -202,6 +205,9 @@ class SchedulerOptions:
         default="select", metadata=_kind("choice", choices=PBS_RESOURCE_STYLES)
     )
     sge_pe: str | None = field(default=None, metadata=_kind("line"))
+    # Jobs that must end successfully before this one starts (SLURM --dependency=afterok, PBS
+    # depend=afterok, LSF done(); Grid Engine's -hold_jid waits for them to end at all).
+    after: list[str] = field(default_factory=list, metadata=_kind("jobids"))
 
 
 STOP_SIGNALS = ("USR2", "TERM")  # never USR1: NCCL installs its own handler for it
@@ -413,6 +419,16 @@ def _check_value(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) ->
         if not value:
             raise ValueError("must not be empty")
         return _check_string(kind, meta, value)
+    if kind == "jobids":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError('expected a list of job ids, e.g. ["12345"]')
+        for entry in value:
+            if not _JOB_ID.match(entry):
+                raise ValueError(
+                    f"{entry!r} is not a job id (digits, as 12345, 12345_7 or 12345.server, "
+                    "or local-N)"
+                )
+        return list(value)
     if kind in ("textlist", "linelist", "pathlist"):
         if isinstance(value, str):
             raise ValueError('expected a list of strings, e.g. ["a", "b"]')

@@ -54,6 +54,16 @@ if TYPE_CHECKING:
 # worker) is ended as a cluster ends a job's leftover processes: SIGTERM, SIGKILL after
 # CANCEL_GRACE seconds. Only then is the exit status written, so a finished job has no processes.
 _SUPERVISOR = r"""
+for dep in "${@:4}"; do  # the exit files of the jobs this one runs after (scheduler.after)
+  while [ ! -e "$dep" ]; do sleep 1; done
+  read -r code <"$dep" || code=unreadable
+  if [ "$code" != 0 ]; then
+    name=${dep##*/}
+    echo "hpcbench: not started: job ${name%.exit}, which it runs after, ended with status $code" >&2
+    echo 1 >"$2.tmp" && mv -f "$2.tmp" "$2"
+    exit 0
+  fi
+done
 bash "$1" </dev/null; rc=$?
 trap '' TERM
 others() {
@@ -297,10 +307,18 @@ class LocalScheduler(Scheduler):
             logs = self.log_paths(spec, job_id, cwd)
             return any(_exists(p) for p in (*logs, self.run_dir(spec, job_id, cwd)))
 
+        after = []
+        for dep in spec.scheduler.after:
+            if not dep.startswith(ID_PREFIX) or self._load(dep) is None:
+                raise SchedulerError(
+                    f"scheduler.after: {dep} is not a job of the local scheduler here "
+                    f"({self.root})"
+                )
+            after.append(str(self._exit_file(dep)))
         job_id = self._reserve(taken)
         out, err = self.log_paths(spec, job_id, cwd)
         try:
-            proc = self._start(job_id, script_path, cwd, out, err)
+            proc = self._start(job_id, script_path, cwd, out, err, after)
         except OSError as error:
             self._record(job_id).unlink(missing_ok=True)
             where = error.filename or script_path
@@ -332,7 +350,7 @@ class LocalScheduler(Scheduler):
         return job_id
 
     def _start(
-        self, job_id: str, script: Path, cwd: Path, out: Path, err: Path
+        self, job_id: str, script: Path, cwd: Path, out: Path, err: Path, after: Sequence[str] = ()
     ) -> subprocess.Popen:
         """Create the logs (they must not exist) and start the supervisor in its own session."""
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -351,6 +369,7 @@ class LocalScheduler(Scheduler):
                     str(script),
                     str(self._exit_file(job_id)),
                     str(int(CANCEL_GRACE)),
+                    *after,
                 ],
                 cwd=cwd,
                 env={**os.environ, "HPCBENCH_JOB_ID": job_id},

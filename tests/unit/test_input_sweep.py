@@ -289,6 +289,16 @@ def bad_value(kind: str, meta: dict[str, Any]) -> st.SearchStrategy[Any]:
             st.builds(lambda v: {"NAME": v}, st.one_of(st.booleans(), st.lists(st.integers()))),
             st.builds(lambda v: {"NAME": v}, text_with(["\x00"])),
         )
+    if kind == "jobids":
+        return st.one_of(
+            st.text(max_size=8),
+            st.integers(),
+            st.lists(
+                st.sampled_from(["", "x", "1;2", "$(id)", "-1", "1 2", "local-", "1\n#$ -x"]),
+                min_size=1,
+                max_size=2,
+            ),
+        )
     if kind == "choice":
         return st.one_of(st.text(max_size=10).filter(lambda v: v not in meta["choices"]), NOT_STR)
     if kind == "table":
@@ -471,6 +481,14 @@ JOB_FLAGS: dict[str, tuple[st.SearchStrategy[str], tuple[str, ...]]] = {
         ("--program", "program.command"),
     ),
     "--directive": (line_flag(), ("--directive",)),
+    "--after": (
+        st.one_of(line_flag(), st.sampled_from(["", "x1", "-1", "1;2", "$(id)", "1 2", "local-"])),
+        ("--after", "scheduler.after"),
+    ),
+    "--pbs-resources": (
+        st.text(max_size=6).filter(lambda v: v not in ("select", "nodes")),
+        ("--pbs-resources",),
+    ),
     "--scheduler": (
         st.text(max_size=6).filter(lambda v: v not in SCHEDULERS + ("auto",)),
         ("--scheduler",),

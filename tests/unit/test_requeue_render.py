@@ -12,6 +12,7 @@ import pytest
 from hpcbench import api
 from hpcbench.render import RenderError, render_script
 from hpcbench.spec import SpecError, load_spec
+from tests.conftest import hpcbench
 
 
 def spec(**fields):
@@ -52,7 +53,7 @@ def test_each_scheduler_warns_and_requeues_its_own_way(scheduler, lines):
 def test_the_cap_and_the_method_reach_the_script():
     text = render_script(spec(requeue={"max": 0, "method": "resubmit"}), "slurm")
     assert "requeue_max=0\n" in text
-    assert "scontrol requeue" not in text and "sbatch --parsable" in text
+    assert 'scontrol requeue "$SLURM_JOB_ID"' not in text and "sbatch --parsable" in text
 
 
 def test_another_program_gets_no_signal_unless_asked():
@@ -80,3 +81,39 @@ def test_submit_warns_when_the_lead_is_shorter_than_a_measured_checkpoint(tmp_pa
     assert warning is not None and "a checkpoint took 400 s" in warning and "300 s" in warning
     assert api.lead_warning(spec(requeue={"lead": "10:00"}), cwd=tmp_path) is None
     assert api.lead_warning(spec(), cwd=tmp_path / "elsewhere") is None
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "line"),
+    [
+        ("slurm", "#SBATCH --dependency=afterok:101:102.x\n"),
+        ("pbs", "#PBS -W depend=afterok:101:102.x\n"),
+        ("sge", "#$ -hold_jid 101,102.x\n"),
+        ("lsf", '#BSUB -w "done(101) && done(102.x)"\n'),
+    ],
+)
+def test_after_renders_each_scheduler_s_dependency(scheduler, line):
+    """A job that runs after others (an evaluation after its training job): each scheduler's
+    own dependency directive; ids that are not job ids, or local ids on a cluster, are refused."""
+    text = render_script(spec(**{"scheduler.after": ["101", "102.x"]}), scheduler)
+    assert line in text
+    assert text.count("101") == 1  # the directive only
+    with pytest.raises(RenderError, match=r"scheduler.after: .*local job id \(local-3\)"):
+        render_script(spec(**{"scheduler.after": ["local-3"]}), scheduler)
+
+
+@pytest.mark.parametrize("bad", ["12; rm -rf ~", "$(id)", "12\n#SBATCH --uid=0", "", "-1", "x12"])
+def test_after_takes_job_ids_only(bad):
+    with pytest.raises(SpecError, match=r"scheduler.after"):
+        spec(**{"scheduler.after": [bad]})
+
+
+def test_pbs_resources_from_the_command_line_give_torque_s_nodes_ppn(tmp_path):
+    """The VUB-style Torque line ``nodes=1:ppn=8`` from a flag, not only a spec file."""
+    r = hpcbench(
+        "render", "--scheduler", "pbs", "--pbs-resources", "nodes", "--nodes", "1",
+        "--tasks-per-node", "8", "--after", "4242.server", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "#PBS -l nodes=1:ppn=8\n" in r.stdout
+    assert "#PBS -W depend=afterok:4242.server\n" in r.stdout
