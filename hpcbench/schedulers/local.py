@@ -311,8 +311,7 @@ class LocalScheduler(Scheduler):
         for dep in spec.scheduler.after:
             if not dep.startswith(ID_PREFIX) or self._load(dep) is None:
                 raise SchedulerError(
-                    f"scheduler.after: {dep} is not a job of the local scheduler here "
-                    f"({self.root})"
+                    f"scheduler.after: {dep} is not a job of the local scheduler here ({self.root})"
                 )
             after.append(str(self._exit_file(dep)))
         job_id = self._reserve(taken)
