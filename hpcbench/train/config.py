@@ -162,6 +162,15 @@ class TrainConfig:
         help="small_cnn, mlp, rnn (NAME:WIDTH sets their width), or a torchvision model: "
         "resnet18, resnet34, resnet50, efficientnet_b0, mobilenet_v3_small, vit_b_16, …",
     )
+    weights: str | None = option(
+        None,
+        group="data and model",
+        help="pretrained weights for a torchvision --model: a state-dict file you provide "
+        "(nothing is downloaded); a different class count gets a fresh head, 1-channel data the "
+        "first convolution summed over RGB",
+        unset="random initialisation (seeded)",
+        metavar="FILE",
+    )
     epochs: int = option(5, group="batch and optimisation", rule=at_least(1), help="epochs")
     global_batch_size: int | None = option(
         None,

@@ -47,7 +47,7 @@ from hpcbench.train.data import TrainData, ensure_dataset, wait_for_dataset
 from hpcbench.train.drills import Drill, act, drill_for
 from hpcbench.train.failures import agree, diverged, stop_together
 from hpcbench.train.metrics import Clock, Meter, PhaseWindows
-from hpcbench.train.models import build_model
+from hpcbench.train.models import build_model, load_weights
 from hpcbench.train.precision import Precision
 from hpcbench.train.prefetch import Prefetcher, staged
 from hpcbench.train.results import EpochTimes, epoch_row, final_results, prepare_run_dir
@@ -287,7 +287,12 @@ def set_up(
         torch.manual_seed(config.seed)
         data = TrainData(config, rank, world)
         shape, k = tuple(data.manifest.shape), data.manifest.num_classes
-        return data, build_model(config.model, shape, k)
+        model = build_model(config.model, shape, k)
+        if config.weights is not None:
+            said = load_weights(model, config.weights, k)
+            if rank == 0:
+                log(said)
+        return data, model
 
     return agree(strategy, build)
 

@@ -121,3 +121,67 @@ def build_model(name: str, shape: tuple[int, int, int], num_classes: int) -> nn.
         raise ConfigError(f"--model {base}: {err}") from None
     _adapt_first_conv(model, c)
     return model
+
+
+def load_weights(model: nn.Module, path: str, num_classes: int) -> str:
+    """Load pretrained weights the user provides (``--weights FILE``: a state dict as
+    ``torch.save(model.state_dict(), FILE)`` writes it, or torchvision's downloaded ``.pth``; a
+    checkpoint holding one under ``state_dict``/``model`` also works; DDP's ``module.`` prefixes
+    are dropped). Nothing is downloaded. Where the dataset differs from what the weights were
+    trained on: a first convolution for 3 channels is summed over them for a 1-channel dataset,
+    and a classifier head for another number of classes keeps its fresh initialisation. Any
+    other difference is an error naming the tensor. Returns a line saying what was loaded."""
+    where = f"--weights {path}"
+    try:
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where}: is a directory; give the weights file") from None
+    except OSError as err:
+        raise ConfigError(f"{where}: cannot be read ({err.strerror or err})") from None
+    except Exception as err:  # unpickling refused or a damaged file: torch raises many kinds
+        raise ConfigError(f"{where}: not a PyTorch weights file ({type(err).__name__})") from None
+    for key in ("state_dict", "model", "model_state_dict"):
+        if isinstance(loaded, dict) and isinstance(loaded.get(key), dict):
+            loaded = loaded[key]
+            break
+    if not isinstance(loaded, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in loaded.items()
+    ):
+        raise ConfigError(f"{where}: expected a state dict (tensor names -> tensors)")
+    loaded = {k.removeprefix("module."): v for k, v in loaded.items()}
+    own = model.state_dict()
+    missing, unknown = sorted(set(own) - set(loaded)), sorted(set(loaded) - set(own))
+    if missing or unknown:
+        raise ConfigError(
+            f"{where}: does not fit this model: {len(missing)} tensor(s) missing "
+            f"({', '.join(missing[:3])}{'…' if len(missing) > 3 else ''}), {len(unknown)} "
+            f"unexpected ({', '.join(unknown[:3])}{'…' if len(unknown) > 3 else ''})"
+        )
+    take: dict[str, torch.Tensor] = {}
+    fresh: list[str] = []
+    for name, theirs in loaded.items():
+        mine = own[name]
+        if theirs.shape == mine.shape:
+            take[name] = theirs.to(mine.dtype)
+        elif (
+            theirs.ndim == 4
+            and theirs.shape[1] == 3
+            and mine.shape[1] == 1
+            and theirs.shape[0] == mine.shape[0]
+            and theirs.shape[2:] == mine.shape[2:]
+        ):
+            take[name] = theirs.sum(dim=1, keepdim=True).to(mine.dtype)
+        elif (
+            theirs.ndim >= 1 and mine.shape[0] == num_classes and theirs.shape[1:] == mine.shape[1:]
+        ):
+            fresh.append(name)
+        else:
+            raise ConfigError(
+                f"{where}: {name} is {tuple(theirs.shape)} there and {tuple(mine.shape)} in this "
+                "model (another model, or another image size: train at the weights' size)"
+            )
+    model.load_state_dict({**own, **take})
+    anew = f"; {', '.join(fresh)} initialised anew for {num_classes} classes" if fresh else ""
+    return f"weights: {len(take)} of {len(own)} tensors from {path}{anew}"

@@ -249,3 +249,51 @@ def test_labels_beyond_the_classes_are_one_line_naming_the_sample(
     if order == "global":
         assert "train-00000.h5" in line and "sample " in line, line
     assert results_written(out) == []
+
+
+# ---- pretrained weights the user provides ----------------------------------------------------------
+def test_weights_the_user_provides_start_the_model_and_bad_ones_are_one_line(tiny, tmp_path):
+    """``--weights FILE``: torchvision's ImageNet-shaped resnet18 weights (3 channels, 1000
+    classes; random here, as nothing is downloaded) start a 1-channel, 9-class resnet18: every
+    tensor but the head is the file's (the first convolution summed over RGB), the head is new.
+    Weights of another model, a file that is not one, a missing file: one line naming it."""
+    import torch
+    import torchvision
+
+    from hpcbench.train.checkpoint import checkpoint_files, decode
+
+    torch.manual_seed(1)
+    imagenet = torchvision.models.resnet18(num_classes=1000).state_dict()
+    torch.save(
+        {"state_dict": {f"module.{k}": v for k, v in imagenet.items()}}, tmp_path / "r18.pth"
+    )
+    out = tmp_path / "run"
+    r = run(
+        [sys.executable, *TRAIN, "--data", str(tiny), "--model", "resnet18", "--weights",
+         str(tmp_path / "r18.pth"), "--epochs", "1", "--max-steps", "1", "--lr", "1e-30",
+         "--momentum", "0", "--weight-decay", "0", "--output-dir", str(out)],
+        tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    said = "weights: 120 of 122 tensors from"  # the state dict's buffers included
+    assert said in r.stdout and "fc.weight, fc.bias initialised anew for 9 classes" in r.stdout
+    (_, path), *_ = checkpoint_files(out / "checkpoints")
+    trained = decode(path)["model"]
+    assert torch.equal(trained["layer3.1.conv2.weight"], imagenet["layer3.1.conv2.weight"])
+    assert torch.allclose(trained["conv1.weight"], imagenet["conv1.weight"].sum(1, keepdim=True))
+    assert trained["fc.weight"].shape == (9, 512)
+    torch.save(torchvision.models.resnet34().state_dict(), tmp_path / "r34.pth")
+    (tmp_path / "junk.pth").write_bytes(b"not a weights file")
+    for weights, says in (
+        ("r34.pth", "does not fit this model"),
+        ("junk.pth", "not a PyTorch weights file"),
+        ("none.pth", "no such file"),
+    ):
+        r = run(
+            [sys.executable, *TRAIN, "--data", str(tiny), "--model", "resnet18", "--weights",
+             str(tmp_path / weights), *QUICK, "--output-dir", str(tmp_path / f"out-{weights}")],
+            tmp_path,
+        )  # fmt: skip
+        assert r.returncode == 2, r.stdout + r.stderr
+        line = one_line(r.stderr)
+        assert f"--weights {tmp_path / weights}: {says}" in line, line
