@@ -34,9 +34,24 @@ COPY_CHUNK = 8 << 20
 PRIVATE = 0o700
 
 
+def expanded(stage_dir: str | os.PathLike[str]) -> Path:
+    """``stage_dir`` with its environment variables (``$TMPDIR``) expanded on this node; one that
+    is not set here is an error (expanded to nothing, or kept as ``$TMPDIR``, it would stage
+    into the wrong place or into a directory literally named ``$TMPDIR``)."""
+    import re
+
+    text = os.fspath(stage_dir)
+    for name in re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", text):
+        if not os.environ.get(name):
+            raise DataError(
+                f"{text}: {name} is not set on this node; set it or give the staging directory's path"
+            )
+    return Path(os.path.expandvars(text))
+
+
 def user_root(stage_dir: str | os.PathLike[str]) -> Path:
     """This user's directory under ``stage_dir``: ``<stage_dir>/hpcbench-<uid>``."""
-    return Path(os.path.expandvars(os.fspath(stage_dir))) / f"hpcbench-{os.geteuid()}"
+    return expanded(stage_dir) / f"hpcbench-{os.geteuid()}"
 
 
 def staging_root(manifest: Manifest, stage_dir: str | os.PathLike[str]) -> Path:
@@ -95,7 +110,7 @@ def stage_shards(
     manifest: Manifest, shards: list[ShardInfo], stage_dir: str | os.PathLike[str]
 ) -> dict[str, Path]:
     """Copy ``shards`` under ``stage_dir``; return file name -> staged path."""
-    base = Path(os.path.expandvars(os.fspath(stage_dir)))
+    base = expanded(stage_dir)
     try:
         base.mkdir(parents=True, exist_ok=True)
     except OSError as err:

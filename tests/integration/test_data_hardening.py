@@ -587,3 +587,22 @@ def test_a_fifo_named_as_a_source_file_does_not_hang(tmp_path, kind):
     r = hpcbench("prep", kind, *args, "out", "--size", "8x8", cwd=tmp_path, timeout=60)
     assert r.returncode == 2 and "list: " in one_line(r.stderr)
     assert "not a regular file" in r.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_stage_dir_naming_an_unset_variable_is_refused_not_created(
+    dataset, tmp_path, monkeypatch
+):
+    """``--stage-dir $TMPDIR`` on a node where TMPDIR is not set: one line naming the variable;
+    no directory literally called ``$TMPDIR`` appears where the job runs."""
+    from hpcbench.data import ShardedDataset
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HPCBENCH_NO_SUCH_DIR", raising=False)
+    with pytest.raises(
+        DataError, match=r"\$HPCBENCH_NO_SUCH_DIR/stage: HPCBENCH_NO_SUCH_DIR is not set"
+    ):
+        ShardedDataset(
+            dataset, "train", batch_size=32, rank=0, world_size=4,
+            stage_dir="$HPCBENCH_NO_SUCH_DIR/stage",
+        )  # fmt: skip
+    assert not any("$" in p.name for p in tmp_path.rglob("*"))
