@@ -69,7 +69,7 @@ trap '' TERM
 others() {
   local s line rest st pp pg sid pid
   for s in /proc/[0-9]*/stat; do
-    read -r line <"$s" 2>/dev/null || continue
+    { read -r line <"$s"; } 2>/dev/null || continue  # a process may end between glob and read
     rest=${line##*) }
     read -r st pp pg sid _ <<<"$rest"
     pid=${s//[^0-9]/}
