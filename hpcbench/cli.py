@@ -34,6 +34,11 @@ def _line_count(text: str) -> int:
 def _job_options() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("spec", nargs="?", help="job spec file (TOML), e.g. jobs/demo.toml")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the spec's [smoke] form: the same job in minutes (tiny model, built-in data)",
+    )
     g = p.add_argument_group("resources (override the spec file)")
     g.add_argument("-N", "--nodes", metavar="N")
     g.add_argument("--gpus-per-node", metavar="G")
@@ -237,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             return _jobs_command(args)
         if args.action == "logs":
             return _logs_command(args)
-        spec = load_spec(args.spec, overrides_from(args, program_args))
+        spec = load_spec(args.spec, overrides_from(args, program_args), smoke=args.smoke)
         name, why = api.resolve_scheduler(spec, args.scheduler)
         print(f"hpcbench: scheduler {name} ({why})", file=sys.stderr)
         if args.action == "render" or args.dry_run:

@@ -41,6 +41,11 @@ def add_parsers(sub: Any) -> None:
         help="the configurations without a file: STRATEGY[:RANKS[xNODES]][@DEVICE],... "
         "e.g. single,ddp:2,mpi:2 or single@cuda,ddp:2@cuda",
     )
+    b.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the matrix's [smoke] form (and its job's): the same comparison in minutes",
+    )
     b.add_argument("--repetitions", type=_count(1), help="timing runs per configuration (3)")
     b.add_argument("--energy-repetitions", type=_count(0), help="energy runs per configuration (0)")
     b.add_argument("--cooldown", type=float, metavar="S", help="seconds between runs (0)")
@@ -102,6 +107,7 @@ def build_matrix_from(args: argparse.Namespace, trainer_args: list[str]) -> Any:
         build_matrix,
         configs_from_words,
         read_matrix_table,
+        smoke_form,
     )
 
     if args.matrix and args.configs:
@@ -113,6 +119,10 @@ def build_matrix_from(args: argparse.Namespace, trainer_args: list[str]) -> Any:
         table.setdefault("name", Path(args.matrix).stem)
     else:
         table, where = {"config": configs_from_words(args.configs)}, "command line"
+    if args.smoke:
+        table = smoke_form(table, where)
+        table.setdefault("name", "bench")
+        table["name"] = f"{table['name']}-smoke"  # its results never mix with the full form's
     for key, value in (
         ("repetitions", args.repetitions),
         ("energy_repetitions", args.energy_repetitions),
@@ -124,7 +134,7 @@ def build_matrix_from(args: argparse.Namespace, trainer_args: list[str]) -> Any:
             table[key] = value
     if trainer_args:
         table["trainer_args"] = [*table.get("trainer_args", []), *trainer_args]
-    return build_matrix(table, where)
+    return build_matrix(table, where, smoke=args.smoke)
 
 
 def run(args: argparse.Namespace, program_args: list[str]) -> int:

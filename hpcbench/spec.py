@@ -548,17 +548,61 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
         raise SpecError(f"{p}: cannot read the spec file: {err.strerror}") from None
 
 
+def apply_smoke(merged: dict[str, Any], smoke: bool, where: str) -> dict[str, Any]:
+    """The spec file's own ``[smoke]`` table (tables like the file's: ``resources``, ``program``,
+    …) replaces the values it names when ``smoke`` is asked for (``--smoke``: the job's
+    minutes-long form on a small or test cluster: a tiny model, the built-in data); its
+    ``unset`` list names fields (``"resources.account"``) the smoke form leaves at their
+    defaults. Without ``smoke`` it is set aside. It is checked either way, by the file's rules."""
+    table = merged.pop("smoke", None)
+    if table is None:
+        if smoke:
+            raise SpecError(f"{where}--smoke: this spec has no [smoke] table")
+        return merged
+    if not isinstance(table, dict):
+        raise SpecError(f"{where}smoke: expected a table of the spec's tables")
+    table = dict(table)
+    unset = table.pop("unset", [])
+    if not isinstance(unset, list) or not all(
+        isinstance(u, str) and u.count(".") == 1 for u in unset
+    ):
+        raise SpecError(f'{where}smoke.unset: expected a list of fields like "resources.account"')
+
+    def deep(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+        out = dict(base)
+        for key, value in over.items():
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                out[key] = deep(out[key], value)
+            else:
+                out[key] = value
+        return out
+
+    smoked = copy.deepcopy(merged)
+    for dotted in unset:
+        section, key = dotted.split(".")
+        if isinstance(smoked.get(section), dict):
+            smoked[section].pop(key, None)
+    smoked = deep(smoked, table)
+    if not smoke:  # the smoke form is checked too, so that a broken one is found before use
+        _build(JobSpec, copy.deepcopy(smoked), "", {}, f"{where}smoke: ")
+        return merged
+    return smoked
+
+
 def build_spec(
     data: dict[str, Any] | None = None,
     overrides: dict[str, tuple[str, Any]] | None = None,
     source: str | None = None,
+    smoke: bool = False,
 ) -> JobSpec:
     """Validate ``data`` (a parsed spec file) with ``overrides`` applied on top.
 
     ``overrides`` maps a dotted field (``"resources.nodes"``) to ``(origin, value)``, where origin
-    is what the user typed (``"--nodes"``) so that errors name it.
+    is what the user typed (``"--nodes"``) so that errors name it. ``smoke``: the file's
+    ``[smoke]`` form (:func:`apply_smoke`).
     """
-    merged: dict[str, Any] = copy.deepcopy(data or {})
+    where0 = f"{source}: " if source else ""
+    merged: dict[str, Any] = apply_smoke(copy.deepcopy(data or {}), smoke, where0)
     origin: dict[str, str] = {}
     # A program named on the command line replaces the file's program of another kind.
     chosen = {k for k in _PROGRAM_KINDS if f"program.{k}" in (overrides or {})}
@@ -612,8 +656,11 @@ def _check_program_config(program: Program, where: str) -> None:
 
 
 def load_spec(
-    path: str | Path | None = None, overrides: dict[str, tuple[str, Any]] | None = None
+    path: str | Path | None = None,
+    overrides: dict[str, tuple[str, Any]] | None = None,
+    smoke: bool = False,
 ) -> JobSpec:
-    """Load a spec file (or start from the defaults) and apply CLI-style overrides."""
+    """Load a spec file (or start from the defaults) and apply CLI-style overrides; ``smoke``:
+    its ``[smoke]`` form."""
     data = read_spec_file(path) if path is not None else {}
-    return build_spec(data, overrides, source=str(path) if path is not None else None)
+    return build_spec(data, overrides, source=str(path) if path is not None else None, smoke=smoke)

@@ -106,6 +106,7 @@ class Matrix:
     trainer_args: list[str] = field(default_factory=list)
     baseline_cpu: str | None = None
     baseline_one_device: str | None = None
+    smoke: bool = False  # the smoke form: its job spec's [smoke] form too
 
     def config(self, name: str) -> Config:
         return next(c for c in self.configs if c.name == name)
@@ -264,8 +265,14 @@ def read_matrix_table(path: str | Path) -> dict[str, Any]:
 
 
 def build_matrix(
-    table: dict[str, Any], where: str = "matrix", default_name: str = "bench"
+    table: dict[str, Any], where: str = "matrix", default_name: str = "bench", smoke: bool = False
 ) -> Matrix:
+    """The checked matrix. ``smoke``: ``table`` is a smoke form (:func:`smoke_form`), and the
+    job spec is read in its ``[smoke]`` form too."""
+    table = dict(table)
+    overlay = table.pop("smoke", None)
+    if overlay is not None:  # checked now, so that a broken smoke form is found before use
+        build_matrix(smoke_form({**table, "smoke": overlay}, where), f"{where} [smoke]")
     known = {
         "name",
         "repetitions",
@@ -312,11 +319,25 @@ def build_matrix(
             raise _fail(
                 where, key, f"no configuration is named {chosen!r} (known: {', '.join(names)})"
             )
+    matrix.smoke = smoke and matrix.job is not None
     matrix.baseline_cpu = matrix.baseline_cpu or _first(configs, "cpu")
     matrix.baseline_one_device = (
         matrix.baseline_one_device or _first(configs, "cuda") or matrix.baseline_cpu
     )
     return matrix
+
+
+def smoke_form(table: dict[str, Any], where: str) -> dict[str, Any]:
+    """The matrix's ``[smoke]`` form: its keys (the matrix's own; a ``config`` list replaces
+    the configurations) over the rest: the same comparison in minutes on a small cluster."""
+    overlay = table.get("smoke")
+    if overlay is None:
+        raise _fail(where, "smoke", "--smoke: this matrix has no [smoke] table")
+    if not isinstance(overlay, dict):
+        raise _fail(where, "smoke", "expected a table of the matrix's keys")
+    if "smoke" in overlay:
+        raise _fail(where, "smoke.smoke", "a smoke form has no smoke form")
+    return {**{k: v for k, v in table.items() if k != "smoke"}, **overlay}
 
 
 def _first(configs: list[Config], device: str) -> str | None:

@@ -214,7 +214,7 @@ class Bench:
     def spec_for(self, run: Run) -> Any:
         """The job spec of one run: the matrix's job with this configuration's shape."""
         config = self.matrix.config(run.config)
-        base = api.load_spec(self.matrix.job)
+        base = api.load_spec(self.matrix.job, smoke=self.matrix.smoke)
         for flag in base.program.args:
             if flag.split("=", 1)[0] in RESERVED_TRAINER_FLAGS:
                 raise MatrixError(
@@ -236,6 +236,7 @@ class Bench:
         output = self.results / "runs" / config.name
         return api.load_spec(
             self.matrix.job,
+            smoke=self.matrix.smoke,
             **_shape(config),
             job_name=f"{self.matrix.name}-{config.name}-{run.kind}{run.rep:02d}",
             output_dir=self._relative(output),
@@ -256,6 +257,7 @@ class Bench:
         try:
             spec = api.load_spec(
                 m.job,
+                smoke=m.smoke,
                 nodes=1,
                 gpus_per_node=gpus,
                 tasks_per_node=1,
@@ -282,7 +284,8 @@ class Bench:
 
     def _on_slurm(self) -> bool:
         return (
-            self.scheduler or api.resolve_scheduler(api.load_spec(self.matrix.job))[0]
+            self.scheduler
+            or api.resolve_scheduler(api.load_spec(self.matrix.job, smoke=self.matrix.smoke))[0]
         ) == "slurm"
 
     def _relative(self, path: Path) -> str:

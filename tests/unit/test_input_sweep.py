@@ -498,6 +498,7 @@ JOB_FLAGS: dict[str, tuple[st.SearchStrategy[str], tuple[str, ...]]] = {
         ("template directory",),
     ),
     "--exclusive": (st.sampled_from(["yes", "1", ""]), ("--exclusive",)),
+    "--smoke": (st.sampled_from(["yes", "1", ""]), ("--smoke",)),
     "--requeue": (st.sampled_from(["yes", "1", ""]), ("--requeue",)),
     "--max-requeues": (count_flag(0, 1000), ("--max-requeues",)),
     "--signal-lead": (
@@ -884,7 +885,15 @@ TRAIN_FLAGS: dict[str, st.SearchStrategy[str]] = {
 def test_every_trainer_option_is_swept():
     from hpcbench.train.config import OPTIONS, flag
 
-    free = {"--data", "--output-dir", "--stage-dir", "--tensorboard", "--checkpoint-dir"}  # paths
+    # paths, checked where they are read (--weights: tests/integration/test_trainer_inputs.py)
+    free = {
+        "--data",
+        "--output-dir",
+        "--stage-dir",
+        "--tensorboard",
+        "--checkpoint-dir",
+        "--weights",
+    }
     missing = {flag(f) for f in OPTIONS} - set(TRAIN_FLAGS) - free
     assert missing == set(), "give each new option bad values in TRAIN_FLAGS"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -61,16 +62,21 @@ def test_every_script_passes_bash_n_and_shellcheck(tmp_path, scheduler, launcher
         spec = spec_for(launcher, nodes, **(extra if with_container else {}))
         script = tmp_path / f"job-{with_container}.sh"
         script.write_text(render_script(spec, scheduler))
-        syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
-        assert syntax.returncode == 0, syntax.stderr
-        require(shutil.which("shellcheck") is not None, "shellcheck (Debian package)")
-        # No exclusions: every warning shellcheck could raise on these scripts is fixed at the source.
-        lint = subprocess.run(
-            ["shellcheck", "--shell=bash", "--severity=style", str(script)],
-            capture_output=True,
-            text=True,
-        )
-        assert lint.returncode == 0, lint.stdout + script.read_text()
+        lint_script(script)
+
+
+def lint_script(script: Path) -> None:
+    """bash -n and shellcheck at style level pass on ``script``."""
+    syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
+    require(shutil.which("shellcheck") is not None, "shellcheck (Debian package)")
+    # No exclusions: every warning shellcheck could raise on these scripts is fixed at the source.
+    lint = subprocess.run(
+        ["shellcheck", "--shell=bash", "--severity=style", str(script)],
+        capture_output=True,
+        text=True,
+    )
+    assert lint.returncode == 0, lint.stdout + script.read_text()
 
 
 def test_slurm_torchrun_two_nodes_asks_one_agent_per_node():

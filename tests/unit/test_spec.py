@@ -238,7 +238,7 @@ def test_the_reference_job_reads_the_reference_training_options(monkeypatch):
     from tests.conftest import REPO
 
     monkeypatch.chdir(REPO)
-    spec = load_spec(REPO / "jobs" / "reference-resnet34.toml")
+    spec = load_spec(REPO / "jobs" / "reference-study" / "resnet34.toml")
     config = parse_args(spec.program.argv()[3:])
     assert (config.model, config.global_batch_size, config.lr, config.epochs) == (
         "resnet34",
