@@ -8,7 +8,7 @@ A configuration file holds the options as top-level keys, named as the flags wit
 
 Batch semantics are explicit: ``--global-batch-size G`` (unset: :data:`DEFAULT_GLOBAL_BATCH`, so
 that the default run learns the built-in set in a few CPU minutes; the reference study's batch is in
-jobs/reference-resnet34.toml) keeps the effective batch constant as ranks are added (each rank gets
+jobs/reference-study/resnet34.toml) keeps the effective batch constant as ranks are added (each rank gets
 G/W, or its ``--rank-weights`` share); ``--batch-size-per-rank B`` makes the global batch B×W instead.
 """
 
@@ -205,7 +205,7 @@ class TrainConfig:
         0.1,
         group="batch and optimisation",
         rule=finite_in("in (0, 1e30]", lambda v: 0 < v <= 1e30),
-        help="learning rate (the reference study's is in jobs/reference-resnet34.toml)",
+        help="learning rate (the reference study's is in jobs/reference-study/resnet34.toml)",
     )
     momentum: float = option(
         0.9,

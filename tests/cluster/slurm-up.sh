@@ -100,7 +100,7 @@ if [ ! -x "$TORQUE_BIN/qstat" ]; then
   fi
 fi
 for t in sbatch salloc srun; do ln -sf "$(command -v "$t")" "$TORQUE_BIN/$t"; done
-mkdir -p "$RUN/nodefiles" && chmod 1777 "$RUN/nodefiles"
+mkdir -p "$RUN/nodefiles" "$RUN/tmp" && chmod 1777 "$RUN/nodefiles" "$RUN/tmp"
 cat >"$RUN/task-prolog.sh" <<EOF
 #!/bin/sh
 # written by hpcbench tests/cluster/slurm-up.sh: the variables a PBS server gives a job (each line
@@ -111,6 +111,8 @@ nodefile=$RUN/nodefiles/\$SLURM_JOB_ID
 echo "export PBS_JOBID=\$SLURM_JOB_ID"
 echo "export PBS_O_WORKDIR=\$SLURM_SUBMIT_DIR"
 echo "export PBS_NODEFILE=\$nodefile"
+# a job's node-local scratch directory, as sites give one (MareNostrum, JUWELS: \$TMPDIR)
+mkdir -p "$RUN/tmp/\$SLURM_JOB_ID" && echo "export TMPDIR=$RUN/tmp/\$SLURM_JOB_ID"
 EOF
 chmod 755 "$RUN/task-prolog.sh"
 
