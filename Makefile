@@ -3,12 +3,13 @@
 #             also start throwaway SLURM and Grid Engine clusters (tests/cluster/*-up.sh)
 # make bench  run the benchmarks (each prints ratios against a peer measured in the same run)
 # make data   generate the built-in synthetic dataset into data/shapes
+# make docs   build the documentation site into build/docs (warnings are errors)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo test bench data system-deps clean
+.PHONY: demo test bench data docs system-deps clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +49,11 @@ bench: $(STAMP)
 # The built-in dataset (9 classes, 9000 samples, 197x148 grayscale) as HDF5 shards in data/shapes
 data: $(STAMP)
 	@test -f data/shapes/manifest.json || $(VENV)/bin/hpcbench prep synthetic data/shapes
+
+# The site: docs/*.md through Sphinx and MyST-Parser, the API reference from the docstrings
+docs: $(STAMP)
+	$(PY) -m sphinx -W --keep-going -b html docs build/docs
+	@echo "open build/docs/index.html"
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info

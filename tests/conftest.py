@@ -90,7 +90,13 @@ def mpiexec_available() -> bool:
 # again in each test's state directory, and a job derives its rendezvous port from its id, so two
 # of them at once could meet on one port. They run one after the other in one process.
 LOCAL_JOB_MODULES = frozenset(
-    {"test_bench_local", "test_bench_report", "test_local_hardening", "test_local_scheduler"}
+    {
+        "test_bench_local",
+        "test_bench_report",
+        "test_doc_blocks",
+        "test_local_hardening",
+        "test_local_scheduler",
+    }
 )
 
 
