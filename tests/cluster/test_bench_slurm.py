@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.cluster.conftest import TRAIN_ARGS
+from tests.cluster.conftest import TRAIN_ARGS, bench_on_slurm
 from tests.conftest import have_module, hpcbench, require
 
 pytestmark = [pytest.mark.slurm]
@@ -36,9 +36,8 @@ nodes = 2
 launcher = "srun"
 """
     )
-    r = hpcbench("bench", "m.toml", "--scheduler", "slurm", cwd=workdir, timeout=900)
-    assert r.returncode == 0, r.stdout + r.stderr
-    results = workdir / "runs" / "bench-cluster"
+    results = bench_on_slurm(workdir, "m.toml", timeout=900)
+    assert results == workdir / "runs" / "bench-cluster"
     runs = json.loads((results / "runs.json").read_text())["runs"]
     assert [(x["config"], x["status"], x["scheduler"]) for x in runs] == [
         ("single", "completed", "slurm"),

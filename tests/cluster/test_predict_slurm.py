@@ -21,7 +21,6 @@ from tests.conftest import have_module, hpcbench, require
 pytestmark = [pytest.mark.slurm, pytest.mark.mpi]
 
 
-
 def submit_predict(workdir: Path, args: list[str], *flags: str) -> subprocess.CompletedProcess:
     for attempt in range(5):
         if attempt:
