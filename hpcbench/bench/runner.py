@@ -245,6 +245,30 @@ class Bench:
             **({"scheduler": self.scheduler} if self.scheduler else {}),
         )
 
+    def idle_spec(self) -> Any:
+        """The idle-power job: one task on one node holding as many GPUs as the widest CUDA
+        configuration, running ``python -m hpcbench.energy idle`` and nothing of the trainer's
+        (neither the job spec's program arguments nor its options file)."""
+        m = self.matrix
+        gpus = max((c.ranks_per_node for c in m.configs if c.device == "cuda"), default=0)
+        spec = api.load_spec(
+            m.job,
+            smoke=m.smoke,
+            nodes=1,
+            gpus_per_node=gpus,
+            tasks_per_node=1,
+            launcher="torchrun",
+            job_name=f"{m.name}-idle",
+            output_dir=self._relative(self.results / "idle"),
+            module="hpcbench.energy",
+            **({"scheduler": self.scheduler} if self.scheduler else {}),
+        )
+        spec.program.config = None
+        spec.program.args = ["idle", "--seconds", f"{m.idle_seconds:g}"] + [
+            "--interval", f"{m.energy_interval_s:g}", "--output", str(self.results / "idle.json")
+        ]  # fmt: skip
+        return spec
+
     def measure_idle(self) -> None:
         """Before energy runs: a one-task job measures a compute node's idle power into
         ``idle.json`` (once; a failure is reported and the net energy stays unavailable)."""
@@ -252,24 +276,8 @@ class Bench:
         idle_file = self.results / "idle.json"
         if not m.energy_repetitions or not m.idle_seconds or idle_file.exists():
             return
-        gpus = max((c.ranks_per_node for c in m.configs if c.device == "cuda"), default=0)
-        output = self.results / "idle"
         try:
-            spec = api.load_spec(
-                m.job,
-                smoke=m.smoke,
-                nodes=1,
-                gpus_per_node=gpus,
-                tasks_per_node=1,
-                launcher="torchrun",
-                job_name=f"{m.name}-idle",
-                output_dir=self._relative(output),
-                module="hpcbench.energy",
-                args=["idle", "--seconds", f"{m.idle_seconds:g}"]
-                + ["--interval", f"{m.energy_interval_s:g}", "--output", str(idle_file)],
-                **({"scheduler": self.scheduler} if self.scheduler else {}),
-            )
-            spec.program.config = None  # the trainer's options file is not for this program
+            spec = self.idle_spec()
             job = api.submit(spec, self.scheduler, cwd=self.cwd)
             self.echo(f"idle power: job {job.job_id}, {m.idle_seconds:g} s")
             status = job.wait()

@@ -104,12 +104,12 @@ def garbled_start(stdout: str) -> bool:
 
 
 def bench_on_slurm(cwd: Path, *args: str, timeout: float = 1500) -> Path:
-    """``hpcbench bench ARGS --scheduler slurm``, run again with ``--retry-failed`` (up to 3
+    """``hpcbench bench --scheduler slurm ARGS``, run again with ``--retry-failed`` (up to 3
     times) when a run failed only because the test cluster garbled its MPI start-up; the
-    results directory."""
-    cmd = ["bench", *args, "--scheduler", "slurm"]
+    results directory. The options come first: ARGS may end with ``-- TRAINER-ARGS``."""
     for attempt in range(4):
-        r = hpcbench(*cmd, *(["--retry-failed"] if attempt else []), cwd=cwd, timeout=timeout)
+        ours = ["--scheduler", "slurm", *(["--retry-failed"] if attempt else [])]
+        r = hpcbench("bench", *ours, *args, cwd=cwd, timeout=timeout)
         found = sorted((cwd / "runs").glob("bench-*"), key=lambda p: p.stat().st_mtime)
         assert found, r.stdout + r.stderr
         runs = json.loads((found[-1] / "runs.json").read_text())["runs"]

@@ -162,6 +162,8 @@ def test_the_benchmark_matrices_smoke_forms_run_and_report(
     runs = json.loads((results / "runs.json").read_text())
     runs = runs["runs"] if isinstance(runs, dict) else runs
     assert runs and all(run["status"] == "completed" for run in runs), runs
+    if matrix == "reference-study":  # it has energy runs: the node's idle power was measured
+        assert json.loads((results / "idle.json").read_text())["seconds"] > 0
     r = hpcbench("report", str(results), cwd=studies, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert (results / "report" / "report.md").exists()
@@ -174,16 +176,16 @@ def test_the_reference_hybrid_smoke_splits_the_batch_by_rank_weights(
     assert metrics["run"]["batch_sizes"] == [12, 4], metrics["run"]
 
 
-def test_the_full_reference_matrix_passes_preflight_on_a_two_gpu_partition(slurm_cluster, studies):
+def test_the_full_reference_matrix_passes_preflight_on_a_two_gpu_partition(
+    slurm_cluster, studies, monkeypatch
+):
     """Every run of the full matrix (CPU, 1 GPU, 1 GPU + DDP, 2 GPUs) fits the test partition
     (2 GPUs per node); only the CPUs per rank are lowered to the test nodes' 2 cores."""
-    import os
-
     from hpcbench.bench.matrix import read_matrix
     from hpcbench.bench.runner import Bench, plan
     from hpcbench.preflight import PreflightError, check_slurm
 
-    os.chdir(studies)
+    monkeypatch.chdir(studies)
     matrix = read_matrix("jobs/reference-study/matrix.toml")
     bench = Bench(matrix, "unused")
     seen = set()

@@ -90,6 +90,10 @@ def test_each_matrix_and_its_smoke_form_plan_their_runs(path, monkeypatch):
             if smoke:
                 assert spec.resources.gpus_per_node == 0, (path, run.config)
             assert spec.program.module == "hpcbench.train"
+        if matrix.energy_repetitions and matrix.idle_seconds:
+            # the idle-power job runs the energy meter alone: none of the trainer's arguments
+            argv = bench.idle_spec().program.argv()
+            assert argv[1:4] == ["-m", "hpcbench.energy", "idle"], (path, smoke, argv)
 
 
 def test_the_smoke_form_replaces_only_what_it_names_and_unset_restores_defaults(tmp_path):
