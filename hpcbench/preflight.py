@@ -58,9 +58,16 @@ def _gpus(gres: str) -> int:
 def check_slurm(spec: JobSpec) -> str:
     """Raise PreflightError if the partition cannot run ``spec``; return the partition name."""
     r = spec.resources
-    parts = _records(
-        run_command(["scontrol", "show", "partition", "-o"], "scontrol show partition")
-    )
+    try:
+        shown = run_command(["scontrol", "show", "partition", "-o"], "scontrol show partition")
+    except SchedulerError as err:
+        if "contact slurm controller" not in str(err):
+            raise
+        raise PreflightError(
+            f"{err}: SLURM is installed here but no controller answers; to run on this machine "
+            "instead, add --scheduler local"
+        ) from None
+    parts = _records(shown)
     if not parts:
         raise PreflightError("scontrol show partition: no partitions on this cluster")
     if r.partition:

@@ -152,6 +152,27 @@ def test_preflight_refuses_what_the_partition_cannot_run_before_sbatch(
     assert not (workdir / "sbatch.calls").exists()
 
 
+def test_slurm_installed_without_a_controller_answering_says_how_to_run_here(
+    slurm_cluster, workdir
+):
+    """SLURM's commands present (sbatch found, so SLURM is chosen) but its controller not
+    answering, as on a workstation with the client packages: the real scontrol against a
+    slurm.conf whose controller port nothing listens on."""
+    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).read_text()
+    dead = re.sub(r"(?m)^SlurmctldPort=.*$", "", conf) + "\nSlurmctldPort=6899\n"
+    (workdir / "dead.conf").write_text(dead)
+    bindir = recorder(workdir, "sbatch")
+    env = {
+        "SLURM_CONF": str(workdir / "dead.conf"),
+        "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
+    }
+    r = hpcbench("submit", "--program", "true", cwd=workdir, env=env)
+    assert r.returncode == 1
+    error = r.stderr.strip().splitlines()[-1]
+    assert "no controller answers" in error and "--scheduler local" in error, r.stderr
+    assert not (workdir / "sbatch.calls").exists() and not (workdir / "runs").exists()
+
+
 def test_a_request_sbatch_rejects_shows_sbatchs_message(slurm_cluster, workdir):
     r = hpcbench(
         "submit",
