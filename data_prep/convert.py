@@ -344,7 +344,7 @@ def plan(source: Source, options: ConvertOptions, target: Target) -> list[Task]:
             )
         splits = stratified_split(source.labels[keep], fractions, options.seed, source.classes)
     if source.unlabeled_test:
-        # kept in listing order: test/0 is the first image listed
+        # in the listing's order (by id where entries have one), unreadable images skipped
         unlabelled = np.arange(labelled, len(source), dtype=np.int64)
         keep = np.concatenate([keep, unlabelled])
         splits["test"] = np.arange(len(keep) - len(unlabelled), len(keep))

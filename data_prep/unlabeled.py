@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def _json_names(path: Path, raw: bytes) -> list[str]:
             raise DataError(f"{path}: image entry {n} has no file_name")
         key = entry.get("id", entry.get("image_id"))
         keyed.append((str(key) if key is not None else "", n, entry["file_name"]))
-    if all(k.lstrip("-").isdigit() for k, _, _ in keyed):
+    if all(re.fullmatch(r"-?[0-9]+", k) for k, _, _ in keyed):
         keyed.sort(key=lambda e: (int(e[0]), e[1]))
     elif all(k for k, _, _ in keyed):
         keyed.sort()

@@ -101,7 +101,7 @@ def _job_options() -> argparse.ArgumentParser:
         "--after",
         action="append",
         metavar="JOB",
-        help="start only after job JOB ended successfully (repeatable; a scheduler dependency)",
+        help="start only after job JOB ended successfully (repeatable; a scheduler dependency; Grid Engine's -hold_jid waits for its end, successful or not)",
     )
     g.add_argument(
         "--pbs-resources",

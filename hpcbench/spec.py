@@ -567,6 +567,18 @@ def apply_smoke(merged: dict[str, Any], smoke: bool, where: str) -> dict[str, An
         isinstance(u, str) and u.count(".") == 1 for u in unset
     ):
         raise SpecError(f'{where}smoke.unset: expected a list of fields like "resources.account"')
+    for dotted in unset:  # a misspelt field would silently stay set in the smoke form
+        section, key = dotted.replace("-", "_").split(".")
+        tables = {
+            _key(f): f for f in dataclasses.fields(JobSpec) if f.metadata.get("kind") == "table"
+        }
+        known = (
+            {_key(f) for f in dataclasses.fields(tables[section].metadata["cls"])}
+            if section in tables
+            else set()
+        )
+        if key not in known:
+            raise SpecError(f"{where}smoke.unset: {dotted!r} is not a field of the spec")
 
     def deep(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
         out = dict(base)

@@ -99,6 +99,20 @@ def executor(
                 params[key] = value
         if r.exclusive:
             params["slurm_exclusive"] = True
+        if spec.scheduler.after:
+            if any(not job[:1].isdigit() for job in spec.scheduler.after):
+                raise SpecError(
+                    f"scheduler.after: {', '.join(spec.scheduler.after)}: a SLURM job waits "
+                    "only for SLURM job ids"
+                )
+            params["slurm_additional_parameters"] = {
+                "dependency": "afterok:" + ":".join(spec.scheduler.after),
+                "kill_on_invalid_dep": "yes",
+            }
+    elif spec.scheduler.after:
+        raise SpecError(
+            f"scheduler.after: submitit's {ex.cluster} executor cannot wait for another job"
+        )
     ex.update_parameters(**params)
     return ex
 

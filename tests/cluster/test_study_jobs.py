@@ -9,6 +9,7 @@ test cluster's small dataset given after ``--``."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -42,6 +43,14 @@ def finished(job: str, timeout: float = 600) -> str:
     shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True)
     state = shown.stdout.split("JobState=", 1)[1].split()[0] if "JobState=" in shown.stdout else ""
     return state
+
+
+def job_time(job: str, field: str) -> str:
+    """A finished job's StartTime or EndTime from scontrol (ISO text: compares as time)."""
+    shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True)
+    found = re.search(rf"\b{field}=(\S+)", shown.stdout)
+    assert found and found.group(1)[:1].isdigit(), shown.stdout + shown.stderr
+    return found.group(1)
 
 
 def submit(cwd: Path, *args: str, env: dict | None = None) -> str:
@@ -109,10 +118,10 @@ def test_vub_smoke_trains_under_qsub_then_the_evaluation_runs_after_it(
         ),
         "pbs",
     )
-    shown = subprocess.run(["scontrol", "show", "job", evaluate], capture_output=True, text=True)
-    assert f"Dependency=afterok:{train}" in shown.stdout or finished(train) == "COMPLETED"
     assert finished(train) == "COMPLETED"
     assert finished(evaluate) == "COMPLETED"
+    # the scheduler held the evaluation until the training had ended
+    assert job_time(evaluate, "StartTime") >= job_time(train, "EndTime")
     assert (run_dir(studies, train) / "metrics.json").exists()
     report = json.loads((run_dir(studies, evaluate) / "predict.json").read_text())
     assert report["measured"]["items"] == TEST_SAMPLES and report["metrics"]["accuracy"] is not None

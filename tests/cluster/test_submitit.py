@@ -114,3 +114,35 @@ def test_submitits_signal_checkpoints_requeues_and_resumes_the_trainer(
     wa, wb = decode(a)["model"], decode(b)["model"]
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert (reference / "steps.csv").read_text() == (run / "steps.csv").read_text()
+
+
+def test_a_submitit_job_after_a_failed_job_never_runs(slurm_cluster, completion_sacct, tmp_path):
+    """``scheduler.after`` (``--after``) reaches submitit's sbatch as an afterok dependency with
+    --kill-on-invalid-dep: after a failed job the function is never run; submitit's local
+    executor cannot wait for a job and says so."""
+    require(have_module("submitit"), "submitit")
+    import subprocess
+
+    from hpcbench.spec import SpecError
+    from tests.conftest import hpcbench
+
+    r = hpcbench("submit", "--scheduler", "slurm", "--program", "false", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    failed = r.stdout.split("submitted job ", 1)[1].split()[0]
+    spec = api.load_spec(None, nodes=1, job_name="after-failed", time="00:05:00", after=[failed])
+    ex = api.submitit_executor(spec, folder=tmp_path / "submitit" / "%j")
+    marker = tmp_path / "ran"
+    job = ex.submit(marker.touch)
+    deadline = time.monotonic() + 120
+    state = ""
+    while time.monotonic() < deadline:
+        shown = subprocess.run(
+            ["scontrol", "show", "job", job.job_id], capture_output=True, text=True
+        ).stdout
+        state = shown.split("JobState=", 1)[1].split()[0] if "JobState=" in shown else ""
+        if state in ("CANCELLED", "COMPLETED", "FAILED"):
+            break
+        time.sleep(1)
+    assert state == "CANCELLED" and not marker.exists(), shown
+    with pytest.raises(SpecError, match="scheduler.after"):
+        api.submitit_executor(spec, folder=tmp_path / "local", cluster="debug")

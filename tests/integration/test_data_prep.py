@@ -588,6 +588,19 @@ def test_an_unlabeled_test_set_becomes_a_test_split_without_labels(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert Manifest.load(tmp_path / "ds2").splits["test"].labeled is False
+    # ids that are not integers ("--1", a superscript two) order as text, without a traceback
+    odd = [
+        {"id": k, "file_name": listing["images"][i]["file_name"]}
+        for i, k in enumerate("--1 ²".split())
+    ]
+    (tmp_path / "test" / "odd.json").write_text(json.dumps(odd))
+    r = hpcbench(
+        "prep", "json", "src/train.json", "ds3", "--unlabeled-test", "test/odd.json", *args,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0 and Manifest.load(tmp_path / "ds3").splits["test"].samples == 2, (
+        r.stderr
+    )
     # the trainer trains and validates, and classifies the test split without an accuracy
     from tests.integration.test_trainer import env
 

@@ -118,3 +118,8 @@ def test_the_smoke_form_replaces_only_what_it_names_and_unset_restores_defaults(
         load_spec(bad)  # a broken smoke form is found without --smoke too
     with pytest.raises(SpecError, match=r"--smoke: this spec has no \[smoke\] table"):
         load_spec(JOBS / "demo.toml", smoke=True)
+    for typo in ("resources.acount", "bogus.account", "resources.time-s"):
+        misspelt = tmp_path / "typo.toml"
+        misspelt.write_text(f"[resources]\naccount = 'p'\n[smoke]\nunset = ['{typo}']\n")
+        with pytest.raises(SpecError, match=rf"smoke.unset: '{typo}' is not a field of the spec"):
+            load_spec(misspelt)  # else the account would silently stay set in the smoke form
