@@ -54,12 +54,32 @@ if TYPE_CHECKING:
 # worker) is ended as a cluster ends a job's leftover processes: SIGTERM, SIGKILL after
 # CANCEL_GRACE seconds. Only then is the exit status written, so a finished job has no processes.
 _SUPERVISOR = r"""
-for dep in "${@:4}"; do  # the exit files of the jobs this one runs after (scheduler.after)
-  while [ ! -e "$dep" ]; do sleep 1; done
-  read -r code <"$dep" || code=unreadable
-  if [ "$code" != 0 ]; then
-    name=${dep##*/}
-    echo "hpcbench: not started: job ${name%.exit}, which it runs after, ended with status $code" >&2
+alive() {  # PID START: that process (started at START clock ticks) still runs
+  local line rest f
+  { read -r line <"/proc/$1/stat"; } 2>/dev/null || return 1
+  rest=${line##*) }
+  read -r -a f <<<"$rest"
+  [ "${f[19]}" = "$2" ] && [ "${f[0]}" != Z ]
+}
+for dep in "${@:4}"; do  # the jobs this one runs after (scheduler.after): STATE-FILE-STEM:PID:START
+  stem=${dep%:*:*} pid_start=${dep#"$stem":}
+  name=${stem##*/}
+  why=""
+  while [ ! -e "$stem.exit" ]; do
+    if [ -e "$stem.cancelled" ]; then why="was cancelled"; break; fi
+    if [ "$pid_start" != -:- ] && ! alive "${pid_start%:*}" "${pid_start#*:}" && [ ! -e "$stem.exit" ]; then
+      why="ended without an exit status"; break
+    fi
+    sleep 1
+  done
+  if [ -z "$why" ]; then
+    if [ -e "$stem.cancelled" ]; then why="was cancelled"
+    else read -r code <"$stem.exit" || code=unreadable
+      [ "$code" = 0 ] || why="ended with status $code"
+    fi
+  fi
+  if [ -n "$why" ]; then
+    echo "hpcbench: not started: job $name, which it runs after, $why" >&2
     echo 1 >"$2.tmp" && mv -f "$2.tmp" "$2"
     exit 0
   fi
@@ -309,11 +329,15 @@ class LocalScheduler(Scheduler):
 
         after = []
         for dep in spec.scheduler.after:
-            if not dep.startswith(ID_PREFIX) or self._load(dep) is None:
+            if not dep.startswith(ID_PREFIX) or (record := self._load(dep)) is None:
                 raise SchedulerError(
                     f"scheduler.after: {dep} is not a job of the local scheduler here ({self.root})"
                 )
-            after.append(str(self._exit_file(dep)))
+            stem = self._exit_file(dep).with_suffix("")
+            # its supervisor's PID and start: seen here, its death without an exit status
+            # (a SIGKILL, the machine restarted) ends the wait too; "-" where it cannot be seen
+            seen = record.get("pid") is not None and not self._elsewhere(record)
+            after.append(f"{stem}:{record['pid']}:{record['start']}" if seen else f"{stem}:-:-")
         job_id = self._reserve(taken)
         out, err = self.log_paths(spec, job_id, cwd)
         try:
