@@ -98,12 +98,13 @@ class LsfScheduler(Scheduler):
     @classmethod
     def node_agents(cls, spec: JobSpec) -> list[Word]:
         """One torchrun agent per host of the allocation through ``blaunch`` (LSF's own remote
-        start, tracked and killed with the job), given the job's distinct hosts."""
+        start, tracked and killed with the job), given the job's distinct hosts in a file: on
+        thousands of nodes their names overflow one argument's 128 KiB (``-z "hosts"``)."""
         if spec.resources.nodes == 1:
             return []
         from hpcbench.launchers import ShellVar
 
-        return ["blaunch", "-z", ShellVar('"${job_hosts[*]}"')]
+        return ["blaunch", "-u", ShellVar('"$job_hosts_file"')]
 
     @classmethod
     def template_context(cls, spec: JobSpec) -> dict[str, Any]:

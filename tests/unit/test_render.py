@@ -87,7 +87,7 @@ def test_slurm_torchrun_two_nodes_asks_one_agent_per_node():
     assert "#SBATCH --gres=gpu:2\n" in text and "#SBATCH --mem=32G\n" in text
     assert "#SBATCH --time=02:00:00\n" in text
     assert "#SBATCH --output=runs/hpcbench-%j.out\n#SBATCH --error=runs/hpcbench-%j.err\n" in text
-    assert 'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in text
+    assert "head_node=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | awk 'NR == 1')" in text
     assert "--nproc-per-node=2" in text and "--nnodes=2" in text
     assert '--rdzv-endpoint="$head_node:$rdzv_port"' in text and "--rdzv-backend=c10d" in text
     assert "srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1" in text
