@@ -341,3 +341,24 @@ def test_processes_a_finished_job_left_running_are_ended(workdir):
     finally:
         for pid in processes_running(f"sleep {marker}"):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_an_inherited_continuation_variable_never_moves_a_new_job(workdir, tmp_path):
+    """HPCBENCH_CONTINUE_RUN_DIR in the submitting shell (a continuation's environment, passed on
+    by SLURM or qsub -V to any job submitted from inside it) must not redirect a new job into
+    another run directory and its checkpoints: only a run directory that names the job as its
+    continuation is taken over."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "control").mkdir(parents=True)
+    (elsewhere / "control" / "continued-as").write_text("local-999\n")  # another job's
+    r = hpcbench(
+        "submit", *LOCAL, "--requeue", "--program", "printenv HPCBENCH_RUN_DIR", "--wait",
+        cwd=workdir, env={"HPCBENCH_CONTINUE_RUN_DIR": str(elsewhere)}, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    job_id = r.stdout.split("submitted job ")[1].split()[0]
+    out = (workdir / "runs" / f"hpcbench-{job_id}.out").read_text()
+    err = (workdir / "runs" / f"hpcbench-{job_id}.err").read_text()
+    assert f"runs/hpcbench-{job_id}" in out and str(elsewhere) not in out, out
+    assert "HPCBENCH_CONTINUE_RUN_DIR ignored" in err, err
+    assert sorted(p.name for p in elsewhere.rglob("*")) == ["continued-as", "control"]
