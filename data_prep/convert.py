@@ -6,7 +6,8 @@
    MPI ranks when started by ``mpiexec``/``srun`` (rank r writes shards r, r+W, …). A worker
    decodes its items, skips unreadable ones (or fails under ``strict``), writes the HDF5 file and
    its sha256, and returns its class counts and pixel sums.
-3. Publish: the manifest (normalisation from the train sums), ``skipped.txt`` and ``sources.txt``
+3. Publish: the manifest (normalisation from the train sums), ``skipped.txt``, ``sources.txt`` and
+   ``source_ids.txt`` (the listing's own ids, where it had them)
    are written into the temporary directory, which is renamed to the output at the very end.
    Any error (and SIGINT/SIGTERM, which the CLI turns into exceptions) removes the temporary
    directory: no half-written dataset is ever visible.
@@ -247,7 +248,13 @@ def _mpi_comm() -> Any | None:
     return comm
 
 
-EXTRA_FILES = ("skipped.txt", "sources.txt")  # what a conversion writes beside manifest and shards
+# what a conversion writes beside manifest and shards
+
+def one_line(text: str) -> str:
+    """A name or id as one line of sources.txt / source_ids.txt (line i is sample index i)."""
+    return text.replace("\r", " ").replace("\n", " ")
+
+EXTRA_FILES = ("skipped.txt", "sources.txt", "source_ids.txt")
 
 
 def dataset_files(path: Path) -> set[str] | None:
@@ -562,7 +569,9 @@ def _publish(
     if skipped:
         (tmp / "skipped.txt").write_text("".join(f"{n}\t{why}\n" for n, why in skipped))
     if source.names is not None:
-        (tmp / "sources.txt").write_text("".join(n.replace("\n", " ") + "\n" for n in source.names))
+        (tmp / "sources.txt").write_text("".join(one_line(n) + "\n" for n in source.names))
+    if source.ids is not None and any(source.ids):
+        (tmp / "source_ids.txt").write_text("".join(one_line(i) + "\n" for i in source.ids))
     manifest.save(tmp)
     _swap_in(tmp, out)
     manifest.root = out

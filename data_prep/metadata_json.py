@@ -95,6 +95,7 @@ def metadata_json(
         classes=[name for _, name in categories],
         labels=np.array([label_of_image[i] for i in ids], dtype=np.int64),
         names=names,
+        ids=[str(i) for i in ids],
         paths=paths,
         given_splits=given,
         inputs=[str(path), *image_directories(paths)],

@@ -35,6 +35,9 @@ class Source:
     classes: list[str]
     labels: np.ndarray  # int64 label per item
     names: list[str] | None = None  # file per item (paths as given), for reports and sources.txt
+    # the listing's own id per item (a metadata JSON's images[].id), "" where it gave none: kept
+    # in source_ids.txt so that predictions can be joined back to the user's ids
+    ids: list[str] | None = None
     describe: dict[str, Any] = field(default_factory=dict)
     native_size: tuple[int, int] | None = None  # (W, H) when every item has one size
     native_channels: int | None = None  # 1 or 3 when known without opening files

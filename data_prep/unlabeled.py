@@ -42,7 +42,10 @@ def _read(path: Path) -> bytes:
         raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
 
 
-def _json_names(path: Path, raw: bytes) -> list[str]:
+ID_NAMES = ("id", "image_id")  # a listing's own id of an image: JSON keys, CSV headers
+
+
+def _json_names(path: Path, raw: bytes) -> tuple[list[str], list[str]]:
     try:
         data = json.loads(raw)
     except RecursionError:
@@ -64,16 +67,16 @@ def _json_names(path: Path, raw: bytes) -> list[str]:
     for n, entry in enumerate(entries):
         if not isinstance(entry, dict) or not isinstance(entry.get("file_name"), str):
             raise DataError(f"{path}: image entry {n} has no file_name")
-        key = entry.get("id", entry.get("image_id"))
+        key = next((entry[k] for k in ID_NAMES if entry.get(k) is not None), None)
         keyed.append((str(key) if key is not None else "", n, entry["file_name"]))
     if all(re.fullmatch(r"-?[0-9]+", k) for k, _, _ in keyed):
         keyed.sort(key=lambda e: (int(e[0]), e[1]))
     elif all(k for k, _, _ in keyed):
         keyed.sort()
-    return [name for _, _, name in keyed]
+    return [name for _, _, name in keyed], [key for key, _, _ in keyed]
 
 
-def _csv_names(path: Path, raw: bytes, path_column: str | None) -> list[str]:
+def _csv_names(path: Path, raw: bytes, path_column: str | None) -> tuple[list[str], list[str]]:
     try:
         rows = list(csv.reader(raw.decode("utf-8-sig").splitlines()))
     except (UnicodeDecodeError, csv.Error) as err:
@@ -90,30 +93,33 @@ def _csv_names(path: Path, raw: bytes, path_column: str | None) -> list[str]:
                 break
         else:
             raise DataError(f"{path}: no column {path_column!r} in the header (--path-column)")
-    names = []
+    id_col = next((head.index(h) for h in ID_NAMES if h in head and body is not rows), None)
+    names, ids = [], []
     for n, row in enumerate(body, start=first):
         if len(row) <= col or not row[col].strip():
             raise DataError(f"{path}:{n}: row needs an image path, got {row!r}")
         names.append(row[col].strip())
-    return names
+        ids.append(row[id_col].strip() if id_col is not None and len(row) > id_col else "")
+    return names, ids
 
 
 def unlabeled_listing(
     path: str | os.PathLike[str],
     image_root: str | os.PathLike[str] | None = None,
     path_column: str | None = None,
-) -> tuple[list[str], list[str]]:
-    """The listed images as (names as listed, paths to open)."""
+) -> tuple[list[str], list[str], list[str]]:
+    """The listed images as (names as listed, paths to open, the listing's own ids: its
+    ``id``/``image_id`` per image, "" where it gave none)."""
     path = Path(path)
     raw = _read(path)
     if path.suffix.lower() == ".json":
-        names = _json_names(path, raw)
+        names, ids = _json_names(path, raw)
     else:
-        names = _csv_names(path, raw, path_column)
+        names, ids = _csv_names(path, raw, path_column)
     if not names:
         raise DataError(f"{path}: lists no images")
     root = Path(image_root) if image_root is not None else path.parent
-    return names, [str(root / n) for n in names]
+    return names, [str(root / n) for n in names], ids
 
 
 def with_unlabeled_test(
@@ -123,7 +129,7 @@ def with_unlabeled_test(
     path_column: str | None = None,
 ) -> FileSource:
     """``source`` with the images ``listing`` names appended as its unlabeled test split."""
-    names, paths = unlabeled_listing(listing, image_root, path_column)
+    names, paths, ids = unlabeled_listing(listing, image_root, path_column)
     if source.given_splits is not None and "test" in source.given_splits:
         at = source.given_splits.index("test")
         label = (source.names or source.paths)[at]
@@ -135,6 +141,7 @@ def with_unlabeled_test(
         source,
         labels=np.concatenate([source.labels, np.full(len(names), UNLABELED, np.int64)]),
         names=[*(source.names or source.paths), *names],
+        ids=[*(source.ids or [""] * len(source.labels)), *ids] if source.ids or any(ids) else None,
         paths=[*source.paths, *paths],
         given_splits=None if source.given_splits is None else [*source.given_splits],
         unlabeled_test=len(names),

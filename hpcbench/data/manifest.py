@@ -95,6 +95,14 @@ class Manifest:
         unit = np.float32(1 / 255 if self.dtype == "uint8" else 1.0)
         return unit / std, -mean / std
 
+    def class_ids(self) -> list[str] | None:
+        """The ids the source's metadata gave the classes (a metadata JSON's
+        ``categories[].id``), as text in class order; None where it gave none."""
+        ids = (self.source or {}).get("category_ids")
+        if not isinstance(ids, list) or len(ids) != len(self.classes):
+            return None
+        return [str(i) for i in ids]
+
     def split(self, name: str) -> SplitInfo:
         if name not in self.splits:
             where = f" of {self.root}" if self.root else ""

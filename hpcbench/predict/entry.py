@@ -573,7 +573,7 @@ def _finish(
                 (done / elapsed) / x if x and elapsed > 0 else None
             )
     run_dir = Path(config.run_dir()).expanduser().resolve()
-    csv_text = results.predictions_csv(collector, classes, config.top_k)
+    csv_text = results.predictions_csv(collector, classes, config.top_k, loaded.format.class_ids)
     paths = results.write(run_dir, csv_text, document)
     document["files"] = {"predictions": str(paths[0]), "report": str(paths[1])}
     print(results.summary(document, paths), flush=True)

@@ -29,6 +29,7 @@ from hpcbench.data.manifest import MANIFEST_NAME, DataError
 from hpcbench.predict.config import PredictError
 
 UNKNOWN = -1  # the label of an item whose class is not known
+SOURCES_LIMIT = 1 << 30  # bytes of a dataset's sources.txt / source_ids.txt read at most
 
 
 @dataclass
@@ -39,6 +40,10 @@ class Items:
     labels: np.ndarray  # model class index per item, UNKNOWN where not known
     labelled: bool
     paths: list[str] = field(default_factory=list)  # files: the path to open per item
+    # dataset: the source file of each sample (its sources.txt line), for predictions.csv
+    sources: list[str] | None = None
+    ids: list[str] | None = None  # the listing's own id per item, where it gave ids
+    class_ids: list[str] | None = None  # the model's classes' ids in the input's metadata
     dataset: Any = None  # dataset: the Manifest
     split: str = ""
     _reader: Any = None
@@ -120,6 +125,7 @@ def _unlabelled_json(path: Path) -> Items | None:
         images = sorted((int(im["id"]), str(im["file_name"])) for im in data["images"])
     except (KeyError, TypeError, ValueError):
         return None
+    ids = [str(i) for i, _ in images]
     files = [str(path.parent / name) for _, name in images]
     if not files:
         raise PredictError(f"--input {path}: its images list is empty")
@@ -130,6 +136,7 @@ def _unlabelled_json(path: Path) -> Items | None:
         labels=np.full(len(files), UNKNOWN, dtype=np.int64),
         labelled=False,
         paths=files,
+        ids=ids,
     )
 
 
@@ -140,6 +147,8 @@ def list_items(config: Any, model_classes: list[str]) -> Items:
         n = config.limit
         items.names, items.labels = items.names[:n], items.labels[:n]
         items.paths = items.paths[:n]
+        items.sources = items.sources[:n] if items.sources is not None else None
+        items.ids = items.ids[:n] if items.ids is not None else None
     if len(items) == 0:
         raise PredictError(f"--input {config.input}: nothing to classify")
     return items
@@ -167,6 +176,7 @@ def _list(config: Any, model_classes: list[str]) -> Items:
                 )
             else:  # stored without labels (-1): nothing to map or to score
                 labels = np.full(split.samples, UNKNOWN, dtype=np.int64)
+            sources, ids = _dataset_sources(manifest, split)
             return Items(
                 kind="dataset",
                 description=f"dataset {path} ({config.split} split"
@@ -177,6 +187,9 @@ def _list(config: Any, model_classes: list[str]) -> Items:
                 labelled=split.labeled,
                 dataset=manifest,
                 split=config.split,
+                sources=sources,
+                ids=ids,
+                class_ids=_class_ids(manifest, model_classes),
             )
         if path.is_dir():
             flat = _flat_folder(path)
@@ -210,6 +223,7 @@ def _list(config: Any, model_classes: list[str]) -> Items:
         labels=_map_labels(where, source.classes, source.labels, model_classes),
         labelled=True,
         paths=list(source.paths),
+        ids=source.ids,
     )
 
 
@@ -221,3 +235,54 @@ def _shard_labels(manifest: Any, shard: Any) -> np.ndarray:
         return np.asarray(opened.labels, dtype=np.int64)
     finally:
         opened.close()
+
+
+def _dataset_sources(manifest: Any, split: Any) -> tuple[list[str] | None, list[str] | None]:
+    """Each sample's source file (``sources.txt``) and the listing's own id
+    (``source_ids.txt``), by the sample's ``index`` (its line there); None where the dataset
+    has no such file or a line is missing (a dataset written by another tool)."""
+    from hpcbench.data.files import read_regular
+
+    lines: dict[str, list[str] | None] = {}
+    for name in ("sources.txt", "source_ids.txt"):
+        try:
+            text = read_regular(manifest.root / name, SOURCES_LIMIT)
+            lines[name] = text.decode("utf-8", "backslashreplace").split("\n")
+        except FileNotFoundError:
+            lines[name] = None
+        except (OSError, ValueError) as err:
+            why = getattr(err, "strerror", None) or err
+            raise PredictError(f"{manifest.root / name}: cannot be read ({why})") from None
+    if lines["sources.txt"] is None and lines["source_ids.txt"] is None:
+        return None, None
+    index = np.concatenate([_shard_index(manifest, s) for s in split.shards] or [np.zeros(0, int)])
+    out = []
+    for name in ("sources.txt", "source_ids.txt"):
+        table = lines[name]
+        if table is None or (len(index) and (index.min() < 0 or index.max() >= len(table))):
+            out.append(None)
+        else:
+            out.append([table[i] for i in index.tolist()])
+    return out[0], out[1]
+
+
+def _class_ids(manifest: Any, model_classes: list[str]) -> list[str] | None:
+    """The source metadata's ids of the model's classes, from a dataset with the same classes."""
+    ids = manifest.class_ids()
+    if ids is None or list(manifest.classes) != list(model_classes):
+        return None
+    return ids
+
+
+def _shard_index(manifest: Any, shard: Any) -> np.ndarray:
+    import h5py
+
+    from hpcbench.data.shards import check_shard_file
+
+    path = manifest.shard_path(shard)
+    check_shard_file(path, shard)
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            return np.asarray(f["index"][()], dtype=np.int64)
+    except (OSError, KeyError) as err:
+        raise DataError(f"{path}: not a readable shard ({err})") from None

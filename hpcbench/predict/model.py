@@ -29,6 +29,7 @@ class InputFormat:
     std: list[float]
     mode: str  # L or RGB
     resize: str  # crop | stretch | pad
+    class_ids: list[str] | None = None  # the source metadata's own class ids, where it had them
 
     @property
     def size(self) -> tuple[int, int]:  # width, height (the converters' order)
@@ -121,6 +122,12 @@ def _load(given: str, warn: Any) -> LoadedModel:
         std=[float(v) for v in dataset["std"]],
         mode=str(dataset["mode"]),
         resize=str(dataset["resize"]),
+        class_ids=(
+            [str(c) for c in dataset["class_ids"]]
+            if isinstance(dataset.get("class_ids"), list)
+            and len(dataset["class_ids"]) == len(dataset["classes"])
+            else None
+        ),
     )
     fp = payload.get("fingerprint", {})
     return LoadedModel(

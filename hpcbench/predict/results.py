@@ -1,11 +1,15 @@
 """What a prediction run leaves: ``predictions.csv``, ``predict.json`` and the printed summary.
 
 ``predictions.csv`` (written by the sink, atomically): one row per classified image in input
-order -- ``item`` (its path as listed, or ``split/index`` of a dataset), ``label`` (the known
-class, else empty), ``class`` and ``probability`` of the top class, then ``class_2``,
-``probability_2``… up to ``--top-k``. Probabilities are float32 written with 9 significant digits
-(they read back to the same float32). Unreadable images have no row; ``predict.json`` lists them
-with the reason.
+order -- ``item`` (its path as listed, or ``split/index`` of a dataset), ``source`` (a dataset's
+sample: its source file, as the converted listing gave it), ``id`` (the listing's own image id,
+where it had ids), ``label`` (the known class, else empty), ``class``, ``class_id`` (the class's
+id in the source metadata, where it had ids) and ``probability`` of the top class, then
+``class_2``… up to ``--top-k``. Columns the input cannot fill are left out. Probabilities are
+float32 written with 9 significant digits (they read back to the same float32). A text cell that
+a spreadsheet would run as a formula (it starts with ``= + - @``, tab or CR), or that starts with
+``'``, gets a leading ``'``. Unreadable images have no row; ``predict.json`` lists them with the
+reason.
 
 ``predict.json``: the mode and roles, the plan (per-stage costs, credits, predicted throughput),
 the measured throughput, the per-stage and per-rank report, and -- when labels are known --
@@ -53,24 +57,56 @@ class Collector:
         return int((self.status < 0).sum())
 
 
-def predictions_csv(collector: Collector, class_names: list[str], top_k: int) -> str:
+def predictions_csv(
+    collector: Collector,
+    class_names: list[str],
+    top_k: int,
+    class_ids: list[str] | None = None,
+) -> str:
+    """The CSV text; ``source``/``id`` columns where the input says them, ``class_id`` columns
+    where the classes have ids (``class_ids``, else the input's own)."""
     items = collector.items
+    class_ids = class_ids or items.class_ids
     k = min(top_k, len(class_names))
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    header = ["item", "label", "class", "probability"]
-    for j in range(2, k + 1):
-        header += [f"class_{j}", f"probability_{j}"]
+    # RFC 4180's CRLF rows: the csv module then quotes every cell holding a CR or LF, so a name
+    # with a carriage return reads back whole
+    writer = csv.writer(out, lineterminator="\r\n")
+    header = ["item"]
+    header += ["source"] if items.sources is not None else []
+    header += ["id"] if items.ids is not None else []
+    header += ["label"]
+    for j in range(1, k + 1):
+        suffix = f"_{j}" if j > 1 else ""
+        header += [f"class{suffix}"] + ([f"class_id{suffix}"] if class_ids else [])
+        header += [f"probability{suffix}"]
     writer.writerow(header)
     done = np.flatnonzero(collector.status == 0)
     order = np.argsort(-collector.probs[done], axis=1, kind="stable")[:, :k]
     for row, i in enumerate(done):
         label = int(items.labels[i])
-        cells = [_text(items.names[i]), class_names[label] if label != UNKNOWN else ""]
+        cells = [items.names[i]]
+        cells += [items.sources[i]] if items.sources is not None else []
+        cells += [items.ids[i]] if items.ids is not None else []
+        cells += [class_names[label] if label != UNKNOWN else ""]
         for c in order[row]:
-            cells += [class_names[c], f"{float(collector.probs[i, c]):.9g}"]
-        writer.writerow(cells)
+            cells += [class_names[c]] + ([class_ids[c]] if class_ids else [])
+            cells += [f"{float(collector.probs[i, c]):.9g}"]
+        writer.writerow([inert(cell) for cell in cells])
     return out.getvalue()
+
+
+# What makes a spreadsheet read a cell as a formula (OWASP, CSV injection), and the quote that
+# neutralises it: a cell starting with one of these gets a leading "'"
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert(cell: str) -> str:
+    """``cell`` as UTF-8 text no spreadsheet runs: one that starts like a formula, or with a
+    quote, gets a leading ``'`` (so a reader gets the original back by removing one leading
+    ``'``, always); numbers pass unchanged."""
+    text = _text(cell)
+    return "'" + text if text.startswith((*FORMULA_START, "'")) else text
 
 
 def _text(name: str) -> str:

@@ -349,6 +349,8 @@ def dataset_description(manifest: Manifest) -> dict[str, Any]:
         "std": [float(v) for v in manifest.std],
         "mode": "L" if manifest.channels == 1 else "RGB",
         "resize": str(options.get("resize", "crop")),
+        # the source's own class ids (a metadata JSON's categories[].id), for predictions.csv
+        "class_ids": manifest.class_ids(),
     }
 
 

@@ -634,3 +634,78 @@ def test_an_unlabeled_test_set_becomes_a_test_split_without_labels(tmp_path):
         assert r.returncode == 2 and says in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert not (tmp_path / "bad").exists()
+
+
+def test_predictions_of_a_competition_layout_join_back_to_its_ids(tmp_path):
+    """Herbarium 2021's layout: nested image folders, integer image ids that are not positions,
+    sparse category ids, a test listing without labels (in an order of its own).
+    ``predictions.csv`` of ``--split test`` names each row's source file and the listing's id,
+    and the predicted class's own id: the competition's ``Id,Predicted`` is one csv read."""
+    rng = np.random.default_rng(3)
+    cat_ids = {"Abies alba": 17, "Betula nana": 204, "Carex flava": 3051}
+    images, annotations, test = [], [], []
+    for k, (name, cid) in enumerate(cat_ids.items()):
+        for i in range(6):
+            rel = f"images/{k:03d}/{i:02d}/{1000 + 7 * (6 * k + i)}.png"
+            (tmp_path / "train" / rel).parent.mkdir(parents=True, exist_ok=True)
+            pixels = rng.integers(0, 256, (20, 24, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(tmp_path / "train" / rel)
+            image_id = 1000 + 7 * (6 * k + i)
+            images.append({"id": image_id, "file_name": rel})
+            annotations.append({"image_id": image_id, "category_id": cid, "id": len(annotations)})
+    categories = [{"id": cid, "name": name} for name, cid in cat_ids.items()]
+    (tmp_path / "train" / "metadata.json").write_text(
+        json.dumps({"images": images, "annotations": annotations, "categories": categories})
+    )
+    for i in range(5):
+        rel = f"images/{i // 2:03d}/{90_000 + 13 * i}.png"
+        (tmp_path / "test" / rel).parent.mkdir(parents=True, exist_ok=True)
+        pixels = rng.integers(0, 256, (20, 24, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(tmp_path / "test" / rel)
+        test.append({"id": 90_000 + 13 * i, "file_name": rel})
+    listing = {"images": test[::-1]}  # the listing's order is not its ids'
+    (tmp_path / "test" / "metadata.json").write_text(json.dumps(listing))
+    r = hpcbench(
+        "prep", "json", "train/metadata.json", "ds", "--unlabeled-test", "test/metadata.json",
+        "--size", "8x8", "--quiet", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    from tests.integration.test_trainer import env
+
+    run = tmp_path / "run"
+    r = subprocess.run(
+        [sys.executable, "-m", "hpcbench.train", "--data", str(tmp_path / "ds"), "--model",
+         "mlp", "--epochs", "1", "--global-batch-size", "4", "--output-dir", str(run)],
+        env=env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run(
+        [sys.executable, "-m", "hpcbench.predict", "--checkpoint", str(run), "--input",
+         str(tmp_path / "ds"), "--split", "test", "--top-k", "2",
+         "--output-dir", str(tmp_path / "pred")],
+        env=env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(tmp_path / "pred" / "predictions.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    submission = {int(row["id"]): int(row["class_id"]) for row in rows}
+    assert sorted(submission) == sorted(t["id"] for t in test)
+    assert set(submission.values()) <= set(cat_ids.values())
+    files = {t["id"]: t["file_name"] for t in test}
+    names = {v: k for k, v in cat_ids.items()}
+    for row in rows:
+        assert row["source"] == files[int(row["id"])], row
+        assert names[int(row["class_id"])] == row["class"], row
+        assert names[int(row["class_id_2"])] == row["class_2"], row
+        assert row["label"] == "", row
+    # the labelled validation split names its sources and ids the same way
+    r = subprocess.run(
+        [sys.executable, "-m", "hpcbench.predict", "--checkpoint", str(run), "--input",
+         str(tmp_path / "ds"), "--split", "val", "--output-dir", str(tmp_path / "pval")],
+        env=env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(tmp_path / "pval" / "predictions.csv", newline="") as fh:
+        val = list(csv.DictReader(fh))
+    by_id = {im["id"]: im["file_name"] for im in images}
+    assert val and all(by_id[int(row["id"])] == row["source"] for row in val), val

@@ -175,3 +175,27 @@ def test_a_file_name_that_is_not_utf8_is_written_escaped_not_fatal():
     text = predictions_csv(collector_of([0], [0], [name]), ["a", "b", "c"], top_k=1)
     assert text.splitlines()[1].startswith('"caf\\xe9,')  # quoted (comma, newline) and escaped
     text.encode("utf-8")
+
+
+def test_cells_a_spreadsheet_would_run_are_neutralised_and_read_back():
+    """OWASP's CSV injection: a file or class name starting with = + - @, tab or CR gets a
+    leading ', as does one starting with ' (so removing one leading ' always gives the name)."""
+    import csv
+    import io
+
+    from hpcbench.predict.results import predictions_csv
+
+    names = ["=HYPERLINK(\"http://x\",\"y\").jpg", "+1.jpg", "-2.jpg", "@SUM(A1).jpg",
+             "\tcmd.jpg", "\rcr.jpg", "'quoted.jpg", "plain.jpg", "a=b.jpg"]  # fmt: skip
+    classes = ["=cmd|' /C calc'!A0", "-b", "c"]
+    labels = [0] * len(names)
+    text = predictions_csv(collector_of(labels, [0] * len(names), names), classes, top_k=2)
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    for row in rows:
+        for key in ("item", "label", "class", "class_2"):
+            assert not row[key].startswith(("=", "+", "-", "@", "\t", "\r")), row
+    restore = [r["item"][1:] if r["item"].startswith("'") else r["item"] for r in rows]
+    assert restore == names
+    assert rows[0]["label"] == rows[0]["class"] == "'" + classes[0]
+    assert rows[0]["class_2"] == "'-b" and rows[7]["item"] == "plain.jpg"
+    assert rows[8]["item"] == "a=b.jpg" and float(rows[0]["probability"]) == pytest.approx(0.8)
