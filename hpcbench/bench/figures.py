@@ -460,7 +460,7 @@ def power(traces: Sequence[PowerTrace], analysis: dict[str, Any], out_dir: Path)
                 color=shade.get(phase, "#dddddd"),
                 alpha=0.18,
                 lw=0,
-                label=None if name in seen else name,
+                label=None if name in seen else label(name),
             )
             seen.add(name)
         for i, (dev, times, watts) in enumerate(trace.series):

@@ -604,3 +604,15 @@ def test_html_renders_in_a_real_browser(results: Path, tmp_path: Path) -> None:
     # not only text: some of the screen is the figures' colours (Okabe–Ito blue of the bars)
     blue = np.all(np.abs(pixels - [0, 114, 178]) < 30, axis=-1)
     assert blue.sum() > 20_000
+
+
+def test_a_phase_name_that_looks_like_mathtext_is_drawn_as_text(results: Path) -> None:
+    """Phase names in metrics.json's phase windows reach the power figure's legend: data too."""
+    for metrics_file in results.rglob("metrics.json"):
+        metrics = json.loads(metrics_file.read_text())
+        for window in metrics["phase_windows"]:
+            if window["phase"] == "test":
+                window["phase"] = r"$\frac{$"
+        metrics_file.write_text(json.dumps(metrics))
+    report.build_report(results)
+    assert (results / "report" / "figures" / "power.png").exists()
