@@ -155,6 +155,19 @@ def _check_energy(path: Path, energy: Any) -> None:
             raise AnalysisError(f"{path}: a node whose host is not a name")
 
 
+def inside(results: Path, rel: Any) -> Path | None:
+    """``results/rel`` if it stays inside ``results`` (a run_dir is data, not a free path: an
+    absolute one, ``..`` or a link out of the directory gives None)."""
+    if not isinstance(rel, str) or not rel:
+        return None
+    p = (results / rel).resolve()
+    try:
+        p.relative_to(results.resolve())
+    except ValueError:
+        return None
+    return p
+
+
 def load_results(results_dir: str | Path) -> Results:
     """Read a results directory of ``hpcbench bench``; :class:`AnalysisError` (one line, naming
     the file) when it is not one, or when a completed run's ``metrics.json`` is missing or has
@@ -198,6 +211,11 @@ def load_results(results_dir: str | Path) -> Results:
             raise AnalysisError(f"{runs_path}: runs[{i}]: run_dir {run_dir!r} is not a path")
         if rec["status"] == "completed" and not run_dir:
             raise AnalysisError(f"{runs_path}: runs[{i}]: completed without a run_dir")
+        if run_dir and inside(directory, run_dir) is None:
+            raise AnalysisError(
+                f"{runs_path}: runs[{i}]: run_dir {run_dir!r} is not inside the results "
+                "directory (bench writes relative paths under it)"
+            )
         run = Run(
             config=rec["config"],
             kind=rec["kind"],

@@ -131,14 +131,9 @@ def _read_optional(path: Path) -> Any:
 
 def _inside(results: Path, rel: Any) -> Path | None:
     """``results/rel`` if it stays inside ``results`` (run_dir is data, not a free path)."""
-    if not isinstance(rel, str) or not rel:
-        return None
-    p = (results / rel).resolve()
-    try:
-        p.relative_to(results.resolve())
-    except ValueError:
-        return None
-    return p
+    from hpcbench.bench.analysis import inside
+
+    return inside(results, rel)
 
 
 def _runs(results: Path) -> list[dict[str, Any]]:

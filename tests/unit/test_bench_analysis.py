@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import math
 from pathlib import Path
 from typing import Any
@@ -667,3 +668,21 @@ def test_bad_input_gives_one_line_naming_the_file(tmp_path):
     bench["format"] = "other/1"
     (root / "bench.json").write_text(json.dumps(bench))
     _one_line_error(root, r"bench\.json: format is 'other/1'")
+
+
+@pytest.mark.parametrize("where", ["absolute", "dotdot", "link"])
+def test_a_run_dir_outside_the_results_is_refused_and_nothing_there_is_read(tmp_path, where):
+    """runs.json is data: a run_dir that is absolute, climbs out with .., or is a link out of the
+    results directory never makes the analysis read a metrics.json from elsewhere."""
+    root = _small(tmp_path / "r", two_train=52.0)
+    outside = _small(tmp_path / "elsewhere", two_train=52.0) / "runs" / "1dev" / "timing-02"
+    doc = json.loads((root / "runs.json").read_text())
+    rel = {
+        "absolute": str(outside),
+        "dotdot": os.path.relpath(outside, root),
+        "link": "runs/escape",
+    }[where]
+    (root / "runs" / "escape").symlink_to(outside)
+    doc["runs"][0]["run_dir"] = rel
+    (root / "runs.json").write_text(json.dumps(doc))
+    _one_line_error(root, r"runs\.json: runs\[0\]: run_dir .* is not inside the results directory")
