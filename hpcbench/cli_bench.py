@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,17 +12,29 @@ from typing import Any
 from hpcbench.spec import SCHEDULERS
 
 
-def _count(low: int) -> Any:
+def _count(low: int, high: int = 10_000_000) -> Any:
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = low - 1
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {text!r}")
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number from {low} to {high:,}, got {text[:40]!r}"
+            )
         return value
 
     return parse
+
+
+def _size_mb(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (math.isfinite(value) and 0 < value <= 1 << 20):
+        raise argparse.ArgumentTypeError(f"expected MiB > 0 (e.g. 25), got {text[:40]!r}")
+    return value
 
 
 def add_parsers(sub: Any) -> None:
@@ -97,7 +110,7 @@ def add_parsers(sub: Any) -> None:
         "--strategy", choices=("mpi", "ddp", "both"), default="both", help="default both"
     )
     ps.add_argument("--no-overlap", action="store_true", help="all-reduce only after backward")
-    ps.add_argument("--bucket-mb", type=float, default=25.0, help="gradient bucket size (25)")
+    ps.add_argument("--bucket-mb", type=_size_mb, default=25.0, help="gradient bucket size (25)")
 
 
 def build_matrix_from(args: argparse.Namespace, trainer_args: list[str]) -> Any:
@@ -209,15 +222,23 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _predict_scaling(args: argparse.Namespace) -> int:
-    from hpcbench.scaling.predictions import CalibrationError, describe, load, predictions, table
+    from hpcbench.scaling.predictions import (
+        MAX_COUNT,
+        CalibrationError,
+        describe,
+        load,
+        predictions,
+        table,
+    )
 
     try:
         ranks = [int(r) for r in args.ranks.split(",") if r.strip()]
-        if not ranks or min(ranks) < 1:
+        if not ranks or min(ranks) < 1 or max(ranks) > MAX_COUNT:
             raise ValueError
     except ValueError:
         print(
-            f"hpcbench: error: --ranks {args.ranks}: whole numbers >= 1, e.g. 2,8,64",
+            f"hpcbench: error: --ranks {args.ranks[:80]}: whole numbers from 1 to {MAX_COUNT:,}, "
+            "e.g. 2,8,64",
             file=sys.stderr,
         )
         return 2

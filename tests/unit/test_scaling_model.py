@@ -198,3 +198,82 @@ def test_on_cpus_mpi_never_hides_its_all_reduce_and_gloo_only_on_a_spare_core(tm
     record["machine"]["device"] = "cuda"
     path.write_text(json.dumps(record))
     assert communication_hides(load(path), "mpi", 4)
+
+
+def _broken_calibrations():
+    """(name, text of a calibration file) for every way a hand-edited or foreign file breaks."""
+    good = calibration_record(cores=2, allreduce={"mpi": [[2, 4, 1e-5], [4, 1 << 20, 1e-3]]})
+
+    def variant(path, value):
+        record = json.loads(json.dumps(good))
+        *where, last = path
+        node = record
+        for key in where:
+            node = node[key]
+        if value is KeyError:
+            del node[last]
+        else:
+            node[last] = value
+        return json.dumps(record)
+
+    nested = "[" * 100_000 + "]" * 100_000
+    yield "empty", ""
+    yield "not json", "{machine"
+    yield "a list", "[]"
+    yield "nested", nested
+    yield "a string", '"calibration"'
+    yield "nan", json.dumps(good).replace('"backward_share": 0.6', '"backward_share": NaN')
+    yield "infinity", json.dumps(good).replace("0.17", "Infinity")
+    yield "huge float", json.dumps(good).replace("0.17", "1e400")
+    yield "huge int", json.dumps(good).replace('"nodes": 1', '"nodes": ' + "9" * 400)
+    yield "no machine", variant(["machine"], KeyError)
+    yield "machine a list", variant(["machine"], [1, 2])
+    yield "no cores", variant(["machine", "cores_per_node"], KeyError)
+    yield "zero cores", variant(["machine", "cores_per_node"], 0)
+    yield "threads a string", variant(["machine", "threads_per_rank"], "1")
+    yield "threads true", variant(["machine", "threads_per_rank"], True)
+    yield "device a number", variant(["machine", "device"], 3)
+    yield "no compute", variant(["compute"], KeyError)
+    yield "batches empty", variant(["compute", "batches"], [])
+    yield "zero batch", variant(["compute", "batches"], [0, 32])
+    yield "steps short", variant(["compute", "step_s"], [0.05])
+    yield "negative step", variant(["compute", "step_s"], [0.05, -1])
+    yield "share above 1", variant(["compute", "backward_share"], 2)
+    yield "parameter_bytes a number", variant(["parameter_bytes"], 12)
+    yield "parameter_bytes zero", variant(["parameter_bytes"], [0])
+    yield "allreduce a list", variant(["allreduce"], [])
+    yield "allreduce row short", variant(["allreduce", "mpi"], [[2, 4]])
+    yield "allreduce zero time", variant(["allreduce", "mpi"], [[2, 4, 0], [4, 8, 0]])
+    yield "allreduce one row", variant(["allreduce", "mpi"], [[2, 4, 1e-5]])
+    yield "allreduce none", variant(["allreduce"], {})
+    yield "allreduce rows a dict", variant(["allreduce", "mpi"], {"a": 1})
+    yield "model missing", variant(["model"], KeyError)
+
+
+@pytest.mark.parametrize(("name", "text"), list(_broken_calibrations()), ids=lambda v: v[:20])
+def test_a_broken_calibration_is_one_line_naming_the_file(tmp_path, capsys, name, text):
+    """No traceback and no 'nan' prediction: exit 2 and one line naming the file (and the key)."""
+    from hpcbench.cli import main
+
+    path = tmp_path / "cal.json"
+    path.write_text(text)
+    assert main(["predict-scaling", str(path), "--ranks", "2,8"]) == 2, name
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"hpcbench: error: {path}: "), err
+    assert "nan" not in captured.out and "inf" not in captured.out
+
+
+def test_rank_counts_and_bucket_sizes_beyond_any_machine_are_refused(tmp_path, capsys):
+    from hpcbench.cli import main
+
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(calibration_record(cores=2, allreduce={"mpi": [[2, 4, 1e-5],
+                                                                            [4, 1 << 20, 1e-3]]})))  # fmt: skip
+    assert main(["predict-scaling", str(path), "--ranks", "2," + "9" * 40]) == 2
+    assert "--ranks" in capsys.readouterr().err
+    for bad in ("nan", "inf", "-1", "0"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["predict-scaling", str(path), "--bucket-mb", bad])
+        assert exit_.value.code == 2
+        assert "--bucket-mb" in capsys.readouterr().err
