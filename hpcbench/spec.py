@@ -49,6 +49,10 @@ _JOB_ID = re.compile(r"(?:local-)?[0-9]{1,18}(?:[._][A-Za-z0-9_.-]{1,200})?\Z")
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?$", re.IGNORECASE)
 _MEMORY_FACTOR_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
+# The largest limits every batch system takes: a signed 32-bit count of seconds (about 68 years)
+# and of megabytes per node (2 PiB, beyond any node); larger values are typos.
+MAX_TIME_S = 2**31 - 1
+MAX_MEMORY_MB = 2**31 - 1
 
 
 # Short names for the fields people override most: load_spec(nodes=2), and the CLI's flags.
@@ -296,6 +300,11 @@ def parse_time(value: Any) -> int:
         raise ValueError("expected a time limit like '01:30:00' or '2-00:00:00'")
     if seconds <= 0:
         raise ValueError("a time limit must be positive")
+    if seconds > MAX_TIME_S:
+        raise ValueError(
+            f"at most {format_time_slurm(MAX_TIME_S)} (about 68 years), the longest limit "
+            "every batch system takes"
+        )
     return seconds
 
 
@@ -317,10 +326,13 @@ def parse_memory(value: Any) -> int:
         raise ValueError("expected a memory size like '32G' or '500M'")
     if isinstance(value, int):
         mb = value
-    elif isinstance(value, str) and (m := _MEMORY.match(value.strip())):
-        mb = int(round(float(m.group(1)) * _MEMORY_FACTOR_MB[m.group(2).upper()]))
+    elif isinstance(value, str) and len(value) <= 40 and (m := _MEMORY.match(value.strip())):
+        mb = float(m.group(1)) * _MEMORY_FACTOR_MB[m.group(2).upper()]
     else:
         raise ValueError("expected a memory size like '32G' or '500M'")
+    if mb > MAX_MEMORY_MB:
+        raise ValueError(f"at most {format_memory(MAX_MEMORY_MB)} per node")
+    mb = int(round(mb))
     if mb <= 0:
         raise ValueError("a memory size must be positive")
     return mb

@@ -44,6 +44,12 @@ from tests.unit.test_injection import RECORDER
         ({"program": {"script": "-c"}}, "program.script: must not start with '-'"),
         ({"program": {"args": ["a" * 200_000]}}, "program.args: entry 1 is 200000 characters"),
         ({"launcher": {"args": ["a\nb"]}}, "launcher.args: entry 1 must be a single line"),
+        ({"resources": {"memory": "9" * 400 + "G"}}, "resources.memory: expected a memory size"),
+        ({"resources": {"memory": "9" * 30 + "G"}}, "resources.memory: at most 2147483647M"),
+        ({"resources": {"memory": 10**400}}, "resources.memory: at most 2147483647M"),
+        ({"resources": {"time": "9" * 20}}, "resources.time: at most 24855-03:14:07"),
+        ({"resources": {"time": 10**30}}, "resources.time: at most 24855-03:14:07"),
+        ({"resources": {"time": "99999999999-00:00:00"}}, "resources.time: at most"),
     ],
 )
 def test_values_are_refused_with_one_line_naming_the_field(data, message):
