@@ -602,10 +602,12 @@ def apply_smoke(merged: dict[str, Any], smoke: bool, where: str) -> dict[str, An
         return out
 
     smoked = copy.deepcopy(merged)
-    for dotted in unset:
-        section, key = dotted.split(".")
-        if isinstance(smoked.get(section), dict):
-            smoked[section].pop(key, None)
+    for dotted in unset:  # either spelling, of the field and of the file's key
+        section, key = dotted.replace("-", "_").split(".")
+        for name, values in smoked.items():
+            if name.replace("-", "_") == section and isinstance(values, dict):
+                for found in [k for k in values if k.replace("-", "_") == key]:
+                    del values[found]
     smoked = deep(smoked, table)
     if not smoke:  # the smoke form is checked too, so that a broken one is found before use
         _build(JobSpec, copy.deepcopy(smoked), "", {}, f"{where}smoke: ")

@@ -123,3 +123,14 @@ def test_the_smoke_form_replaces_only_what_it_names_and_unset_restores_defaults(
         misspelt.write_text(f"[resources]\naccount = 'p'\n[smoke]\nunset = ['{typo}']\n")
         with pytest.raises(SpecError, match=rf"smoke.unset: '{typo}' is not a field of the spec"):
             load_spec(misspelt)  # else the account would silently stay set in the smoke form
+
+
+@pytest.mark.parametrize("field", ["resources.gpus-per-node", "resources.gpus_per_node"])
+@pytest.mark.parametrize("key", ["gpus-per-node", "gpus_per_node"])
+def test_smoke_unset_removes_the_field_in_either_spelling(tmp_path, field, key):
+    """A spec may spell keys with dashes or underscores; unset takes either and removes the
+    field whichever way the file spelt it (else the smoke form still asked for 4 GPUs)."""
+    spec = tmp_path / "job.toml"
+    spec.write_text(f"[resources]\n{key} = 4\n[smoke]\nunset = ['{field}']\n")
+    assert load_spec(spec).resources.gpus_per_node == 4
+    assert load_spec(spec, smoke=True).resources.gpus_per_node == 0
