@@ -90,6 +90,19 @@ class LsfScheduler(Scheduler):
         return f"bsub found at {bsub}" if bsub else None
 
     @classmethod
+    def escape_log_path(cls, path: str) -> str:
+        """bsub expands %J (job id) and %I (array index) in -o/-e and has no escape for them:
+        a directory holding one would send the logs where hpcbench does not look."""
+        if re.search(r"%[JI]", path):
+            from hpcbench.spec import SpecError
+
+            raise SpecError(
+                f"resources.output_dir: {path!r} holds %J or %I, which LSF replaces in its log "
+                "paths (with no way to escape them): choose a directory without them"
+            )
+        return path
+
+    @classmethod
     def job_environment(cls, job_id: str, hosts: Sequence[str], folder: Path) -> dict[str, str]:
         hostfile = folder / "lsb_djob_hostfile"
         hostfile.write_text("".join(f"{h}\n{h}\n" for h in hosts))  # one line per slot

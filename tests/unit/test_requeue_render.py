@@ -117,3 +117,14 @@ def test_pbs_resources_from_the_command_line_give_torque_s_nodes_ppn(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "#PBS -l nodes=1:ppn=8\n" in r.stdout
     assert "#PBS -W depend=afterok:4242.server\n" in r.stdout
+
+
+@pytest.mark.parametrize("output_dir", ["runs/%J", "runs-%I/x"])
+def test_lsf_refuses_an_output_dir_it_would_expand(tmp_path, output_dir):
+    """bsub replaces %J and %I in -o/-e and has no escape: the logs would land where hpcbench's
+    logs and wait do not look. SLURM's % is doubled instead (sbatch reads %% as %)."""
+    result = hpcbench("render", "--scheduler", "lsf", "-o", output_dir, cwd=tmp_path)
+    assert result.returncode == 2 and "resources.output_dir" in result.stderr, result.stderr
+    assert "%J or %I" in result.stderr and "Traceback" not in result.stderr
+    slurm = render_script(spec(**{"resources.output_dir": output_dir}), "slurm")
+    assert f"#SBATCH --output={output_dir.replace('%', '%%')}/" in slurm
