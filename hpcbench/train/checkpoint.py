@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from hpcbench.data.files import open_regular
 from hpcbench.train.config import ConfigError, TrainConfig
 
 if TYPE_CHECKING:
@@ -134,6 +135,8 @@ def rank_state(model: torch.nn.Module) -> dict[str, Any]:
 
 
 # ---- files ---------------------------------------------------------------------------------------
+MAX_FILE_BYTES = 1 << 40  # a checkpoint or weights file read at most (1 TiB)
+
 def checkpoint_files(directory: Path) -> list[tuple[int, Path]]:
     """Our checkpoints in ``directory``, newest (most steps) first."""
     try:
@@ -157,8 +160,13 @@ def decode(path: Path) -> dict[str, Any]:
     """The payload of ``path``; :class:`CheckpointError` naming it when it is not a whole,
     readable checkpoint of ours."""
     try:
-        with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as fh:
+        # a regular file only (a FIFO or a device would block the read for ever), no link
+        with os.fdopen(open_regular(path, follow_symlinks=False), "rb") as fh:
+            if os.fstat(fh.fileno()).st_size > MAX_FILE_BYTES:
+                raise CheckpointError(f"{path}: larger than {MAX_FILE_BYTES >> 30} GiB")
             data = fh.read()
+    except IsADirectoryError:
+        raise CheckpointError(f"{path}: is a directory") from None
     except OSError as err:
         raise CheckpointError(f"{path}: cannot be read ({err.strerror or err})") from None
     if len(data) < 40 or data[:8] != MAGIC:
@@ -242,14 +250,23 @@ def find(
 ) -> Resumed | None:
     """The checkpoint ``--resume`` names: ``none`` nothing; ``auto`` the newest valid one in
     ``directory`` (None when there is none; an unusable newer one is skipped with a warning);
-    else that file (an unusable one is an error)."""
+    a run directory (or a checkpoints directory): its newest valid one, as ``predict
+    --checkpoint`` takes it (an error when it has none); else that file (an unusable one is an
+    error)."""
     if resume == "none":
         return None
     if resume != "auto":
         path = Path(resume).expanduser()
-        payload = decode(path)
-        check_compatible(path, payload, expected, world_size)
-        return Resumed(path, payload)
+        if not path.is_dir():
+            payload = decode(path)
+            check_compatible(path, payload, expected, world_size)
+            return Resumed(path, payload)
+        # a run directory (or its checkpoints/), as predict --checkpoint takes it: its newest
+        directory = path / "checkpoints" if checkpoint_files(path / "checkpoints") else path
+        if not checkpoint_files(directory):
+            raise CheckpointError(
+                f"--resume {resume}: no checkpoint (ckpt-N.pt) in it or in its checkpoints/"
+            )
     for _, path in checkpoint_files(directory):
         try:
             payload = decode(path)
@@ -258,6 +275,8 @@ def find(
             continue
         check_compatible(path, payload, expected, world_size)
         return Resumed(path, payload)
+    if resume != "auto":
+        raise CheckpointError(f"--resume {resume}: none of its checkpoints is usable")
     return None
 
 

@@ -411,12 +411,12 @@ class TrainConfig:
     resume: str = option(
         group="checkpoints and stopping",
         factory=lambda: os.environ.get("HPCBENCH_RESUME") or "none",
-        rule=lambda v: None if v.strip() else "must be none, auto or a checkpoint file",
+        rule=lambda v: None if v.strip() else "must be none, auto, a checkpoint or a run directory",
         help="auto: continue from the newest valid checkpoint in the checkpoint directory "
         "(start afresh when there is none; a corrupt one is skipped with a warning); FILE: "
-        "from that checkpoint; none: start afresh ($HPCBENCH_RESUME, which job scripts set to "
-        "auto, gives the default)",
-        metavar="auto|none|FILE",
+        "from that checkpoint; DIR: a run (or checkpoints) directory's newest valid one; none: "
+        "start afresh ($HPCBENCH_RESUME, which job scripts set to auto, gives the default)",
+        metavar="auto|none|FILE|DIR",
     )
     hang_timeout: float = option(
         600.0,

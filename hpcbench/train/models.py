@@ -14,6 +14,8 @@ downloaded on a compute node; and a benchmark compares training from scratch).
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import nn
 
@@ -131,9 +133,20 @@ def load_weights(model: nn.Module, path: str, num_classes: int) -> str:
     trained on: a first convolution for 3 channels is summed over them for a 1-channel dataset,
     and a classifier head for another number of classes keeps its fresh initialisation. Any
     other difference is an error naming the tensor. Returns a line saying what was loaded."""
+    from hpcbench.data.files import NotRegularFile, open_regular
+    from hpcbench.train.checkpoint import MAX_FILE_BYTES
+
     where = f"--weights {path}"
     try:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
+        # a regular file only: a FIFO or a device would block the read for ever
+        with os.fdopen(open_regular(path), "rb") as fh:
+            if os.fstat(fh.fileno()).st_size > MAX_FILE_BYTES:
+                raise ConfigError(f"{where}: larger than {MAX_FILE_BYTES >> 30} GiB")
+            loaded = torch.load(fh, map_location="cpu", weights_only=True)
+    except ConfigError:
+        raise
+    except NotRegularFile:
+        raise ConfigError(f"{where}: not a regular file (a FIFO, a device?)") from None
     except FileNotFoundError:
         raise ConfigError(f"{where}: no such file") from None
     except IsADirectoryError:

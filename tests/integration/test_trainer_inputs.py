@@ -297,3 +297,50 @@ def test_weights_the_user_provides_start_the_model_and_bad_ones_are_one_line(tin
         assert r.returncode == 2, r.stdout + r.stderr
         line = one_line(r.stderr)
         assert f"--weights {tmp_path / weights}: {says}" in line, line
+
+
+def test_a_fifo_or_a_device_as_resume_or_weights_is_one_line_not_a_hang(tiny, tmp_path):
+    """Opening a FIFO blocks until a writer comes, reading /dev/zero never ends: --resume and
+    --weights open regular files only, as the data files are opened."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for flag, path in (("--weights", fifo), ("--resume", fifo), ("--weights", "/dev/zero"),
+                       ("--resume", "/dev/zero")):  # fmt: skip
+        r = run(
+            [sys.executable, *TRAIN, "--data", str(tiny), "--model", "mlp", flag, str(path),
+             *QUICK, "--output-dir", str(tmp_path / "out")],
+            tmp_path,
+            timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 2, (flag, path, r.stdout + r.stderr)
+        line = one_line(r.stderr)
+        assert str(path) in line and "not a regular file" in line, line
+
+
+def test_resume_takes_a_run_directory_as_predict_takes_it(tiny, tmp_path):
+    """``--resume runs/RUN``: the newest valid checkpoint of the run (in its checkpoints/), as
+    ``predict --checkpoint runs/RUN`` reads it; a directory without one is one line."""
+    first = tmp_path / "first"
+    r = run(
+        [sys.executable, *TRAIN, "--data", str(tiny), "--model", "mlp", *QUICK,
+         "--checkpoint-every", "2", "--output-dir", str(first)],
+        tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    newest = first / "checkpoints" / "ckpt-12.pt"  # 2 epochs of 6 steps
+    assert newest.exists(), sorted(p.name for p in (first / "checkpoints").iterdir())
+    for given in (first, first / "checkpoints"):
+        r = run(
+            [sys.executable, *TRAIN, "--data", str(tiny), "--model", "mlp", *QUICK,
+             "--resume", str(given), "--output-dir", str(tmp_path / "again")],
+            tmp_path,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"resuming from {newest}" in r.stdout + r.stderr, r.stdout + r.stderr
+    (tmp_path / "empty").mkdir()
+    r = run(
+        [sys.executable, *TRAIN, "--data", str(tiny), "--model", "mlp", *QUICK,
+         "--resume", str(tmp_path / "empty"), "--output-dir", str(tmp_path / "none")],
+        tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2 and "no checkpoint (ckpt-N.pt)" in one_line(r.stderr), r.stderr
