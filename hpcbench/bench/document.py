@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,10 +60,24 @@ Block = Heading | Para | Bullets | Table | Code | Image
 _MD_SPECIAL = re.compile(r"([\\`*<>|&])|(\])(?=[(\[])")
 
 
+def visible(text: Any, keep: str = "") -> str:
+    """``text`` with control characters (terminal escapes), bidirectional and other format
+    characters (U+202E turns text around) and line separators written as escapes (``\\x1b``,
+    ``\\u202e``): ``cat report.md`` runs nothing, and a name reads as it is stored. ``keep``:
+    characters left as they are (newlines and tabs of a code block)."""
+    return "".join(
+        c
+        if c in keep or unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp")
+        else c.encode("unicode_escape").decode("ascii")
+        for c in str(text)
+    )
+
+
 def md_text(text: Any) -> str:
     """Text for Markdown: one line, with the characters that would start markup, HTML or a
-    table cell backslash-escaped."""
-    return _MD_SPECIAL.sub(lambda m: "\\" + (m.group(1) or m.group(2)), " ".join(str(text).split()))
+    table cell backslash-escaped, and control characters shown as escapes."""
+    line = visible(" ".join(str(text).split()))
+    return _MD_SPECIAL.sub(lambda m: "\\" + (m.group(1) or m.group(2)), line)
 
 
 def to_markdown(blocks: Sequence[Block]) -> str:
@@ -86,7 +101,7 @@ def to_markdown(blocks: Sequence[Block]) -> str:
         elif isinstance(b, Code):
             longest = max((len(m) for m in re.findall(r"`+", b.text)), default=0)
             fence = "`" * max(3, longest + 1)
-            out.append(f"{fence}text\n{b.text.rstrip()}\n{fence}")
+            out.append(f"{fence}text\n{visible(b.text.rstrip(), keep=CODE_KEEP)}\n{fence}")
         elif isinstance(b, Image):
             out.append(f"![{md_text(b.title)}]({b.rel_path})\n\n*{md_text(b.caption)}*")
     return "\n\n".join(out) + "\n"
@@ -117,9 +132,13 @@ ul.summary li{margin:.2em 0}
 """
 
 
-def esc(text: Any) -> str:
-    """Text for HTML, escaped; a per cent sign stays on the line of its number."""
-    return html.escape(str(text), quote=True).replace(" %", "\u00a0%")
+CODE_KEEP = "\n\t"  # what a code block keeps of the control characters
+
+
+def esc(text: Any, keep: str = "") -> str:
+    """Text for HTML, escaped (control and format characters as in :func:`visible`); a per
+    cent sign stays on the line of its number."""
+    return html.escape(visible(text, keep), quote=True).replace(" %", "\u00a0%")
 
 
 def _size(png: bytes) -> str:
@@ -170,7 +189,7 @@ def to_html(blocks: Sequence[Block], title: str) -> str:
             )
             body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
         elif isinstance(b, Code):
-            body.append(f"<pre>{esc(b.text.rstrip())}</pre>")
+            body.append(f"<pre>{esc(b.text.rstrip(), keep=CODE_KEEP)}</pre>")
         elif isinstance(b, Image):
             data = base64.b64encode(b.png).decode("ascii")
             body.append(

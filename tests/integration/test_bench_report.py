@@ -616,3 +616,30 @@ def test_a_phase_name_that_looks_like_mathtext_is_drawn_as_text(results: Path) -
         metrics_file.write_text(json.dumps(metrics))
     report.build_report(results)
     assert (results / "report" / "figures" / "power.png").exists()
+
+
+def test_control_and_bidi_characters_from_the_files_never_reach_the_report(results: Path) -> None:
+    """runs.json, energy.json and idle.json are data: a terminal escape (``cat report.md``
+    would run it) or U+202E (which turns the text after it around) is written as an escape."""
+    hostile = "\x1b]0;owned\x07\x1b[2J\u202eexe.txt\u2066"
+    doc = json.loads((results / "runs.json").read_text())
+    for run in doc["runs"]:
+        if run["error"]:
+            run["error"] = f"RuntimeError: {hostile}"
+    (results / "runs.json").write_text(json.dumps(doc))
+    for energy_file in results.rglob("energy.json"):
+        energy = json.loads(energy_file.read_text())
+        for node in energy["nodes"]:
+            node["host"] = f"node{hostile}"
+            for device in node["devices"]:
+                device["reason"] = f"unreadable {hostile}"
+        energy_file.write_text(json.dumps(energy))
+    idle = {"devices": [{"name": f"gpu{hostile}", "kind": "gpu", "method": "unavailable",
+                         "reason": hostile, "watts": None}]}  # fmt: skip
+    (results / "idle.json").write_text(json.dumps(idle))
+    report.build_report(results)
+    for name in ("report.md", "report.html"):
+        text = (results / "report" / name).read_text()
+        bad = sorted({hex(ord(c)) for c in text if c not in "\n" and not c.isprintable()} - {"0xa0"})
+        assert bad == [], (name, bad)
+        assert "x1b" in text and "u202e" in text, name  # shown, not dropped
