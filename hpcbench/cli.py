@@ -21,6 +21,9 @@ def _env_pair(text: str) -> tuple[str, str]:
     return name, value
 
 
+RECENT_JOBS = 20  # what `hpcbench status` with no job lists
+
+
 def _line_count(text: str) -> int:
     try:
         count = int(text)
@@ -163,8 +166,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--timeout", type=float, metavar="S", help="with --wait: give up after S seconds"
     )
-    st = sub.add_parser("status", help="state of jobs", description="Print the state of jobs.")
-    st.add_argument("job_ids", nargs="+", metavar="JOB")
+    st = sub.add_parser(
+        "status",
+        help="state of jobs",
+        description="Print the state of jobs; without JOB, of the jobs last submitted from here. "
+        "Exits 1 when a job's state is not known (no such job).",
+    )
+    st.add_argument("job_ids", nargs="*", metavar="JOB")
+    st.add_argument(
+        "--last", type=_line_count, default=RECENT_JOBS,
+        help=f"without JOB: how many of the newest jobs (default {RECENT_JOBS})",
+    )  # fmt: skip
     st.add_argument("--scheduler", choices=SCHEDULERS)
     lg = sub.add_parser(
         "logs",
@@ -294,7 +306,7 @@ def _logs_command(args: argparse.Namespace) -> int:
     status = handle.status()
     code = "" if status.exit_code is None else f" exit={status.exit_code}"
     print(f"job {handle.job_id} ({handle.record.scheduler}): {status.state}{code}")
-    if status.state in ("FAILED", "TIMEOUT", "CANCELLED"):
+    if status.state in ("FAILED", "TIMEOUT", "CANCELLED", "PREEMPTED"):
         print(handle.failure_report(status, args.lines))
     elif args.lines > 0:
         for path in (handle.record.stdout_path, handle.record.stderr_path):
@@ -312,7 +324,16 @@ def _jobs_command(args: argparse.Namespace) -> int:
 
     named = args.scheduler not in (None, "auto")
     by_scheduler: dict[str, list[str]] = {}
-    for job_id in args.job_ids:
+    job_ids = args.job_ids
+    if args.action == "status" and not job_ids:  # the newest jobs submitted from here
+        recent = registry.recent(args.last, args.scheduler if named else None)
+        if not recent:
+            print(f"no jobs submitted from here (records in {registry.state_dir() / 'jobs'})")
+            return 0
+        for found in recent:
+            by_scheduler.setdefault(found.scheduler, []).append(found.job_id)
+        job_ids = []
+    for job_id in job_ids:
         api.check_job_id(job_id, args.scheduler if named else None)
         if named:
             name = args.scheduler
@@ -321,16 +342,18 @@ def _jobs_command(args: argparse.Namespace) -> int:
         else:
             name = schedulers.for_job_id(job_id)
         by_scheduler.setdefault(name, []).append(job_id)
-    for name, job_ids in by_scheduler.items():
+    unknown = 0
+    for name, ids in by_scheduler.items():
         sched = schedulers.get(name)
-        sched.check_ids(job_ids)
+        sched.check_ids(ids)
         if args.action == "cancel":
-            _cancel(sched, job_ids)
+            _cancel(sched, ids)
             continue
-        for job_id, st in sched.statuses(job_ids).items():
+        for job_id, st in sched.statuses(ids).items():
             code = "" if st.exit_code is None else f" exit={st.exit_code}"
             print(f"{job_id}\t{st.state}{code}{chr(9) + st.reason if st.reason else ''}")
-    return 0
+            unknown += st.state == "UNKNOWN" and bool(args.job_ids)
+    return 1 if unknown else 0
 
 
 def _cancel(sched: Scheduler, job_ids: list[str]) -> int:

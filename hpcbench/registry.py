@@ -62,3 +62,23 @@ def lookup(job_id: str, scheduler: str | None = None) -> JobRecord | None:
         if path.is_file():
             return _read(path)
     return None
+
+
+def recent(limit: int, scheduler: str | None = None) -> list[JobRecord]:
+    """The ``limit`` jobs last submitted from here (of ``scheduler``, else of any), newest
+    first by the time their record was written; damaged records are left out."""
+    root = state_dir() / "jobs"
+    try:
+        dirs = [root / scheduler] if scheduler else [p for p in root.glob("*") if p.is_dir()]
+        files = [(p.stat().st_mtime, p) for d in dirs for p in d.glob("*.json") if p.is_file()]
+    except OSError as err:
+        raise SchedulerError(f"job records in {root}: cannot read them: {err.strerror}") from None
+    found = []
+    for _, path in sorted(files, reverse=True):
+        if len(found) >= limit:
+            break
+        try:
+            found.append(_read(path))
+        except SchedulerError:
+            continue
+    return found

@@ -32,7 +32,10 @@ PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, UNKNOWN = (
     "TIMEOUT",
     "UNKNOWN",
 )
-FINISHED = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT})
+# Ended by the scheduler for a job of higher priority (SLURM's PREEMPTED): not the user's cancel.
+# A job SLURM requeues on preemption shows PENDING again under its own id instead.
+PREEMPTED = "PREEMPTED"
+FINISHED = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED})
 
 
 class SchedulerError(RuntimeError):

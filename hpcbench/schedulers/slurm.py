@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpcbench.schedulers.base import (
     CANCELLED,
+    PREEMPTED,
     COMPLETED,
     FAILED,
     PENDING,
@@ -52,8 +53,15 @@ _STATE_MAP = {
     "OUT_OF_MEMORY": FAILED,
     "DEADLINE": TIMEOUT,
     "TIMEOUT": TIMEOUT,
-    "PREEMPTED": CANCELLED,
+    "PREEMPTED": PREEMPTED,
     "CANCELLED": CANCELLED,
+}
+
+# What a PREEMPTED job means for the user (SLURM's own reason column is empty then).
+_PREEMPTED_WHY = {
+    PREEMPTED: "ended by SLURM for a job of higher priority; with requeue on, its script "
+    "checkpointed and requeued or resubmitted it (its log says which), else submit it again "
+    "with --resume auto"
 }
 
 
@@ -163,7 +171,8 @@ class SlurmScheduler(Scheduler):
                 continue
             state = _STATE_MAP.get(parts[1].split()[0] if parts[1] else "", UNKNOWN)
             code = decode_wait_status(parts[3]) if state not in (PENDING, RUNNING) else None
-            found[parts[0]] = JobStatus(state, code, "" if parts[2] == "None" else parts[2])
+            reason = "" if parts[2] == "None" else parts[2]
+            found[parts[0]] = JobStatus(state, code, reason or _PREEMPTED_WHY.get(state, ""))
         missing = [j for j in job_ids if j not in found]
         if missing:
             found.update(self._from_accounting(missing))
@@ -195,7 +204,8 @@ class SlurmScheduler(Scheduler):
             parts = line.split("|")
             if len(parts) >= 3 and parts[0] in gone:
                 state = _STATE_MAP.get(parts[1].split()[0] if parts[1] else "", UNKNOWN)
-                gone[parts[0]] = JobStatus(state, sacct_exit_code(parts[2]), "from sacct")
+                why = "; ".join(filter(None, ["from sacct", _PREEMPTED_WHY.get(state)]))
+                gone[parts[0]] = JobStatus(state, sacct_exit_code(parts[2]), why)
         return gone
 
     def cancel(self, job_ids: Sequence[str]) -> None:

@@ -362,3 +362,25 @@ def test_an_inherited_continuation_variable_never_moves_a_new_job(workdir, tmp_p
     assert f"runs/hpcbench-{job_id}" in out and str(elsewhere) not in out, out
     assert "HPCBENCH_CONTINUE_RUN_DIR ignored" in err, err
     assert sorted(p.name for p in elsewhere.rglob("*")) == ["continued-as", "control"]
+
+
+def test_status_of_no_such_job_exits_1_and_without_a_job_lists_the_newest(workdir):
+    """``status local-99`` (never submitted) says UNKNOWN and exits 1, so a script can tell;
+    ``status`` alone lists the jobs last submitted from here, newest first."""
+    r = hpcbench("status", cwd=workdir)
+    assert r.returncode == 0 and r.stdout.startswith("no jobs submitted from here"), r.stdout
+    done = submit(workdir, "true")
+    assert done.returncode == 0, done.stderr
+    running = submit(workdir, "sleep 30", wait=False)
+    assert running.returncode == 0, running.stderr
+    try:
+        r = hpcbench("status", cwd=workdir)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines() == ["local-2\tRUNNING", "local-1\tCOMPLETED exit=0"]
+        assert hpcbench("status", "--last", "1", cwd=workdir).stdout == "local-2\tRUNNING\n"
+        unknown = hpcbench("status", "local-99", cwd=workdir)
+        assert unknown.returncode == 1 and "local-99\tUNKNOWN" in unknown.stdout, unknown
+        both = hpcbench("status", "local-1", "local-99", cwd=workdir)
+        assert both.returncode == 1 and "local-1\tCOMPLETED" in both.stdout
+    finally:
+        hpcbench("cancel", "local-2", cwd=workdir)

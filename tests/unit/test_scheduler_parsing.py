@@ -80,11 +80,13 @@ def test_slurm_squeue_every_base_state(bindir, version):
         "109": ("FAILED", 0),  # OUT_OF_MEMORY
         "110": ("PENDING", None),  # REQUEUE_HOLD
         "111": ("RUNNING", None),  # SUSPENDED
-        "112": ("CANCELLED", 143),  # PREEMPTED
+        "112": ("PREEMPTED", 143),  # ended for a job of higher priority: not the user's cancel
         "113": ("TIMEOUT", 0),  # DEADLINE
     }
     assert calls(bindir, "squeue") == [SQUEUE_ARGV.format(ids=",".join(ids))]
     assert calls(bindir, "sacct") == []  # every job was listed: no accounting call
+    preempted = schedulers.get("slurm").statuses(["112"])["112"]
+    assert preempted.finished and "higher priority" in preempted.reason, preempted
 
 
 @pytest.mark.parametrize("version", SLURM_VERSIONS)
