@@ -156,6 +156,7 @@ def run(args: argparse.Namespace, program_args: list[str]) -> int:
     from hpcbench.bench.runner import Bench, BenchError, plan
     from hpcbench.render import RenderError
     from hpcbench.schedulers import SchedulerError
+    from hpcbench.schedulers.base import SchedulerUnreachable
     from hpcbench.spec import SpecError
 
     if args.action == "predict-scaling":
@@ -187,7 +188,11 @@ def run(args: argparse.Namespace, program_args: list[str]) -> int:
         )
         runs = bench.run(retry_failed=args.retry_failed)
     except (MatrixError, BenchError, SpecError, RenderError, SchedulerError, ValueError) as err:
-        print(f"hpcbench: error: {err}", file=sys.stderr)
+        more = "; the runs not done stay to do: the same command continues the matrix"
+        print(
+            f"hpcbench: error: {err}{more if isinstance(err, SchedulerUnreachable) else ''}",
+            file=sys.stderr,
+        )
         return 2 if isinstance(err, (MatrixError, SpecError, RenderError, AnalysisError)) else 1
     except KeyboardInterrupt:
         print("\nstopped; run the same command again to continue the matrix", file=sys.stderr)

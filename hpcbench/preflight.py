@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import re
 
-from hpcbench.schedulers.base import SchedulerError, run_command
+from hpcbench.schedulers.base import SchedulerError, SchedulerUnreachable, run_command
 from hpcbench.spec import JobSpec, format_time_slurm
 
 
 class PreflightError(SchedulerError):
     """The request exceeds what the partition allows (the message quotes the limit)."""
+
+
+class ControllerUnreachable(PreflightError, SchedulerUnreachable):
+    """SLURM's commands are installed but no slurmctld answers them."""
 
 
 def _records(text: str) -> list[dict[str, str]]:
@@ -63,7 +67,7 @@ def check_slurm(spec: JobSpec) -> str:
     except SchedulerError as err:
         if "contact slurm controller" not in str(err):
             raise
-        raise PreflightError(
+        raise ControllerUnreachable(
             f"{err}: SLURM is installed here but no controller answers; to run on this machine "
             "instead, add --scheduler local"
         ) from None

@@ -33,7 +33,7 @@ from hpcbench import api
 from hpcbench.bench.matrix import RESERVED_TRAINER_FLAGS, Config, Matrix, MatrixError
 from hpcbench.data.manifest import write_json_atomically
 from hpcbench.job import Job
-from hpcbench.schedulers.base import JobRecord, SchedulerError
+from hpcbench.schedulers.base import JobRecord, SchedulerError, SchedulerUnreachable
 
 BENCH_FORMAT = "hpcbench-bench/1"
 RUNS_FORMAT = "hpcbench-runs/1"
@@ -281,6 +281,8 @@ class Bench:
             job = api.submit(spec, self.scheduler, cwd=self.cwd)
             self.echo(f"idle power: job {job.job_id}, {m.idle_seconds:g} s")
             status = job.wait()
+        except SchedulerUnreachable:
+            raise
         except (SchedulerError, ValueError) as err:
             self.echo(f"idle power: not measured ({err}); net energy will be unavailable")
             return
@@ -332,6 +334,8 @@ class Bench:
         try:
             spec = self.spec_for(run)
             job = self._submit_retrying(spec, prefix)
+        except SchedulerUnreachable:
+            raise  # no run can be submitted: the matrix stops, its runs stay to be done
         except (SchedulerError, ValueError) as err:  # SpecError, RenderError are ValueErrors
             run.status, run.error, run.ended = "failed", f"not submitted: {err}", time.time()
             self._save()
@@ -348,11 +352,18 @@ class Bench:
         return job
 
     def _submit_retrying(self, spec: Any, prefix: str) -> Job:
-        """Submit; a scheduler that refuses for a moment (a controller restarting, a full
-        queue) is asked again after 10 s and 30 s before the run counts as failed."""
+        """Submit; a scheduler that refuses for a moment (a full queue) is asked again after
+        10 s and 30 s before the run counts as failed. One whose controller does not answer is
+        asked once more after 10 s, then :class:`SchedulerUnreachable` stops the matrix: every
+        run would wait and fail the same way."""
         for delay in SUBMIT_RETRIES:
             try:
                 return api.submit(spec, self.scheduler, cwd=self.cwd)
+            except SchedulerUnreachable as err:
+                if delay != SUBMIT_RETRIES[0]:
+                    raise
+                self.echo(f"{prefix}: not submitted ({err}); again in {delay:g} s")
+                time.sleep(delay)
             except SchedulerError as err:
                 self.echo(f"{prefix}: not submitted ({err}); again in {delay:g} s")
                 time.sleep(delay)

@@ -3,6 +3,7 @@ read logs, preflight; the trainer across nodes with torchrun and with MPI (srun 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -220,3 +221,27 @@ def test_a_job_squeue_has_forgotten_falls_back_to_sacct_once(slurm_cluster, work
     assert r.stdout.startswith("99999\tUNKNOWN\tno longer in squeue, and no accounting (sacct)")
     assert len((workdir / "squeue.calls").read_text().splitlines()) == 1
     assert len((workdir / "sacct.calls").read_text().splitlines()) == 1
+
+
+def test_bench_stops_when_no_slurm_controller_answers_and_keeps_its_runs_to_do(
+    slurm_cluster, workdir
+):
+    """``hpcbench bench`` where SLURM's commands are installed but no controller answers: after
+    one bounded retry the whole matrix stops with the hint submit gives (--scheduler local),
+    instead of retrying every run for ever; no run is marked failed, so the same command
+    continues the matrix once the controller is back."""
+    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).read_text()
+    dead = re.sub(r"(?m)^SlurmctldPort=.*$", "", conf) + "\nSlurmctldPort=6899\n"
+    (workdir / "dead.conf").write_text(dead)
+    r = hpcbench(
+        "bench", "--configs", "single,ddp:2", "--repetitions", "2", "--results", "res",
+        "--", "--epochs", "1",
+        cwd=workdir, env={"SLURM_CONF": str(workdir / "dead.conf")}, timeout=240,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    error = r.stderr.strip().splitlines()[-1]
+    assert "no controller answers" in error and "--scheduler local" in error, r.stderr
+    assert "the same command continues the matrix" in error
+    assert r.stdout.count("again in") == 1, r.stdout  # one retry, not one a run
+    runs = json.loads((workdir / "res" / "runs.json").read_text())["runs"]
+    assert {x["status"] for x in runs} == {"pending"}, runs
