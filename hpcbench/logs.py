@@ -23,7 +23,8 @@ _ROOT_CAUSE_RANK = re.compile(
 _TRACEBACK = "Traceback (most recent call last):"
 # the launchers' own error lines say that a rank died, not why
 _LAUNCHER_ERRORS = re.compile(r"(?:srun|slurmstepd|mpiexec|mpirun|torchrun|hpcbench)(?:-\S+)?:")
-_ERROR_LINE = re.compile(r"[A-Za-z][\w.-]*(?: [\w.-]+)?: error: \S")
+# "prog: error: …" as argparse prints it; prog may be "python -m hpcbench.train"
+_ERROR_LINE = re.compile(r"[A-Za-z][\w./-]*(?: [\w./-]+){0,3}: error: \S")
 # Frames of the launchers themselves: their tracebacks say that a rank died, not why.
 _LAUNCHER_FRAMES = (
     "torch/distributed/run.py",

@@ -130,3 +130,24 @@ def test_ranks_aborted_after_another_ranks_error_do_not_hide_it():
     )
     found = first_rank_error(text)
     assert found is not None and found.rank == "1" and "RuntimeError" in found.traceback
+
+
+def test_a_programs_usage_error_under_torchrun_is_the_reason_not_torchruns_summary(tmp_path):
+    """A mistyped trainer option under torchrun: line 31 says what is wrong
+    (``python -m hpcbench.train: error: unrecognized arguments``), then torchrun prints its own
+    ChildFailedError traceback and summary; the failure report leads with the line."""
+    from pathlib import Path
+
+    from hpcbench.job import Job
+    from hpcbench.schedulers.base import JobRecord, JobStatus
+
+    recorded = Path(__file__).parent / "recorded" / "logs" / "torchrun-usage-error.err"
+    err, out = tmp_path / "job.err", tmp_path / "job.out"
+    err.write_text(recorded.read_text())
+    out.write_text("hpcbench: job local-1 runs python -m hpcbench.train --epcohs 3\n")
+    job = Job(JobRecord("local-1", "local", tmp_path / "s.sh", out, err, tmp_path / "run"))
+    report = job.failure_report(JobStatus("FAILED", exit_code=1))
+    assert "[default0]:python -m hpcbench.train: error: unrecognized arguments: --epcohs 3" in (
+        report
+    ), report
+    assert "ChildFailedError" not in report, report
