@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from hpcbench import __version__
+from hpcbench.argparsing import Parser
 from hpcbench.spec import FIELD_KEYWORDS, LAUNCHERS, SCHEDULERS
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def _line_count(text: str) -> int:
 
 
 def _job_options() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
+    p = Parser(add_help=False)
     p.add_argument("spec", nargs="?", help="job spec file (TOML), e.g. jobs/demo.toml")
     p.add_argument(
         "--smoke",
@@ -135,7 +136,7 @@ def _job_options() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="hpcbench",
         description="Job scripts, parallel training and measured comparisons for PyTorch on HPC.",
         epilog="Program arguments go after '--', e.g.: hpcbench submit jobs/demo.toml -- --epochs 3",

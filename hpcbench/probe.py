@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from hpcbench.argparsing import Parser
 from hpcbench.atomic import write_atomically
 from hpcbench.launch import LaunchInfo, detect_launch, job_id, line_buffered_output
 
@@ -56,7 +57,7 @@ def check_world(records: list[dict], world_size: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m hpcbench.probe", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(

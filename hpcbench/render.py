@@ -38,6 +38,7 @@ from hpcbench.launchers import (
     shell_join,
     torchrun_words,
 )
+from hpcbench.program_args import check_program_args
 from hpcbench.schedulers import SchedulerError, scheduler_class
 from hpcbench.script_check import ScriptCheckError, check_directives
 from hpcbench.spec import JobSpec
@@ -269,14 +270,16 @@ def render_script(
 ) -> str:
     """The batch script for ``scheduler`` (``slurm``, ``pbs``, ``sge`` or ``local``).
 
-    A template found in the user's directories is named on stderr (through the ``hpcbench``
-    logger), and every rendered script is checked line by line: no line after the directive
+    The arguments of hpcbench's own programs are checked with their parsers first
+    (:mod:`hpcbench.program_args`). A template found in the user's directories is named on
+    stderr (through the ``hpcbench`` logger), and every rendered script is checked line by line: no line after the directive
     header may be one that a scheduler reads as a directive (see :mod:`hpcbench.script_check`).
     """
     try:
         cls = scheduler_class(scheduler)
     except SchedulerError as err:
         raise RenderError(str(err)) from None
+    check_program_args(spec)
     env = make_environment(template_dirs)
     if (custom := user_template(scheduler, template_dirs)) is not None:
         log.warning("hpcbench: using the user template %s", custom)

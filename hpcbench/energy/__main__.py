@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from hpcbench.argparsing import Parser
 from hpcbench.data.manifest import write_json_atomically
 from hpcbench.energy import DEFAULT_INTERVAL_S, measure_idle
 
@@ -36,7 +37,7 @@ def _seconds(low: float, high: float) -> Callable[[str], float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hpcbench.energy", description=__doc__)
+    parser = Parser(prog="python -m hpcbench.energy", description=__doc__)
     sub = parser.add_subparsers(dest="action", required=True)
     idle = sub.add_parser("idle", help="measure this node's idle power")
     idle.add_argument("--seconds", type=_seconds(0.5, 3600), default=10.0)

@@ -13,6 +13,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from hpcbench.argparsing import Parser, suggestion
+
 MODES = ("auto", "pipeline", "data-parallel", "single")
 STAGES = ("reader", "preprocess", "predict")  # the sink is one rank, always
 DEVICES = ("auto", "cpu", "cuda")
@@ -142,10 +144,11 @@ class PredictConfig:
         self.output_dir = str(path)
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(Parser):
     def error(self, message: str):  # one line, exit 2 (as argparse, without the usage block)
         from hpcbench.launch import detect_launch
 
+        message += suggestion(self, message)
         self.exit(2, f"hpcbench predict: error: {message}\n" if detect_launch().rank == 0 else None)
 
 

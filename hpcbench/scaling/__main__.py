@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from hpcbench.argparsing import Parser
+
 
 def _positive_list(text: str) -> list[int]:
     try:
@@ -35,7 +37,7 @@ def _shape(text: str) -> tuple[int, int, int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="python -m hpcbench.scaling",
         description="Calibrate the scaling model: time the trainer's step of MODEL at each "
         "per-rank batch, and all-reduces over 2..P ranks through MPI and torch.distributed, on "

@@ -31,6 +31,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from hpcbench.argparsing import Parser
+
 STRATEGIES = ("auto", "single", "ddp", "mpi", "dp")
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("none", "cosine", "step", "onecycle")
@@ -518,7 +520,7 @@ def launch_rank() -> int:
     return detect_launch().rank
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(Parser):
     """Every rank parses the same options and fails alike: only rank 0 prints the usage error,
     so ``mpiexec -n 64`` shows it once; each rank exits 2."""
 
@@ -538,8 +540,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(torchrun, mpiexec, srun) or default to one process.",
         argument_default=argparse.SUPPRESS,
         # A job script is read once and runs for hours: "--output" must not silently mean
-        # --output-dir (nor a benchmark's reserved flags be reached by a prefix).
-        allow_abbrev=False,
+        # --output-dir (nor a benchmark's reserved flags be reached by a prefix): the Parser
+        # takes no abbreviations.
     )
     p.add_argument(
         "--config",

@@ -101,6 +101,8 @@ def base_spec(scheduler: str, field: str) -> dict:
     }
     if field.startswith("environment.container"):
         data["environment"] = {"container": {"image": "img.sif"}}
+    if field == "program.args":  # another program: the trainer's own parser refuses them first
+        data["program"] = {"command": ["echo"]}
     return data
 
 

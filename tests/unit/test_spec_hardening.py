@@ -232,7 +232,7 @@ def test_a_template_cannot_run_python_while_rendering(tmp_path):
 def test_a_user_template_directory_cannot_replace_a_built_in(tmp_path, name):
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name).write_text("#!/bin/bash\n{{ spec.program.args[0] }}\n")
-    spec = build_spec({"program": {"args": ["$(touch PWNED)"]}})
+    spec = build_spec({"program": {"command": ["echo"], "args": ["$(touch PWNED)"]}})
     assert render_script(spec, "slurm", [tmp_path]) == render_script(spec, "slurm")
 
 

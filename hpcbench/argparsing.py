@@ -1,0 +1,58 @@
+"""The command-line parser of every hpcbench entry point: no abbreviated options, and a mistyped
+one answered with the option it was probably meant to be.
+
+argparse takes any unambiguous prefix of a long option by default: ``--node 2`` is ``--nodes 2``
+and ``--gpus-per-nod 3`` is ``--gpus-per-node 3``, so a typo passes unnoticed until a prefix
+becomes ambiguous when an option is added. A job script is read once and runs for hours: every
+option is spelt in full here, and ``unrecognized arguments: --node 2`` comes with ``did you mean
+--nodes?``. Standard library only: this runs on login nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+UNRECOGNIZED = "unrecognized arguments: "
+
+
+class Parser(argparse.ArgumentParser):
+    """:class:`argparse.ArgumentParser` without abbreviations, whose errors for an unknown option
+    suggest the closest known one. Sub-commands made with ``add_subparsers`` are of this class
+    too; an unknown option is matched against the options of the sub-command that was parsed."""
+
+    #: the innermost parser that parsed arguments last (a sub-command's): where the options of
+    #: an "unrecognized arguments" error, raised by the outermost parser, belong
+    _last: Parser | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        Parser._last = self
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        super().error(message + suggestion(Parser._last or self, message))
+
+
+def suggestion(parser: argparse.ArgumentParser, message: str) -> str:
+    """``" (did you mean --nodes?)"`` for each unknown option of an "unrecognized arguments"
+    ``message`` that is close to one of ``parser``'s options; "" when none is."""
+    if not message.startswith(UNRECOGNIZED):
+        return ""
+    known = [s for s in parser._option_string_actions if s.startswith("--")]
+    hints = []
+    for word in message[len(UNRECOGNIZED) :].split():
+        if not word.startswith("--"):
+            continue
+        flag = word.split("=", 1)[0]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
+        if close and close[0] != flag:
+            hints.append(f"{flag}: did you mean {close[0]}?")
+    return f" ({'; '.join(hints)})" if hints else ""

@@ -1,0 +1,50 @@
+"""The arguments a job gives hpcbench's own programs, checked with their own parsers before
+anything is queued.
+
+A mistyped trainer option (``-- --epcohs 3``) would otherwise pass ``submit`` and ``--dry-run``,
+wait in the queue, and fail on the compute node. When the job runs ``python -m hpcbench.train``
+or ``python -m hpcbench.predict``, the program's own parser reads its arguments at render time:
+an unknown option, a value of the wrong type or an invalid choice is one line naming
+``program.args``, with the option it was probably meant to be. Options the program requires are
+not demanded here (a spec may leave ``--checkpoint`` to the command line of each submission), and
+values are not checked against files: those exist where the job runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import NoReturn
+
+from hpcbench.argparsing import suggestion
+from hpcbench.spec import JobSpec, SpecError
+
+#: the module a job runs -> the module whose ``build_parser()`` reads its arguments
+PARSERS = {
+    "hpcbench.train": "hpcbench.train.config",
+    "hpcbench.predict": "hpcbench.predict.config",
+}
+
+
+def check_program_args(spec: JobSpec) -> None:
+    """Raise :class:`SpecError` when hpcbench's program would refuse ``spec``'s arguments."""
+    program = spec.program
+    if program.command or program.script or program.module not in PARSERS:
+        return
+    args = ["--config", program.config, *program.args] if program.config else list(program.args)
+    where = f"program.args (python -m {program.module})"
+    if any(a in ("-h", "--help") for a in args):
+        raise SpecError(f"{where}: --help prints the usage and stops the job; remove it")
+    parser = importlib.import_module(PARSERS[program.module]).build_parser()
+    for action in parser._actions:  # given per submission, e.g. after "--" (--checkpoint)
+        action.required = False
+
+    def refuse(message: str) -> NoReturn:
+        shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)  # one line
+        raise SpecError(f"{where}: {shown}{suggestion(parser, message)}")
+
+    parser.error = refuse  # type: ignore[method-assign]
+    try:
+        parser.parse_args(args)
+    except argparse.ArgumentError as err:  # raised directly where exit_on_error is off
+        refuse(str(err))
