@@ -16,6 +16,7 @@ from data_prep.convert import ConvertOptions, convert
 from data_prep.csv_table import csv_table
 from data_prep.image_folder import image_folder
 from data_prep.metadata_json import metadata_json
+from data_prep.split import thin_splits
 from data_prep.synthetic import synthetic
 from data_prep.unlabeled import unlabeled_listing, with_unlabeled_test
 
@@ -27,6 +28,7 @@ __all__ = [
     "image_folder",
     "metadata_json",
     "synthetic",
+    "thin_splits",
     "unlabeled_listing",
     "with_unlabeled_test",
 ]

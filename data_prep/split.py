@@ -121,3 +121,44 @@ def split_named(value: object) -> str | None:
     """The split a metadata value names (``train``/``val``/``test``, any case, and the usual
     spellings: ``training``, ``valid``, ``validation``, ``dev``, ``testing``), or None."""
     return SPLIT_SPELLINGS.get(str(value).strip().lower())
+
+
+def thin_splits(
+    classes: list[str], counts: dict[str, list[int]], split: str | None, at_least: int = 5
+) -> list[str]:
+    """Warnings for the labelled splits (``counts``: split -> samples per class) holding fewer
+    than ``at_least`` samples of some class: their accuracy moves in steps too coarse to compare
+    (one validation image a class: 0 or 100 %). Each names the split and the class, and, where
+    the data allow one, a ``--split`` that gives every such split ``at_least`` a class."""
+    if not counts or not classes:
+        return []
+    totals = [sum(c[k] for c in counts.values()) for k in range(len(classes))]
+    out = []
+    for name, per_class in counts.items():
+        k = min(range(len(classes)), key=lambda j: per_class[j])
+        if name == "train" or per_class[k] >= at_least:
+            continue
+        out.append(
+            f"split {name} holds {per_class[k]} sample(s) of class {classes[k]!r}, fewer than "
+            f"{at_least}: accuracy on that class moves in steps of "
+            f"{100 / max(1, per_class[k]):.0f} %"
+        )
+    if out and split is not None and (better := _wider_split(counts, totals, at_least)):
+        out.append(f"for {min(totals)} sample(s) in the smallest class, try --split {better}")
+    return out
+
+
+def _wider_split(counts: dict[str, list[int]], totals: list[int], at_least: int) -> str | None:
+    """train/val[/test] percentages giving each held-out split ``at_least`` samples of the
+    smallest class, the rest to train; None when train would keep less than half."""
+    smallest = min(totals)
+    if smallest <= 0:
+        return None
+    held = {n: math.ceil(100 * at_least / smallest) for n in counts if n != "train"}
+    for name, per_class in counts.items():  # never less than the split has now
+        if name != "train":
+            held[name] = max(held[name], round(100 * sum(per_class) / sum(totals)))
+    train = 100 - sum(held.values())
+    if train < 50:
+        return None
+    return "/".join(str(p) for p in [train, *held.values()])

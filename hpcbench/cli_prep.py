@@ -323,4 +323,8 @@ def _run(args: argparse.Namespace) -> int:
                 f"warning: {manifest.skipped} unreadable image(s) skipped; listed in {args.out}/skipped.txt",
                 file=sys.stderr,
             )
+        counts = {n: s.class_counts for n, s in manifest.splits.items() if s.labeled}
+        given = getattr(args, "split_column", None) is not None
+        for line in data_prep.thin_splits(manifest.classes, counts, None if given else options.split):
+            print(f"warning: {line}", file=sys.stderr)
     return 0

@@ -709,3 +709,24 @@ def test_predictions_of_a_competition_layout_join_back_to_its_ids(tmp_path):
         val = list(csv.DictReader(fh))
     by_id = {im["id"]: im["file_name"] for im in images}
     assert val and all(by_id[int(row["id"])] == row["source"] for row in val), val
+
+
+def test_a_split_with_too_few_samples_of_a_class_is_warned_with_a_split_that_fits(tmp_path):
+    """30 images a class and the default 85/2/13: one validation image a class, so validation
+    accuracy is 0 or 100 % a class. prep says so and proposes a split; one that fits is quiet."""
+    rng = np.random.default_rng(0)
+    for name in CLASSES:
+        (tmp_path / "src" / name).mkdir(parents=True)
+        for i in range(30):
+            pixels = rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(tmp_path / "src" / name / f"{i}.png")
+    r = hpcbench("prep", "folder", "src", "ds", "--size", "8x8", "--quiet", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("warning: ")]
+    assert any("split val holds 1 sample(s) of class" in w for w in warnings), r.stderr
+    suggested = warnings[-1].split("try --split ")[1]
+    r = hpcbench("prep", "folder", "src", "ds2", "--size", "8x8", "--quiet", "--split", suggested,
+                 cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    counts = Manifest.load(tmp_path / "ds2").splits
+    assert min(counts["val"].class_counts) >= 5 and min(counts["test"].class_counts) >= 5
