@@ -563,6 +563,8 @@ def analyse(results: Results) -> dict[str, Any]:
         "baselines": {"cpu": base_cpu, "one_device": base_one},
         "configs": configs,
         "differences": differences,
+        # energy runs asked for: without them the report has no energy sections at all
+        "energy_asked": int(matrix.get("energy_repetitions") or 0) > 0,
     }
     analysis["sentences"] = sentences(analysis)
     return analysis
@@ -608,19 +610,61 @@ def _faster(s: float, base: str) -> str:
     return f"{s:.2f}× faster than {base}" if s >= 1 else f"{1 / s:.2f}× slower than {base}"
 
 
+# A training phase shorter than this (median seconds) is too short to compare configurations:
+# start-up jitter, the first steps' warm-up and other work on the machine are of its size.
+MIN_TRAIN_S = 10.0
+NOT_SIGNIFICANT = (
+    " (not significant: the 95 % intervals of the total times overlap, or a side has fewer "
+    f"than {stats.MIN_SIGNIFICANT_N} repetitions)"
+)
+
+
+def too_short(cfg: dict[str, Any]) -> str | None:
+    """Why ``cfg``'s times cannot carry a comparison (None when they can): a training phase
+    of a few seconds, or set-up, validation and test taking most of each run."""
+    t = cfg["time"]
+    if not t.get("train") or not t.get("total") or not t["train"]["n"]:
+        return None
+    train, total = t["train"]["median"], t["total"]["median"]
+    setup = t["setup"]["median"] if t.get("setup") and t["setup"]["n"] else 0.0
+    if train < MIN_TRAIN_S:
+        return (
+            f"its training phase lasts {train:.1f} s (median), too short to compare: "
+            "start-up jitter and other work on the machine are of that size; train longer "
+            "(more --epochs or data)"
+        )
+    rest = total + setup - train
+    if rest > train:
+        return (
+            f"set-up, validation and test take {100 * rest / (rest + train):.0f} % of its run: "
+            "whole-run speedups measure them more than training; compare the train-loop columns"
+        )
+    return None
+
+
 def sentences(analysis: dict[str, Any]) -> list[str]:
-    """The analysis in words: speed against each baseline, efficiency, energy and its sources."""
+    """The analysis in words: speed against each baseline, efficiency, energy and its sources;
+    each comparison that the noise does not carry says so, and so does a configuration whose
+    times are too short to compare."""
     base_cpu = analysis["baselines"]["cpu"]
     base_one = analysis["baselines"]["one_device"]
     signif = {(d["a"], d["metric"]): d["significant"] for d in analysis["differences"]}
+    by_name = {c["name"]: c for c in analysis["configs"]}
     out: list[str] = []
+    for cfg in analysis["configs"]:
+        if (why := too_short(cfg)) is not None:
+            out.append(f"{cfg['name']}: {why}")
     for cfg in analysis["configs"]:
         name = cfg["name"]
         # against the CPU only where that is another baseline than the one-device one
         if cfg["speedup_vs_cpu"] and name != base_cpu and base_cpu != base_one:
             s = cfg["speedup_vs_cpu"]["value"]
             slower = f"{1 / s:.1f}× slower" if s < 1 else f"{s:.1f}× faster"
-            out.append(f"{name}: {slower} than {base_cpu} (whole run)")
+            text = f"{name}: {slower} than {base_cpu} (whole run)"
+            a, b = cfg["time"].get("total"), by_name[base_cpu]["time"].get("total")
+            if not (a and b and a["n"] and b["n"] and stats.significantly_different(a, b)):
+                text += NOT_SIGNIFICANT
+            out.append(text)
         if cfg["speedup_vs_one_device"] and name != base_one:
             text = f"{name}: {_faster(cfg['speedup_vs_one_device']['value'], base_one)}"
             if cfg["efficiency"]:
@@ -629,12 +673,11 @@ def sentences(analysis: dict[str, Any]) -> list[str]:
                 text += f"; the train loop alone {cfg['efficiency_train']['value'] * 100:.1f} %"
             if cfg["karp_flatt"]:
                 text += f"; serial fraction (Karp–Flatt) {cfg['karp_flatt']['value']:.3f}"
-            if signif.get((name, "total")) is False:
-                text += (
-                    " (not significant: the 95 % intervals of the total times overlap, or a side"
-                    f" has fewer than {stats.MIN_SIGNIFICANT_N} repetitions)"
-                )
+            if signif.get((name, "total")) is not True:
+                text += NOT_SIGNIFICANT
             out.append(text)
+    if not analysis.get("energy_asked", True):
+        return out
     for cfg in analysis["configs"]:
         name, en = cfg["name"], cfg["energy"]
         if not en["available"]:
@@ -649,6 +692,8 @@ def sentences(analysis: dict[str, Any]) -> list[str]:
             text += f"; EDP {en['edp_norm']:.2f}× that of {base_one}"
             if en["edp_with_idle_norm"] is not None:
                 text += f" ({en['edp_with_idle_norm']:.2f}× counting idle devices)"
+            if signif.get((name, "used_j")) is not True:
+                text += NOT_SIGNIFICANT.replace("total times", "energies")
         out.append(text)
         for group in en["source_groups"]:
             out.append(

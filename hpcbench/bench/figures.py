@@ -72,6 +72,18 @@ def label(text: Any) -> str:
     return str(text).replace("$", r"\$")
 
 
+ACCURACY_SPAN = 25.0  # percentage points the accuracy axis shows at least
+
+
+def accuracy_range(values: Sequence[float]) -> tuple[float, float]:
+    """The accuracy axis (in %): at least :data:`ACCURACY_SPAN` points, inside 0..100, so that a
+    2-point gap between curves looks like 2 points and not like the whole axis."""
+    lo, hi = min(values), max(values)
+    top = min(100.0, hi + 2.0)
+    bottom = max(0.0, min(lo - 2.0, top - ACCURACY_SPAN))
+    return bottom, max(top, min(100.0, bottom + ACCURACY_SPAN))
+
+
 def stat_ok(stat: Any) -> bool:
     """A STAT with at least one value and a median."""
     return (
@@ -422,6 +434,7 @@ def accuracy(analysis: dict[str, Any], out_dir: Path) -> Plot:
         )
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation accuracy (%)")
+    ax.set_ylim(*accuracy_range([a * 100 for _, pts in rows for _, a in pts]))
     epochs = sorted({e for _, pts in rows for e, _ in pts})
     if len(epochs) <= 20:
         ax.set_xticks(epochs)
@@ -598,10 +611,11 @@ def render_all(
     from matplotlib import rc_context
 
     with rc_context(RC):
-        return [
+        plots = [
             phase_times(analysis, out_dir, total),
             scaling(analysis, out_dir),
             accuracy(analysis, out_dir),
-            power(traces, analysis, out_dir),
-            energy(analysis, out_dir),
         ]
+        if analysis.get("energy_asked", True):  # else no figure, and no note saying so either
+            plots += [power(traces, analysis, out_dir), energy(analysis, out_dir)]
+        return plots

@@ -632,6 +632,18 @@ def build_blocks(
     failed = sum(r.get("status") == "failed" for r in runs)
     if failed:
         blocks.append(Para(f"{failed} of {len(runs)} runs failed; see Failed runs below.", "warn"))
+    shared = [r for r in runs if r.get("shared")]
+    if shared:
+        which = ", ".join(f"{r.get('config')} {r.get('kind')} {r.get('rep')}" for r in shared[:8])
+        blocks.append(
+            Para(
+                f"{len(shared)} of {len(runs)} runs started while other work shared this "
+                f"machine ({which}{', …' if len(shared) > 8 else ''}): their times carry it, "
+                "and differences between configurations may be the machine's load. Run the "
+                "matrix on an idle machine or a cluster's nodes.",
+                "warn",
+            )
+        )
     diffs = _differences(analysis)
     if diffs:
         blocks += [Heading(3, "Against the one-device baseline"), Bullets(diffs)]
@@ -659,8 +671,9 @@ def build_blocks(
         _scaling_table(analysis),
     ]
     blocks += [Heading(2, "Accuracy", "accuracy"), _accuracy_table(analysis)]
-    blocks += [Heading(2, "Energy", "energy")]
-    blocks += _energy_blocks(analysis, results, runs, idle)
+    if analysis.get("energy_asked", True):  # no energy run asked for: no section to fill
+        blocks += [Heading(2, "Energy", "energy")]
+        blocks += _energy_blocks(analysis, results, runs, idle)
 
     blocks += [Heading(2, "Failed runs", "failed")] + _failed_blocks(runs)
     blocks += [Heading(2, "Provenance", "provenance")] + _provenance_blocks(bench, runs)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench import api
+from hpcbench.bench.machine_load import other_work
 from hpcbench.bench.matrix import RESERVED_TRAINER_FLAGS, Config, Matrix, MatrixError
 from hpcbench.data.manifest import write_json_atomically
 from hpcbench.job import Job
@@ -62,6 +63,8 @@ class Run:
     stdout: str | None = None
     stderr: str | None = None
     script: str | None = None
+    # local scheduler: the other work found on the machine as the run started ("" for none)
+    shared: str = ""
 
     @property
     def label(self) -> str:
@@ -298,6 +301,10 @@ class Bench:
             or api.resolve_scheduler(api.load_spec(self.matrix.job, smoke=self.matrix.smoke))[0]
         ) == "slurm"
 
+    def _local(self, spec: Any) -> bool:
+        """Whether this run goes to the local scheduler (this machine)."""
+        return api.resolve_scheduler(spec, self.scheduler)[0] == "local"
+
     def _relative(self, path: Path) -> str:
         return os.path.relpath(path, self.cwd) if path.is_relative_to(self.cwd) else str(path)
 
@@ -333,6 +340,10 @@ class Bench:
     def _submit(self, run: Run, prefix: str) -> Job | None:
         try:
             spec = self.spec_for(run)
+            if self._local(spec):
+                run.shared = other_work()
+                if run.shared:
+                    self.echo(f"{prefix}: warning: {run.shared}")
             job = self._submit_retrying(spec, prefix)
         except SchedulerUnreachable:
             raise  # no run can be submitted: the matrix stops, its runs stay to be done

@@ -163,3 +163,32 @@ def test_a_failed_run_is_recorded_and_a_stopped_matrix_resumes(workdir, bench_da
         "matrix it was started with, or give a new --results directory"
     )
     assert runs_of(results) == runs
+
+
+def test_a_local_matrix_warns_when_other_work_shares_the_machine(workdir, bench_data):
+    """A process spinning on a CPU while a local matrix runs: the run says so as it starts,
+    runs.json keeps it, and the report warns that the times carry it."""
+    require(have_module("torch"), "torch")
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        r = hpcbench(
+            *("bench", "--configs", "single", "--repetitions", "1", "--scheduler", "local"),
+            *("--results", "res", "--", "--data", str(bench_data), *TRAIN),
+            cwd=workdir,
+            timeout=600,
+        )
+    finally:
+        hog.kill()
+        hog.wait()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[1/1] single timing 1: warning: other work shares this machine" in r.stdout, r.stdout
+    (run,) = runs_of(workdir / "res")
+    assert run["shared"].startswith("other work shares this machine")
+    rep = hpcbench("report", "res", cwd=workdir, timeout=300)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    md = (workdir / "res" / "report" / "report.md").read_text()
+    assert "1 of 1 runs started while other work shared this machine (single timing 1)" in md
+    # no energy runs were asked for: no energy section and no figure notes about energy
+    assert "## Energy" not in md and "No energy figure" not in md and "No power figure" not in md
+    # 4 steps of training: too short to compare, and the summary says so
+    assert "single: its training phase lasts" in md and "too short to compare" in md

@@ -643,3 +643,29 @@ def test_control_and_bidi_characters_from_the_files_never_reach_the_report(resul
         bad = sorted({hex(ord(c)) for c in text if c not in "\n" and not c.isprintable()} - {"0xa0"})
         assert bad == [], (name, bad)
         assert "x1b" in text and "u202e" in text, name  # shown, not dropped
+
+
+def test_the_accuracy_axis_shows_a_small_gap_as_small(tmp_path: Path) -> None:
+    """Curves at 96 and 98 %: matplotlib's own limits would stretch the 2 points over the whole
+    axis; the report's axis spans at least 25 points, inside 0..100."""
+    assert figures.accuracy_range([96.0, 97.5, 98.0]) == (75.0, 100.0)
+    assert figures.accuracy_range([10.0, 12.0]) == (0.0, 25.0)
+    assert figures.accuracy_range([20.0, 90.0]) == (18.0, 92.0)
+    analysis = analysis_dict()
+    for i, c in enumerate(analysis["configs"]):
+        c["accuracy"]["per_epoch"] = [[1, 0.96 + 0.005 * i], [2, 0.97 + 0.005 * i]]
+    plot = figures.accuracy(analysis, tmp_path)
+    assert plot.path is not None
+
+
+def test_a_matrix_without_energy_runs_has_no_energy_section(results: Path) -> None:
+    bench = json.loads((results / "bench.json").read_text())
+    bench["matrix"]["energy_repetitions"] = 0
+    (results / "bench.json").write_text(json.dumps(bench))
+    doc = json.loads((results / "runs.json").read_text())
+    doc["runs"] = [r for r in doc["runs"] if r["kind"] != "energy"]
+    (results / "runs.json").write_text(json.dumps(doc))
+    report.build_report(results)
+    md = (results / "report" / "report.md").read_text()
+    assert "## Energy" not in md and "energy not known" not in md and "No power figure" not in md
+    assert not (results / "report" / "figures" / "power.png").exists()

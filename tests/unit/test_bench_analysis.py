@@ -389,7 +389,10 @@ def test_the_reference_study_published_figures_come_back(tmp_path):
         "2gpu-ddp: 1.79× faster than 1gpu, 89.5 % efficient; the train loop alone 98.5 %; "
         "serial fraction (Karp–Flatt) 0.117" in said
     )
-    assert "1gpu: 11.8× faster than cpu (whole run)" in said
+    # one CPU run: too few to call the difference real, and the line says so
+    assert any(
+        s.startswith("1gpu: 11.8× faster than cpu (whole run) (not significant") for s in said
+    )
     assert any(
         s.startswith("2gpu-ddp: 1.15 MJ on the devices it used") and "EDP 0.56×" in s for s in said
     )

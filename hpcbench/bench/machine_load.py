@@ -1,0 +1,51 @@
+"""Whether other work shares this machine, before a run of a local matrix starts.
+
+On a laptop or a login node the local scheduler's runs share the CPUs with whatever else runs
+there: a build, a browser, another user's job, a second matrix. Their times then carry that work,
+and a comparison of configurations measured at different moments compares the machine's load.
+A cluster's scheduler gives a job its nodes; here nobody does, so each run looks first.
+
+It reads ``/proc/loadavg``'s fourth field, the scheduling entities runnable *now* (the reader
+itself included), a few times over a fraction of a second: the one-minute load average would
+still count the previous run for a minute after it ended.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+SAMPLES = 7
+INTERVAL_S = 0.05
+
+
+def runnable_now(path: str = "/proc/loadavg") -> int | None:
+    """Processes runnable at this instant besides the reader; None where Linux's file is not."""
+    try:
+        with open(path) as fh:
+            fields = fh.read().split()
+        running = int(fields[3].split("/")[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return max(0, running - 1)
+
+
+def other_work(samples: int = SAMPLES, interval_s: float = INTERVAL_S) -> str:
+    """A sentence saying how busy this machine is with other work ("" when it is idle, or when
+    it cannot be told): the median of ``samples`` readings of the runnable processes."""
+    seen = []
+    for i in range(samples):
+        if (n := runnable_now()) is None:
+            return ""
+        seen.append(n)
+        if i + 1 < samples:
+            time.sleep(interval_s)
+    busy = statistics.median(seen)
+    if busy < 1:
+        return ""
+    cpus = os.cpu_count() or 1
+    return (
+        f"other work shares this machine: {busy:g} process(es) running besides hpcbench on "
+        f"{cpus} CPU(s) as the run starts; its times carry that work"
+    )
