@@ -196,3 +196,15 @@ def test_pbs_and_sge_get_a_name_their_qsub_accepts():
     assert "#PBS -N j9_lives_x\n" in render_script(spec, "pbs")
     assert "#$ -N 9_lives_x\n" in render_script(spec, "sge")
     assert '#SBATCH --job-name="9 lives \\"x\\""\n' in render_script(spec, "slurm")
+
+
+def test_slurm_says_why_cpus_per_task_is_the_nodes_ranks_times_theirs():
+    """torchrun is one SLURM task a node running every rank of it: -c 8 for 4 ranks a node
+    becomes --cpus-per-task=32, and the script says why instead of leaving it to be guessed."""
+    text = render_script(spec_for("torchrun", 2, resources={"gpus_per_node": 4, "cpus_per_task": 8}),
+                         "slurm")  # fmt: skip
+    assert "#SBATCH --cpus-per-task=32\n" in text
+    assert "holds 4 ranks x 8 CPUs (cpus_per_task is per rank)" in text
+    mpi = render_script(spec_for("mpiexec", 2, resources={"gpus_per_node": 4, "cpus_per_task": 8}),
+                        "slurm")  # fmt: skip
+    assert "#SBATCH --cpus-per-task=8\n" in mpi and "cpus_per_task is per rank" not in mpi
