@@ -250,9 +250,11 @@ def _mpi_comm() -> Any | None:
 
 # what a conversion writes beside manifest and shards
 
+
 def one_line(text: str) -> str:
     """A name or id as one line of sources.txt / source_ids.txt (line i is sample index i)."""
     return text.replace("\r", " ").replace("\n", " ")
+
 
 EXTRA_FILES = ("skipped.txt", "sources.txt", "source_ids.txt")
 

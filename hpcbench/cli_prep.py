@@ -325,6 +325,8 @@ def _run(args: argparse.Namespace) -> int:
             )
         counts = {n: s.class_counts for n, s in manifest.splits.items() if s.labeled}
         given = getattr(args, "split_column", None) is not None
-        for line in data_prep.thin_splits(manifest.classes, counts, None if given else options.split):
+        for line in data_prep.thin_splits(
+            manifest.classes, counts, None if given else options.split
+        ):
             print(f"warning: {line}", file=sys.stderr)
     return 0

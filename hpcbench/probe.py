@@ -10,7 +10,6 @@ Built on :mod:`hpcbench.launch`; no torch, no MPI.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -57,9 +56,7 @@ def check_world(records: list[dict], world_size: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(
-        prog="python -m hpcbench.probe", description=__doc__.split("\n\n")[0]
-    )
+    parser = Parser(prog="python -m hpcbench.probe", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--timeout",
         type=float,

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from hpcbench.schedulers.base import (
     CANCELLED,
-    PREEMPTED,
     COMPLETED,
     FAILED,
     PENDING,
+    PREEMPTED,
     RUNNING,
     TIMEOUT,
     UNKNOWN,

@@ -137,6 +137,7 @@ def rank_state(model: torch.nn.Module) -> dict[str, Any]:
 # ---- files ---------------------------------------------------------------------------------------
 MAX_FILE_BYTES = 1 << 40  # a checkpoint or weights file read at most (1 TiB)
 
+
 def checkpoint_files(directory: Path) -> list[tuple[int, Path]]:
     """Our checkpoints in ``directory``, newest (most steps) first."""
     try:

@@ -640,7 +640,9 @@ def test_control_and_bidi_characters_from_the_files_never_reach_the_report(resul
     report.build_report(results)
     for name in ("report.md", "report.html"):
         text = (results / "report" / name).read_text()
-        bad = sorted({hex(ord(c)) for c in text if c not in "\n" and not c.isprintable()} - {"0xa0"})
+        bad = sorted(
+            {hex(ord(c)) for c in text if c not in "\n" and not c.isprintable()} - {"0xa0"}
+        )
         assert bad == [], (name, bad)
         assert "x1b" in text and "u202e" in text, name  # shown, not dropped
 

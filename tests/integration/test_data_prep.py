@@ -46,6 +46,33 @@ def make_folder(root: Path, per_class: int = 6, seed: int = 0) -> dict[str, str]
     return truth
 
 
+def train_tiny(data: Path, run: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """One epoch of the mlp on ``data`` into ``run`` (a real trainer process)."""
+    from tests.integration.test_trainer import env
+
+    r = subprocess.run(
+        [sys.executable, "-m", "hpcbench.train", "--data", str(data), "--model", "mlp",
+         "--epochs", "1", "--global-batch-size", "4", "--output-dir", str(run)],
+        env=env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    return run, r
+
+
+def predict_rows(run: Path, data: Path, split: str, out: Path, *extra: str) -> list[dict]:
+    """``python -m hpcbench.predict`` of ``split`` with ``run``'s checkpoint: predictions.csv."""
+    from tests.integration.test_trainer import env
+
+    r = subprocess.run(
+        [sys.executable, "-m", "hpcbench.predict", "--checkpoint", str(run), "--input",
+         str(data), "--split", split, "--output-dir", str(out), *extra],
+        env=env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(out / "predictions.csv", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
 def stored_samples(manifest: Manifest) -> list[tuple[str, np.ndarray, int, int]]:
     """(split, image, label, source index) of every stored sample."""
     out = []
@@ -602,25 +629,11 @@ def test_an_unlabeled_test_set_becomes_a_test_split_without_labels(tmp_path):
         r.stderr
     )
     # the trainer trains and validates, and classifies the test split without an accuracy
-    from tests.integration.test_trainer import env
-
-    run = tmp_path / "run"
-    r = subprocess.run(
-        [sys.executable, "-m", "hpcbench.train", "--data", str(tmp_path / "ds"), "--model",
-         "mlp", "--epochs", "1", "--global-batch-size", "4", "--output-dir", str(run)],
-        env=env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
+    run, r = train_tiny(tmp_path / "ds", tmp_path / "run")
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["test"] == {"unlabeled": True, "samples": 5}, metrics["test"]
     assert "test: 5 unlabeled" in r.stdout, r.stdout
-    r = subprocess.run(
-        [sys.executable, "-m", "hpcbench.predict", "--checkpoint", str(run), "--input",
-         str(tmp_path / "ds"), "--split", "test", "--output-dir", str(tmp_path / "pred")],
-        env=env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
-    rows = list(csv.DictReader(open(tmp_path / "pred" / "predictions.csv")))
+    rows = predict_rows(run, tmp_path / "ds", "test", tmp_path / "pred")
     assert len(rows) == 5 and all(row["label"] == "" for row in rows), rows
     report = json.loads((tmp_path / "pred" / "predict.json").read_text())
     assert report["metrics"] is None and report["measured"]["items"] == 5, report
@@ -644,7 +657,7 @@ def test_predictions_of_a_competition_layout_join_back_to_its_ids(tmp_path):
     rng = np.random.default_rng(3)
     cat_ids = {"Abies alba": 17, "Betula nana": 204, "Carex flava": 3051}
     images, annotations, test = [], [], []
-    for k, (name, cid) in enumerate(cat_ids.items()):
+    for k, cid in enumerate(cat_ids.values()):
         for i in range(6):
             rel = f"images/{k:03d}/{i:02d}/{1000 + 7 * (6 * k + i)}.png"
             (tmp_path / "train" / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -670,24 +683,8 @@ def test_predictions_of_a_competition_layout_join_back_to_its_ids(tmp_path):
         "--size", "8x8", "--quiet", cwd=tmp_path,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    from tests.integration.test_trainer import env
-
-    run = tmp_path / "run"
-    r = subprocess.run(
-        [sys.executable, "-m", "hpcbench.train", "--data", str(tmp_path / "ds"), "--model",
-         "mlp", "--epochs", "1", "--global-batch-size", "4", "--output-dir", str(run)],
-        env=env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
-    r = subprocess.run(
-        [sys.executable, "-m", "hpcbench.predict", "--checkpoint", str(run), "--input",
-         str(tmp_path / "ds"), "--split", "test", "--top-k", "2",
-         "--output-dir", str(tmp_path / "pred")],
-        env=env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
-    with open(tmp_path / "pred" / "predictions.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    run, _ = train_tiny(tmp_path / "ds", tmp_path / "run")
+    rows = predict_rows(run, tmp_path / "ds", "test", tmp_path / "pred", "--top-k", "2")
     submission = {int(row["id"]): int(row["class_id"]) for row in rows}
     assert sorted(submission) == sorted(t["id"] for t in test)
     assert set(submission.values()) <= set(cat_ids.values())
@@ -699,14 +696,7 @@ def test_predictions_of_a_competition_layout_join_back_to_its_ids(tmp_path):
         assert names[int(row["class_id_2"])] == row["class_2"], row
         assert row["label"] == "", row
     # the labelled validation split names its sources and ids the same way
-    r = subprocess.run(
-        [sys.executable, "-m", "hpcbench.predict", "--checkpoint", str(run), "--input",
-         str(tmp_path / "ds"), "--split", "val", "--output-dir", str(tmp_path / "pval")],
-        env=env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
-    with open(tmp_path / "pval" / "predictions.csv", newline="") as fh:
-        val = list(csv.DictReader(fh))
+    val = predict_rows(run, tmp_path / "ds", "val", tmp_path / "pval")
     by_id = {im["id"]: im["file_name"] for im in images}
     assert val and all(by_id[int(row["id"])] == row["source"] for row in val), val
 

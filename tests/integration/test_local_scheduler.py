@@ -247,18 +247,11 @@ def test_a_job_after_another_starts_when_it_succeeded_and_never_when_it_failed(w
 def test_a_job_after_a_cancelled_one_is_not_started_and_fails(workdir):
     """A cancelled job never writes an exit status: the job waiting for it must still end
     (FAILED, its log naming the cancelled job), not wait for ever."""
-    first = hpcbench(
-        "submit", "--scheduler", "local", "--program", "sleep 60", "-J", "first", cwd=workdir
-    )
-    assert first.returncode == 0, first.stderr
-    first_id = re.search(r"submitted job (\S+)", first.stdout).group(1)
+    first_id = local_job(workdir, "--program", "sleep 60", "-J", "first")
     marker = workdir / "second-ran"
-    second = hpcbench(
-        "submit", "--scheduler", "local", "--after", first_id, "-J", "second", "--program",
-        f"touch {marker}", cwd=workdir,
-    )  # fmt: skip
-    assert second.returncode == 0, second.stderr
-    second_id = re.search(r"submitted job (\S+)", second.stdout).group(1)
+    second_id = local_job(
+        workdir, "--after", first_id, "-J", "second", "--program", f"touch {marker}"
+    )
     cancelled = hpcbench("cancel", first_id, cwd=workdir)
     assert cancelled.returncode == 0, cancelled.stderr
     status = api.job(second_id, scheduler="local").wait(timeout=60)  # not RUNNING for ever
@@ -266,3 +259,10 @@ def test_a_job_after_a_cancelled_one_is_not_started_and_fails(workdir):
     assert not marker.exists()
     log = (workdir / "runs" / f"second-{second_id}.err").read_text()
     assert f"not started: job {first_id}, which it runs after, was cancelled" in log, log
+
+
+def local_job(workdir, *flags: str) -> str:
+    """Submit to the local scheduler without waiting; the id it printed."""
+    r = hpcbench("submit", "--scheduler", "local", *flags, cwd=workdir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return re.search(r"submitted job (\S+)", r.stdout).group(1)

@@ -43,9 +43,7 @@ def test_no_abbreviation_is_taken_and_the_meant_option_is_named(workdir, args, m
         ("hpcbench.scaling", ["--ou", "x.json"], "--out"),
     ],
 )
-def test_the_programs_refuse_abbreviations_and_name_the_meant_option(
-    workdir, module, args, meant
-):
+def test_the_programs_refuse_abbreviations_and_name_the_meant_option(workdir, module, args, meant):
     result = subprocess.run(
         [sys.executable, "-m", module, *args], cwd=workdir, capture_output=True, text=True
     )
@@ -60,7 +58,10 @@ def trainer_spec(*args: str, module: str = "hpcbench.train"):
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--epcohs", "3"], "unrecognized arguments: --epcohs 3 (--epcohs: did you mean --epochs?)"),
+        (
+            ["--epcohs", "3"],
+            "unrecognized arguments: --epcohs 3 (--epcohs: did you mean --epochs?)",
+        ),
         (["--epochs", "three"], "argument --epochs: invalid int value: 'three'"),
         (["--strategy", "horovod"], "argument --strategy: invalid choice: 'horovod'"),
         (["--help"], "--help prints the usage and stops the job"),
