@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from hpcbench import schedulers
 from hpcbench.atomic import write_atomically
 from hpcbench.job import Job, JobFailed
+from hpcbench.program_args import check_program_args
 from hpcbench.render import render_script
 from hpcbench.schedulers.base import JobRecord
 from hpcbench.spec import FIELD_KEYWORDS, JobSpec, SpecError
@@ -85,6 +86,7 @@ def submit(
     SLURM, the partition's limits)."""
     name, _ = resolve_scheduler(spec, scheduler)
     sched = schedulers.get(name)
+    check_program_args(spec)  # a typo is found before the scheduler is asked anything
     if preflight:
         sched.preflight(spec)
     text = render_script(spec, name, template_dirs)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 UNRECOGNIZED = "unrecognized arguments: "
+USAGE_LINES = 6  # a longer usage (the trainer's runs over 30) is shortened to one line
 
 
 class Parser(argparse.ArgumentParser):
@@ -38,7 +40,15 @@ class Parser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
-        super().error(message + suggestion(Parser._last or self, message))
+        """The usage of the command that was parsed (a sub-command's, not ``hpcbench``'s), in
+        one line where the full one would run over :data:`USAGE_LINES` lines, then the error
+        with its suggestion; exit 2."""
+        parsed = Parser._last or self
+        usage = parsed.format_usage()
+        if usage.count("\n") > USAGE_LINES:
+            usage = f"usage: {parsed.prog} [options]  ({parsed.prog} -h lists them)\n"
+        self._print_message(usage, sys.stderr)
+        self.exit(2, f"{parsed.prog}: error: {message}{suggestion(parsed, message)}\n")
 
 
 def suggestion(parser: argparse.ArgumentParser, message: str) -> str:

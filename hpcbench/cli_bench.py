@@ -188,7 +188,10 @@ def run(args: argparse.Namespace, program_args: list[str]) -> int:
         )
         runs = bench.run(retry_failed=args.retry_failed)
     except (MatrixError, BenchError, SpecError, RenderError, SchedulerError, ValueError) as err:
-        more = "; the runs not done stay to do: the same command continues the matrix"
+        more = (
+            "; the matrix's runs not done stay to do: the same command continues it once a "
+            "controller answers, or with --scheduler local here"
+        )
         print(
             f"hpcbench: error: {err}{more if isinstance(err, SchedulerUnreachable) else ''}",
             file=sys.stderr,
@@ -210,8 +213,12 @@ def _report(args: argparse.Namespace) -> int:
     from hpcbench.bench.report import build_report
 
     paths = build_report(args.results, args.output)
-    for path in paths if isinstance(paths, (list, tuple)) else [paths]:
+    paths = list(paths) if isinstance(paths, (list, tuple)) else [paths]
+    for path in paths:
         print(path)
+    html = next((p for p in paths if str(p).endswith(".html")), None)
+    if html is not None:  # stderr: stdout stays the list of files
+        print(f"open {html} in a browser (one self-contained page)", file=sys.stderr)
     return 0
 
 

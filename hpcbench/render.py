@@ -217,7 +217,9 @@ def requeue_context(spec: JobSpec, scheduler: str) -> dict[str, Any] | None:
         "lead_s": q.lead_s,
         "max": q.max,
         "method": q.method,
-        "why": STOP_WARNINGS.get(scheduler, "the scheduler's warning signal"),
+        "why": STOP_WARNINGS.get(scheduler, "the scheduler's warning signal").replace(
+            "`lead`", f"{q.lead_s} s (requeue.lead)"
+        ),
     }
 
 

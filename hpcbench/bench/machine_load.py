@@ -31,6 +31,28 @@ def runnable_now(path: str = "/proc/loadavg") -> int | None:
     return max(0, running - 1)
 
 
+def running_commands(limit: int = 3) -> list[str]:
+    """The commands of the threads running now (state R), this process left out, most threads
+    first: ``python3 (2)``, ``cc1``."""
+    import glob
+
+    counts: dict[str, int] = {}
+    me = str(os.getpid())
+    for path in glob.glob("/proc/[0-9]*/task/[0-9]*/stat"):
+        if path.split("/")[2] == me:
+            continue
+        try:
+            with open(path) as fh:
+                line = fh.read()
+        except OSError:  # ended between the listing and the read
+            continue
+        name, _, rest = line.partition("(")[2].rpartition(")")
+        if rest.split()[:1] == ["R"]:
+            counts[name] = counts.get(name, 0) + 1
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    return [f"{name} ({n})" if n > 1 else name for name, n in top]
+
+
 def other_work(samples: int = SAMPLES, interval_s: float = INTERVAL_S) -> str:
     """A sentence saying how busy this machine is with other work ("" when it is idle, or when
     it cannot be told): the median of ``samples`` readings of the runnable processes."""
@@ -45,7 +67,9 @@ def other_work(samples: int = SAMPLES, interval_s: float = INTERVAL_S) -> str:
     if busy < 1:
         return ""
     cpus = os.cpu_count() or 1
+    seen_now = running_commands()
+    named = f" ({', '.join(seen_now)})" if seen_now else ""
     return (
         f"other work shares this machine: {busy:g} process(es) running besides hpcbench on "
-        f"{cpus} CPU(s) as the run starts; its times carry that work"
+        f"{cpus} CPU(s) as the run starts{named}; its times carry that work"
     )

@@ -172,6 +172,10 @@ def test_slurm_installed_without_a_controller_answering_says_how_to_run_here(
     error = r.stderr.strip().splitlines()[-1]
     assert "no controller answers" in error and "--scheduler local" in error, r.stderr
     assert not (workdir / "sbatch.calls").exists() and not (workdir / "runs").exists()
+    # a typo in the trainer's options is said first, before the controller is asked anything
+    typo = hpcbench("submit", "--", "--epcohs", "1", cwd=workdir, env=env)
+    assert typo.returncode == 2 and "did you mean --epochs?" in typo.stderr, typo.stderr
+    assert "controller" not in typo.stderr
 
 
 def test_a_request_sbatch_rejects_shows_sbatchs_message(slurm_cluster, workdir):
@@ -241,7 +245,7 @@ def test_bench_stops_when_no_slurm_controller_answers_and_keeps_its_runs_to_do(
     assert r.returncode == 1, r.stdout + r.stderr
     error = r.stderr.strip().splitlines()[-1]
     assert "no controller answers" in error and "--scheduler local" in error, r.stderr
-    assert "the same command continues the matrix" in error
+    assert "the same command continues it once a controller answers" in error
     assert r.stdout.count("again in") == 1, r.stdout  # one retry, not one a run
     runs = json.loads((workdir / "res" / "runs.json").read_text())["runs"]
     assert {x["status"] for x in runs} == {"pending"}, runs
