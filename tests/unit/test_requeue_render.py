@@ -41,7 +41,10 @@ def test_slurm_asks_for_the_signal_ahead_of_the_limit_and_keeps_the_log_across_r
         ("sge", ["#$ -notify\n", "#$ -r y\n", "exit 99\n"]),
         ("pbs", ["#PBS -r y\n", 'qsub -W "depend=afterany:$PBS_JOBID"']),
         ("lsf", ["#BSUB -wa USR2\n", "#BSUB -wt 5\n", 'brequeue "$LSB_JOBID"']),
-        ("local", ["the local scheduler does not requeue", "-- --resume $run_dir", "on_stop cancel TERM"]),
+        (
+            "local",
+            ["the local scheduler does not requeue", "-- --resume $run_dir", "on_stop cancel TERM"],
+        ),
     ],
 )
 def test_each_scheduler_warns_and_requeues_its_own_way(scheduler, lines):
