@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from hpcbench import schedulers
 from hpcbench.atomic import write_atomically
 from hpcbench.job import Job, JobFailed
-from hpcbench.program_args import check_program_args
 from hpcbench.render import render_script
 from hpcbench.schedulers.base import JobRecord
 from hpcbench.spec import FIELD_KEYWORDS, JobSpec, SpecError
@@ -86,10 +85,10 @@ def submit(
     SLURM, the partition's limits)."""
     name, _ = resolve_scheduler(spec, scheduler)
     sched = schedulers.get(name)
-    check_program_args(spec)  # a typo is found before the scheduler is asked anything
+    # rendered first: a mistyped program argument is found before the scheduler is asked
+    text = render_script(spec, name, template_dirs)
     if preflight:
         sched.preflight(spec)
-    text = render_script(spec, name, template_dirs)
     workdir = Path(cwd or os.getcwd()).resolve()
     # Batch systems do not create the log directory; a job whose log path is missing dies unseen.
     _make_output_dir(workdir / spec.resources.output_dir)

@@ -12,6 +12,7 @@ still count the previous run for a minute after it ended.
 
 from __future__ import annotations
 
+import glob
 import os
 import statistics
 import time
@@ -34,8 +35,6 @@ def runnable_now(path: str = "/proc/loadavg") -> int | None:
 def running_commands(limit: int = 3) -> list[str]:
     """The commands of the threads running now (state R), this process left out, most threads
     first: ``python3 (2)``, ``cc1``."""
-    import glob
-
     counts: dict[str, int] = {}
     me = str(os.getpid())
     for path in glob.glob("/proc/[0-9]*/task/[0-9]*/stat"):

@@ -169,7 +169,7 @@ def _list(config: Any, model_classes: list[str]) -> Items:
                     str(path / MANIFEST_NAME),
                     manifest.classes,
                     np.concatenate(
-                        [_shard_labels(manifest, s) for s in split.shards]
+                        [_shard_column(manifest, s, "labels") for s in split.shards]
                         or [np.zeros(0, np.int64)]
                     ),
                     model_classes,
@@ -227,12 +227,16 @@ def _list(config: Any, model_classes: list[str]) -> Items:
     )
 
 
-def _shard_labels(manifest: Any, shard: Any) -> np.ndarray:
+def _shard_column(manifest: Any, shard: Any, column: str) -> np.ndarray:
+    """A shard's ``labels`` or ``index`` (one int64 per sample), the shard checked on opening."""
     from hpcbench.data.shards import OpenShard
 
     opened = OpenShard(manifest.shard_path(shard), shard, manifest.shape, manifest.dtype)
     try:
-        return np.asarray(opened.labels, dtype=np.int64)
+        assert opened.file is not None
+        return np.asarray(opened.file[column][()], dtype=np.int64)
+    except KeyError:
+        raise DataError(f"{opened.path}: not a readable shard (no {column!r})") from None
     finally:
         opened.close()
 
@@ -255,7 +259,9 @@ def _dataset_sources(manifest: Any, split: Any) -> tuple[list[str] | None, list[
             raise PredictError(f"{manifest.root / name}: cannot be read ({why})") from None
     if lines["sources.txt"] is None and lines["source_ids.txt"] is None:
         return None, None
-    index = np.concatenate([_shard_index(manifest, s) for s in split.shards] or [np.zeros(0, int)])
+    index = np.concatenate(
+        [_shard_column(manifest, s, "index") for s in split.shards] or [np.zeros(0, int)]
+    )
     out = []
     for name in ("sources.txt", "source_ids.txt"):
         table = lines[name]
@@ -272,17 +278,3 @@ def _class_ids(manifest: Any, model_classes: list[str]) -> list[str] | None:
     if ids is None or list(manifest.classes) != list(model_classes):
         return None
     return ids
-
-
-def _shard_index(manifest: Any, shard: Any) -> np.ndarray:
-    import h5py
-
-    from hpcbench.data.shards import check_shard_file
-
-    path = manifest.shard_path(shard)
-    check_shard_file(path, shard)
-    try:
-        with h5py.File(path, "r", locking=False) as f:
-            return np.asarray(f["index"][()], dtype=np.int64)
-    except (OSError, KeyError) as err:
-        raise DataError(f"{path}: not a readable shard ({err})") from None
