@@ -336,6 +336,15 @@ class TrainConfig:
         "MPI library says it takes them, MPIX_Query_cuda_support; off: stage them through "
         "pinned host memory)",
     )
+    resync_every: int = option(
+        50,
+        group="parallelism",
+        rule=at_least(1),
+        help="ranks on different kinds of device (GPU ranks beside CPU ranks): every rank takes "
+        "rank 0's parameters every N steps, and before each checkpoint, evaluation and the end "
+        "(GPU and CPU round differently; the drift is in metrics.json)",
+        metavar="N",
+    )
     sync_bn: bool = option(
         False, group="data and model", help="ddp: synchronise batch-norm statistics across ranks"
     )

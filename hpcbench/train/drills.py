@@ -1,11 +1,14 @@
 """Failure drills: ``HPCBENCH_FAIL_AT=RANK:STEP[:MODE]`` makes one rank misbehave at one global
-training step (counted from 0 over all epochs), to rehearse what a cluster does to long jobs.
+training step (``A:S:MODE,B:T:MODE`` one drill for each of two ranks) (counted from 0 over all epochs), to rehearse what a cluster does to long jobs.
 
 Modes: ``raise`` (default: an exception, the job fails naming the rank), ``kill`` (the rank sends
 itself SIGKILL: no Python clean-up at all, as when the kernel's OOM killer strikes), ``hang`` (the
 rank stops making progress; the hang watchdog, ``--hang-timeout``, ends the job), ``stop`` (the rank
 sends itself SIGUSR2, as the scheduler does before a time limit: the run checkpoints and stops for
-requeue), ``disk-full`` (rank 0's checkpoint write at that step fails with ENOSPC half-way).
+requeue), ``disk-full`` (rank 0's checkpoint write at that step fails with ENOSPC half-way),
+``drift`` (from that step on the rank nudges its parameters after every step: a replica that departs)
+and ``other-device`` (the same, from a rank that counts as a device of its own kind, as a CPU rank
+beside GPU ranks: :mod:`hpcbench.train.replicas`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import time
 from dataclasses import dataclass
 
 FAIL_AT_VARIABLE = "HPCBENCH_FAIL_AT"
-MODES = ("raise", "kill", "hang", "stop", "disk-full")
+MODES = ("raise", "kill", "hang", "stop", "disk-full", "drift", "other-device")
+PASSIVE = ("disk-full", "drift", "other-device")  # acted on elsewhere, not before a step
 
 
 @dataclass(frozen=True)
@@ -27,20 +31,22 @@ class Drill:
 
 
 def drill_for(rank: int) -> Drill | None:
-    """This rank's drill, if ``$HPCBENCH_FAIL_AT`` names it (a malformed value names none)."""
-    parts = [p.strip() for p in os.environ.get(FAIL_AT_VARIABLE, "").split(":")]
-    if len(parts) not in (2, 3) or not (parts[0].isdigit() and parts[1].isdigit()):
-        return None
-    mode = parts[2] if len(parts) == 3 else "raise"
-    if mode not in MODES or int(parts[0]) != rank:
-        return None
-    return Drill(int(parts[0]), int(parts[1]), mode)
+    """This rank's drill, if ``$HPCBENCH_FAIL_AT`` names it (several drills, one per rank, are
+    separated by commas; a malformed one names none)."""
+    for item in os.environ.get(FAIL_AT_VARIABLE, "").split(","):
+        parts = [p.strip() for p in item.split(":")]
+        if len(parts) not in (2, 3) or not (parts[0].isdigit() and parts[1].isdigit()):
+            continue
+        mode = parts[2] if len(parts) == 3 else "raise"
+        if mode in MODES and int(parts[0]) == rank:
+            return Drill(int(parts[0]), int(parts[1]), mode)
+    return None
 
 
 def act(drill: Drill, steps_done: int, noun: str = "step", program: str = "hpcbench train") -> None:
     """Misbehave if this is the drill's step (called before each training step; ``noun`` and
     ``program`` name what is counted and who prints, for other programs' drills)."""
-    if steps_done != drill.step or drill.mode == "disk-full":
+    if steps_done != drill.step or drill.mode in PASSIVE:
         return
     what = f"failure drill: rank {drill.rank} {{}} at {noun} {steps_done} ({FAIL_AT_VARIABLE})"
     if drill.mode == "raise":

@@ -49,6 +49,7 @@ from hpcbench.train.failures import agree, diverged, stop_together
 from hpcbench.train.metrics import Clock, Meter, PhaseWindows
 from hpcbench.train.models import build_model, load_weights
 from hpcbench.train.precision import Precision
+from hpcbench.train.replicas import Replicas, device_kind, nudge
 from hpcbench.train.prefetch import Prefetcher, staged
 from hpcbench.train.results import EpochTimes, epoch_row, final_results, prepare_run_dir
 from hpcbench.train.runtime import Runtime
@@ -339,6 +340,7 @@ class Training:
     watchdog: Watchdog
     checkpoint_dir: Path
     fingerprint: dict[str, Any]
+    replicas: Replicas  # ranks on different kinds of device: re-synchronised from rank 0
     setup_s: float = 0.0  # the slowest rank's set-up seconds
     steps_done: int = 0  # training steps so far, over all epochs
     board: NullBoard = field(default_factory=NullBoard)  # rank 0's --tensorboard log
@@ -442,6 +444,11 @@ def start(
                 else None
             ),
             fingerprint=ckpt.fingerprint(config, data.global_batch, data.manifest.dataset_id),
+            replicas=Replicas.of(
+                strategy,
+                device_kind(runtime.device, drill_for(runtime.rank)),
+                config.resync_every,
+            ),
         )
         if config.step_breakdown:
             strategy.breakdown = StepBreakdown(runtime.synchronize)
@@ -476,6 +483,7 @@ def resume(t: Training) -> None:
     t.losses = list(progress["losses"])
     t.partial = progress["partial"] if t.start_step else None
     t.checkpoint_s = list(progress["checkpoint_s"])
+    t.replicas.load(progress.get("replicas"))
     t.resumed_from = str(found.path)
     t.log(
         f"resuming from {found.path}: epoch {t.start_epoch + 1}, step {t.start_step} "
@@ -494,6 +502,7 @@ def save_checkpoint(
     c0 = time.perf_counter()
     strategy, rank = t.strategy, t.runtime.rank
     assert strategy.eval_model is not None
+    resync(t)
     mine = ckpt.parameter_checksum(strategy.eval_model)
     low, high = strategy.all_reduce(np.array([-mine, mine]), "max")
     if -low != high:
@@ -530,6 +539,7 @@ def save_checkpoint(
                 "losses": loss_values(t),
                 "partial": partial,
                 "checkpoint_s": t.checkpoint_s,
+                "replicas": t.replicas.state(),
             },
             dataset=ckpt.dataset_description(t.data.manifest),
             amp=t.precision.state_dict(),
@@ -561,6 +571,8 @@ def announce(t: Training) -> None:
     details = t.strategy.describe()
     if details:
         t.log(f"{t.strategy.name}: {details}")
+    if t.replicas.mixed:
+        t.log(f"replicas: {t.replicas.describe()}")
     cores = usable_cores()
     ranks = runtime.launch.local_world_size
     if runtime.device.type == "cpu" and ranks * runtime.threads > cores:
@@ -647,10 +659,13 @@ def _train_steps(
         )
         if not finite:
             raise _diverged_step(epoch, step, world, loss, t.lr, rank)
+        nudge(t.strategy.eval_model, t.drill, t.steps_done)
         comm_s += comm
         with timed.part("optimizer"):
             t.schedule.step()
         t.steps_done += 1
+        if t.replicas.due(t.steps_done):
+            resync(t)
         with timed.part("agreement"):
             meter.update(logits, y, loss)
             stop, global_loss = agree_after_step(t, loss, weight)
@@ -674,6 +689,12 @@ def _train_steps(
     if progress is not None:
         progress.close()
     return meter, train_s, data_s + before[1], comm_s + before[2]
+
+
+def resync(t: Training) -> None:
+    """Ranks on different kinds of device take rank 0's state (:mod:`.replicas`)."""
+    assert t.strategy.eval_model is not None
+    t.replicas.resync(t.strategy, t.strategy.eval_model, t.optimizer, t.steps_done)
 
 
 def agree_after_step(t: Training, loss: torch.Tensor, weight: float) -> tuple[bool, Any]:
@@ -735,6 +756,7 @@ def run_epoch(t: Training, epoch: int) -> dict[str, Any]:
     v0 = t.clock()
     val = None
     if (epoch + 1) % t.config.val_every == 0 or epoch + 1 == t.config.epochs:
+        resync(t)
         with t.windows.phase("val"):
             val = evaluate(t.strategy, t.data, "val", t.norm, t.criterion, t.precision)
     if val is not None and val.get("unlabeled"):
@@ -765,6 +787,7 @@ def epoch_line(epoch: int, epochs: int, row: dict[str, Any]) -> str:
 
 def finish(t: Training, epochs: list[dict[str, Any]]) -> dict[str, Any]:
     """Test, then the results of the run."""
+    resync(t)
     with t.windows.phase("test"):
         t_test = t.clock()
         test = evaluate(t.strategy, t.data, "test", t.norm, t.criterion, t.precision)
@@ -785,6 +808,7 @@ def finish(t: Training, epochs: list[dict[str, Any]]) -> dict[str, Any]:
         phase_windows=t.windows.rows,
         checkpoints=checkpoint_record(t),
         step_losses=loss_values(t),
+        replicas=t.replicas.record(),
     )
 
 

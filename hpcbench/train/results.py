@@ -21,6 +21,9 @@ completes; the run directory is checked during set-up; plus the summary printed 
 - ``checkpoints``: enabled, directory, written (this run), max_s and mean_s (seconds per
   checkpoint, over the resumed runs too: what a scheduler's warning signal must leave), and
   resumed_from (the checkpoint this run continued, or None).
+- ``replicas``: device_kinds (of the ranks), mixed, resync_every, resyncs, max_relative_drift
+  and the last drifts (step, relative_drift): ranks on different kinds of device re-synchronised
+  from rank 0 (:mod:`hpcbench.train.replicas`).
 
 ``epochs.csv``: the epoch records' fields marked for it, :data:`CSV_COLUMNS`.
 
@@ -144,6 +147,7 @@ def final_results(
     phase_windows: list[dict[str, Any]],
     checkpoints: dict[str, Any] | None = None,
     step_losses: list[float] | None = None,
+    replicas: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What ``metrics.json`` holds (the layout in this module's docstring); ``step_losses``
     go to ``steps.csv`` instead."""
@@ -184,6 +188,7 @@ def final_results(
         "validation": epochs[-1]["val_accuracy"],
         "test": test,
         "checkpoints": checkpoints,
+        "replicas": replicas,
         STEP_LOSSES: step_losses or [],
     }
 

@@ -83,6 +83,9 @@ class Strategy:
         """Rank 0's ``obj`` (picklable, small, outside training) on every rank."""
         return obj
 
+    def broadcast_tensors(self, tensors: list[torch.Tensor]) -> None:
+        """Overwrite ``tensors`` (the same list on every rank) with rank 0's, in place."""
+
     def abort(self) -> None:
         """Stop every rank now (after this rank failed)."""
 

@@ -110,6 +110,22 @@ class DDPStrategy(Strategy):
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
+    def broadcast_tensors(self, tensors: list[torch.Tensor]) -> None:
+        """One flat buffer per dtype, on the CPU under gloo (ranks on different devices), on the
+        GPU under nccl."""
+        device = self.runtime.device if self.runtime.backend == "nccl" else torch.device("cpu")
+        by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+        for t in tensors:
+            by_dtype.setdefault(t.dtype, []).append(t)
+        with torch.no_grad():
+            for group in by_dtype.values():
+                flat = torch.cat([t.detach().reshape(-1).to(device) for t in group])
+                dist.broadcast(flat, src=0)
+                at = 0
+                for t in group:
+                    t.copy_(flat[at : at + t.numel()].view_as(t))
+                    at += t.numel()
+
     def abort(self) -> None:
         if self.runtime.launch.launcher in MPI_LAUNCHERS:
             from mpi4py import MPI  # no agent to stop the others under mpiexec

@@ -343,6 +343,9 @@ class MPIStrategy(Strategy):
     def broadcast_object(self, obj: object) -> object:
         return self.comm.bcast(obj, root=0)
 
+    def broadcast_tensors(self, tensors: list[torch.Tensor]) -> None:
+        self._broadcast(tensors)
+
     def abort(self) -> None:
         self.comm.Abort(1)
 
