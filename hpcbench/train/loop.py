@@ -49,8 +49,8 @@ from hpcbench.train.failures import agree, diverged, stop_together
 from hpcbench.train.metrics import Clock, Meter, PhaseWindows
 from hpcbench.train.models import build_model, load_weights
 from hpcbench.train.precision import Precision
-from hpcbench.train.replicas import Replicas, device_kind, nudge
 from hpcbench.train.prefetch import Prefetcher, staged
+from hpcbench.train.replicas import Replicas, device_kind, nudge
 from hpcbench.train.results import EpochTimes, epoch_row, final_results, prepare_run_dir
 from hpcbench.train.runtime import Runtime
 from hpcbench.train.stopping import Stopped, StopRequest, Watchdog, mark

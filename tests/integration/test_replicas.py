@@ -33,7 +33,14 @@ def test_a_rank_on_another_kind_of_device_is_resynchronised_and_checkpoints_go_o
 ):
     out = tmp_path / "run"
     r = train(
-        strategy, 2, data, out, "--resync-every", "5", "--rank-weights", "3,1",
+        strategy,
+        2,
+        data,
+        out,
+        "--resync-every",
+        "5",
+        "--rank-weights",
+        "3,1",
         fail_at="1:2:other-device",
     )
     assert r.returncode == 0, r.stdout + r.stderr
