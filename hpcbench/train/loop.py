@@ -28,7 +28,7 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +46,7 @@ from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData, ensure_dataset, wait_for_dataset
 from hpcbench.train.drills import Drill, act, drill_for
 from hpcbench.train.failures import agree, diverged, stop_together
+from hpcbench.train.finite import Verdicts, nonfinite_flag
 from hpcbench.train.metrics import Clock, Meter, PhaseWindows
 from hpcbench.train.models import build_model, load_weights
 from hpcbench.train.precision import Precision
@@ -64,17 +65,6 @@ Log = Callable[[str], None]
 FP32 = Precision()
 
 
-def gradients_finite(grads: Iterable[torch.Tensor]) -> bool:
-    """Whether every gradient is a finite number: each tensor's smallest and largest value (one
-    pass, a nan propagates to both), then one host read.
-
-    Read after the strategy's all-reduce, when the gradients are the same on every rank: every
-    rank gets the same answer with no extra communication (a nan or inf from any rank makes the
-    sum non-finite on all of them, whatever the order of summation)."""
-    ends = [torch.stack(torch.aminmax(g.detach().reshape(-1))) for g in grads if g.numel()]
-    return not ends or bool(torch.isfinite(torch.cat(ends)).all())
-
-
 def train_step(
     strategy: Strategy,
     optimizer: torch.optim.Optimizer,
@@ -82,11 +72,12 @@ def train_step(
     y: torch.Tensor,
     criterion: nn.Module,
     precision: Precision = FP32,
-) -> tuple[torch.Tensor, torch.Tensor, float, bool]:
+) -> tuple[torch.Tensor, torch.Tensor, float, torch.Tensor | None]:
     """One optimisation step; returns (mean loss, logits, seconds of non-overlapped
-    communication, whether the run goes on: False when the synchronised gradients were not
-    finite, which are then not applied; under fp16 such a step is skipped instead and the loss
-    scale lowered)."""
+    communication, the non-finite flag of the synchronised gradients:
+    :func:`hpcbench.train.finite.nonfinite_flag`). Gradients that are not finite are not
+    applied; under fp16 such a step is skipped and the loss scale lowered. Nothing here reads
+    a value back from the device (with a fused optimiser)."""
     assert strategy.model is not None
     timed = strategy.breakdown
     with timed.part("buffers"):
@@ -103,10 +94,10 @@ def train_step(
         comm = strategy.finish_gradients()
     with timed.part("finite_check"):
         precision.unscale(optimizer)
-        finite = gradients_finite(strategy.gradients())
+        flag = nonfinite_flag(strategy.gradients())
     with timed.part("optimizer"):
-        goes_on = precision.step(optimizer, finite)
-    return loss.detach(), logits.detach(), comm, goes_on
+        precision.step(optimizer, flag)
+    return loss.detach(), logits.detach(), comm, flag
 
 
 def make_optimizer(
@@ -299,7 +290,7 @@ def set_up(
 
 
 def _diverged_step(
-    epoch: int, step: int, world: int, loss: torch.Tensor, lr: float, rank: int
+    epoch: int, step: int, world: int, loss: float, lr: float, rank: int
 ) -> BaseException:
     return diverged(
         f"training diverged at epoch {epoch + 1}, step {step + 1}: the gradients summed over "
@@ -352,6 +343,7 @@ class Training:
     partial: dict[str, Any] | None = None  # a resumed epoch's meter and seconds so far
     checkpoint_s: list[float] = field(default_factory=list)  # each checkpoint's seconds
     resumed_from: str | None = None
+    verdicts: Verdicts = field(default_factory=Verdicts)  # steps' finite flags not yet read
 
     @property
     def lr(self) -> float:
@@ -654,11 +646,11 @@ def _train_steps(
             x, y = t.norm.normalize(*next(batches))
         data_s += time.perf_counter() - d0
         t.watchdog.at("step", t.steps_done)
-        loss, logits, comm, finite = train_step(
+        loss, logits, comm, flag = train_step(
             t.strategy, t.optimizer, x, y, t.criterion, t.precision
         )
-        if not finite:
-            raise _diverged_step(epoch, step, world, loss, t.lr, rank)
+        if t.precision.diverges:
+            t.verdicts.add(flag, epoch, step, loss, t.lr)
         nudge(t.strategy.eval_model, t.drill, t.steps_done)
         comm_s += comm
         with timed.part("optimizer"):
@@ -675,6 +667,7 @@ def _train_steps(
             progress.update(step + 1)
         last = step + 1 == t.data.steps
         if stop or (every and t.steps_done % every == 0 and not last):
+            check_verdicts(t)
             p0 = time.perf_counter()
             times = [t.clock() - e0 - paused_s + before[0], data_s + before[1], comm_s + before[2]]
             path = save_checkpoint(t, epoch, step + 1, meter, times)
@@ -685,6 +678,7 @@ def _train_steps(
                     progress.close()
                 raise stopped(t, epoch, step + 1, path)
     t.watchdog.at(None, t.steps_done)
+    check_verdicts(t)
     train_s = t.clock() - e0 - paused_s + before[0]
     if progress is not None:
         progress.close()
@@ -697,11 +691,20 @@ def resync(t: Training) -> None:
     t.replicas.resync(t.strategy, t.strategy.eval_model, t.optimizer, t.steps_done)
 
 
+def check_verdicts(t: Training) -> None:
+    """Stop at the first step since the last look whose gradients were not finite (one host
+    read; every rank holds the same flags, from the same synchronised gradients)."""
+    bad = t.verdicts.first_bad()
+    if bad is not None:
+        world, rank = t.runtime.world_size, t.runtime.rank
+        raise _diverged_step(bad.epoch, bad.step, world, bad.loss, bad.lr, rank)
+
+
 def agree_after_step(t: Training, loss: torch.Tensor, weight: float) -> tuple[bool, Any]:
     """Whether any rank received a stop signal, and the step's global mean loss: one all-reduce
-    of two numbers (a host read that the multi-rank strategies' step has already paid for). One
-    rank needs no collective, and its loss stays a device number until it is saved (no host
-    synchronisation per step)."""
+    of two numbers (a host read that the multi-rank strategies' step has already paid for; the
+    step's non-finite flags are read with it). One rank needs no collective, and its loss stays
+    a device number until it is saved (no host synchronisation per step)."""
     if t.runtime.rank == 0 and not t.stop.requested:
         now = time.monotonic()
         if now - t.request_checked >= 1.0:  # a file look-up a second at most
@@ -710,6 +713,7 @@ def agree_after_step(t: Training, loss: torch.Tensor, weight: float) -> tuple[bo
     if t.runtime.world_size == 1:
         return t.stop.requested, loss
     vector = np.array([1.0 if t.stop.requested else 0.0, float(loss) * weight])
+    check_verdicts(t)
     flag, total = t.strategy.all_reduce(vector)
     return flag > 0, float(total)
 

@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from hpcbench.train.finite import step_unless
+
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -36,7 +38,7 @@ class Precision:
         self.scaler = (
             torch.amp.GradScaler(self.device_type, init_scale=2.0**16) if name == "fp16" else None
         )
-        self.skipped = 0  # fp16 steps skipped for overflowed gradients
+        self._skipped: torch.Tensor | int = 0  # fp16 steps skipped (a device count)
 
     def autocast(self) -> Any:
         """The context of the forward pass and the loss (and of evaluation)."""
@@ -52,17 +54,27 @@ class Precision:
         if self.scaler is not None:
             self.scaler.unscale_(optimizer)
 
-    def step(self, optimizer: torch.optim.Optimizer, finite: bool) -> bool:
-        """Apply the step when the gradients are finite; under fp16 a step that overflowed is
-        skipped and the scale lowered (not a divergence). Returns whether the run goes on."""
+    def step(self, optimizer: torch.optim.Optimizer, flag: torch.Tensor | None) -> None:
+        """Apply the step unless ``flag`` (:func:`hpcbench.train.finite.nonfinite_flag`) says
+        the gradients are not finite; under fp16 such a step is an overflow: the scaler skips it
+        and lowers the scale. No host read where the optimiser is fused."""
         if self.scaler is None:
-            if finite:
-                optimizer.step()
-            return finite
+            step_unless(optimizer, flag)
+            return
         self.scaler.step(optimizer)  # skipped when unscale_ found an inf or nan
         self.scaler.update()
-        self.skipped += not finite
-        return True
+        if flag is not None:
+            self._skipped = flag + self._skipped
+
+    @property
+    def skipped(self) -> int:
+        """fp16 steps skipped for overflowed gradients (a host read)."""
+        return int(self._skipped)
+
+    @property
+    def diverges(self) -> bool:
+        """Whether a non-finite step is a divergence (not under fp16: an overflow, skipped)."""
+        return self.scaler is None
 
     def state_dict(self) -> dict[str, Any]:
         return {} if self.scaler is None else self.scaler.state_dict()

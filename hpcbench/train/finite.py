@@ -1,0 +1,97 @@
+"""Whether a step's gradients are finite, decided on the device, read when the run reports.
+
+A training step must not apply gradients holding a nan or an inf, and a run whose gradients are
+not finite has diverged (under fp16 such a step is an overflow instead: skipped, the loss scale
+lowered). Reading that verdict on the host every step would make the host wait for the GPU every
+step (3.7 ms of a 31 ms ResNet-34 step on an H200). So:
+
+- :func:`nonfinite_flag`: one multi-tensor max-norm kernel over the synchronised gradients per
+  device and a reduction: a 0-d float tensor on the gradients' device, 1 where any value is not
+  finite (the max-norm never squares, so 3e38 stays finite).
+- The fused optimisers take that tensor (``found_inf``, as :class:`torch.amp.GradScaler` passes
+  it) and skip the update on the device; an optimiser that cannot is stepped after a host read.
+- :class:`Verdicts` keeps each step's flag; the run reads them in one go when it reports: at the
+  end of an epoch, before a checkpoint, at a stop. The first non-finite step stops every rank with
+  the one-line error naming that step, its loss and learning rate. Multi-rank runs already read
+  each step's loss to agree on stopping: they read the flag in that same all-reduce.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+def nonfinite_flag(grads: Iterable[torch.Tensor]) -> torch.Tensor | None:
+    """1.0 where a gradient holds a nan or an inf, else 0.0, as a 0-d float32 tensor on the
+    first gradient's device (None without gradients). No host read."""
+    groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
+    for g in grads:
+        if g.numel():
+            groups.setdefault((g.device, g.dtype), []).append(g.detach())
+    flag = None
+    for (device, _), tensors in groups.items():
+        norms = torch._foreach_norm(tensors, float("inf"))
+        bad = torch.stack(norms).isfinite().logical_not().any().float()
+        flag = bad if flag is None else flag.add(bad.to(flag.device))
+    return flag
+
+
+def takes_found_inf(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether the optimiser skips its update on the device given ``found_inf`` (the fused
+    SGD, Adam and AdamW)."""
+    return getattr(optimizer, "_step_supports_amp_scaling", False) and all(
+        group.get("fused") for group in optimizer.param_groups
+    )
+
+
+def step_unless(optimizer: torch.optim.Optimizer, flag: torch.Tensor | None) -> None:
+    """Apply the step where ``flag`` is 0: on the device for a fused optimiser, else after one
+    host read."""
+    if flag is None:
+        optimizer.step()
+    elif takes_found_inf(optimizer):
+        optimizer.found_inf = flag  # type: ignore[attr-defined]
+        try:
+            optimizer.step()
+        finally:
+            del optimizer.found_inf  # type: ignore[attr-defined]
+    elif not bool(flag):
+        optimizer.step()
+
+
+@dataclass
+class Bad:
+    """The first step whose gradients were not finite."""
+
+    epoch: int
+    step: int
+    loss: float
+    lr: float
+
+
+@dataclass
+class Verdicts:
+    """Each step's flag since the last read (with what the error names)."""
+
+    pending: list[tuple[torch.Tensor, int, int, Any, float]] = field(default_factory=list)
+
+    def add(self, flag: torch.Tensor | None, epoch: int, step: int, loss: Any, lr: float) -> None:
+        if flag is not None:
+            self.pending.append((flag, epoch, step, loss, lr))
+
+    def first_bad(self) -> Bad | None:
+        """The first non-finite step since the last read (one host read), or None."""
+        if not self.pending:
+            return None
+        flags = torch.stack([f.to(self.pending[0][0].device) for f, *_ in self.pending]).cpu()
+        bad = torch.nonzero(flags).reshape(-1)
+        found = None
+        if len(bad):
+            _, epoch, step, loss, lr = self.pending[int(bad[0])]
+            found = Bad(epoch, step, float(loss), lr)
+        self.pending.clear()
+        return found

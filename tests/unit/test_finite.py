@@ -1,0 +1,133 @@
+"""The finite check of the training step: decided on the device, never read back inside the step
+(with a fused optimiser), the update of a non-finite step not applied, the first bad step named
+when the run reports, and fp16's overflows skipped instead."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import need_module
+
+torch = need_module("torch")
+
+from torch import nn  # noqa: E402
+
+from hpcbench.train.finite import Verdicts, nonfinite_flag, step_unless  # noqa: E402
+from hpcbench.train.loop import train_step  # noqa: E402
+from hpcbench.train.precision import Precision  # noqa: E402
+
+
+def test_the_flag_finds_nan_and_inf_and_keeps_huge_finite_values():
+    model = nn.Linear(3, 2)
+    model(torch.ones(1, 3)).sum().backward()
+    grads = [model.weight.grad, model.bias.grad, torch.empty(0)]
+    assert float(nonfinite_flag(grads)) == 0.0
+    assert nonfinite_flag([]) is None
+    for bad in (float("nan"), float("-inf"), float("inf")):
+        model.weight.grad[0, 1] = bad
+        assert float(nonfinite_flag(grads)) == 1.0
+    model.weight.grad[0, 1] = 3e38  # finite, though its square overflows float32
+    model.bias.grad[0] = -3e38
+    assert float(nonfinite_flag(grads)) == 0.0
+    mixed = [torch.tensor([1.0], dtype=torch.float64), torch.tensor([float("nan")])]
+    assert float(nonfinite_flag(mixed)) == 1.0
+
+
+class _Single:
+    """The single strategy's few methods train_step calls (the real one needs a runtime)."""
+
+    from hpcbench.train.breakdown import NoBreakdown
+
+    breakdown = NoBreakdown()
+    loss_scale = 1.0
+
+    def __init__(self, model):
+        self.model = model
+
+    def before_forward(self):
+        pass
+
+    def zero_grad(self, optimizer):
+        optimizer.zero_grad(set_to_none=True)
+
+    def finish_gradients(self):
+        return 0.0
+
+    def gradients(self):
+        return [p.grad for p in self.model.parameters() if p.grad is not None]
+
+
+def _refuse_host_reads(monkeypatch):
+    def refuse(*_):
+        raise AssertionError("a device value was read on the host inside the step")
+
+    for name in ("__bool__", "item", "__float__", "__int__", "tolist", "numpy"):
+        monkeypatch.setattr(torch.Tensor, name, refuse)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_a_step_reads_nothing_back_from_the_device(monkeypatch, optimizer):
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    opt = (
+        torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, fused=True)
+        if optimizer == "sgd"
+        else torch.optim.AdamW(model.parameters(), lr=0.1, fused=True)
+    )
+    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    _refuse_host_reads(monkeypatch)
+    loss, _, _, flag = train_step(_Single(model), opt, x, y, nn.CrossEntropyLoss())
+    monkeypatch.undo()
+    assert float(flag) == 0.0 and loss.isfinite()
+
+
+def test_a_non_finite_step_is_not_applied_on_the_device_and_is_named_when_read():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, fused=True)
+    verdicts = Verdicts()
+    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    strategy = _Single(model)
+    for step in range(4):
+        xs = x.clone()
+        if step == 2:
+            xs[0, 0] = float("inf")  # the forward's loss and gradients become non-finite
+        before = [p.detach().clone() for p in model.parameters()]
+        loss, _, _, flag = train_step(strategy, opt, xs, y, nn.CrossEntropyLoss())
+        verdicts.add(flag, 0, step, loss, 0.1)
+        after = list(model.parameters())
+        unchanged = all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+        assert unchanged == (step == 2), step
+        assert all(p.isfinite().all() for p in model.parameters())
+    bad = verdicts.first_bad()
+    assert (bad.epoch, bad.step, bad.lr) == (0, 2, 0.1)
+    assert verdicts.first_bad() is None  # read once
+
+
+def test_an_optimiser_that_cannot_skip_on_the_device_is_stepped_after_a_read():
+    p = nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([p], lr=1.0, foreach=False)
+    p.grad = torch.ones(2)
+    step_unless(opt, torch.tensor(1.0))
+    assert torch.equal(p.detach(), torch.ones(2))
+    step_unless(opt, torch.tensor(0.0))
+    assert torch.equal(p.detach(), torch.zeros(2))
+
+
+def test_fp16_skips_an_overflowed_step_lowers_the_scale_and_goes_on():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, fused=True)
+    precision = Precision("fp16")
+    assert not precision.diverges
+    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    scale = precision.scaler.get_scale()
+    bad = x.clone()
+    bad[0, 0] = float("inf")
+    before = [p.detach().clone() for p in model.parameters()]
+    train_step(_Single(model), opt, bad, y, nn.CrossEntropyLoss(), precision)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert precision.skipped == 1 and precision.scaler.get_scale() == scale / 2
+    train_step(_Single(model), opt, x, y, nn.CrossEntropyLoss(), precision)
+    assert precision.skipped == 1
+    assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
