@@ -33,7 +33,7 @@ def nonfinite_flag(grads: Iterable[torch.Tensor]) -> torch.Tensor | None:
         if g.numel():
             groups.setdefault((g.device, g.dtype), []).append(g.detach())
     flag = None
-    for (device, _), tensors in groups.items():
+    for tensors in groups.values():
         norms = torch._foreach_norm(tensors, float("inf"))
         bad = torch.stack(norms).isfinite().logical_not().any().float()
         flag = bad if flag is None else flag.add(bad.to(flag.device))

@@ -631,7 +631,6 @@ def _train_steps(
     progress: Progress | None,
 ) -> tuple[Meter, float, float, float]:
     """The steps themselves, from step ``first`` on, over the staged ``batches``."""
-    rank, world = t.runtime.rank, t.runtime.world_size
     data_s = comm_s = paused_s = 0.0
     every = t.config.checkpoint_every
     weight = t.data.weight
