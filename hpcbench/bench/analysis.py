@@ -291,6 +291,8 @@ class _RunEnergy:
     window: str = ""
     sources: list[str] = field(default_factory=list)
     source_groups: dict[tuple[str, float], list[str]] = field(default_factory=dict)
+    kind_j: dict[str, float | None] = field(default_factory=dict)  # used devices, per kind
+    kind_reason: dict[str, str] = field(default_factory=dict)  # why a kind's is None
 
 
 def _run_energy(run: Run, idle_watts: dict[tuple[str, str], float] | None) -> _RunEnergy:
@@ -322,6 +324,9 @@ def _run_energy(run: Run, idle_watts: dict[tuple[str, str], float] | None) -> _R
         interval = dev.get("interval_s", run.energy.get("interval_s"))
         is_used = bool(dev.get("used"))
         joules = _device_joules(dev, window)
+        kind = str(dev.get("kind") or "other")
+        if is_used and out.kind_j.get(kind, 0.0) is not None:
+            out.kind_j[kind] = None if joules is None else out.kind_j.get(kind, 0.0) + joules
         if joules is None:
             why = dev.get("reason") or "no energy figure"
             fault = f"{name} unavailable ({why}) in {where}"
@@ -329,6 +334,7 @@ def _run_energy(run: Run, idle_watts: dict[tuple[str, str], float] | None) -> _R
             out.with_idle_reason = out.with_idle_reason or fault
             if is_used:
                 out.reason = out.reason or fault
+                out.kind_reason.setdefault(kind, why)
             continue
         period = float(interval) if _is_number(interval) else float("nan")
         out.sources.append(
@@ -445,7 +451,60 @@ def _energy_block(
         )
     if net is not None:
         block["net_j"] = stats.summarise(net)
+    block["by_kind"] = _kinds_block(per_run, seconds)
+    block["partial"] = _partial_sentence(block["by_kind"]) if not block["available"] else ""
     return block
+
+
+KIND_NAMES = {"gpu": "GPU", "cpu": "CPU packages", "dram": "DRAM"}
+
+
+def kind_name(kind: str) -> str:
+    return KIND_NAMES.get(kind, kind)
+
+
+def _kinds_block(per_run: list[_RunEnergy], seconds: list[float]) -> dict[str, dict[str, Any]]:
+    """Per kind of used device (gpu, cpu, dram): its joules, per sample, EDP and ED²P over the
+    energy runs, or None with the reason where a device of that kind could not be read in one
+    of them. A kind that was read is reported even when another kind was not."""
+    kinds = sorted({k for e in per_run for k in e.kind_j}, key=lambda k: (k not in KIND_NAMES, k))
+    out: dict[str, dict[str, Any]] = {}
+    for kind in kinds:
+        entry: dict[str, Any] = {"available": False, "reason": ""}
+        entry.update({k: None for k in ("used_j", "per_sample_j", "edp", "ed2p")})
+        entry.update({k: None for k in ("edp_norm", "ed2p_norm")})
+        joules = [e.kind_j.get(kind) for e in per_run]
+        if any(j is None for j in joules):
+            entry["reason"] = next(
+                (e.kind_reason[kind] for e in per_run if kind in e.kind_reason),
+                "not used in every energy run",
+            )
+        else:
+            js = [float(j) for j in joules if j is not None]
+            entry["available"] = True
+            entry["used_j"] = stats.summarise(js)
+            if all(e.samples for e in per_run):
+                entry["per_sample_j"] = stats.summarise(
+                    [j / e.samples for j, e in zip(js, per_run, strict=True) if e.samples]
+                )
+            entry["edp"] = float(np.median([t * j for t, j in zip(seconds, js, strict=True)]))
+            entry["ed2p"] = float(np.median([t * t * j for t, j in zip(seconds, js, strict=True)]))
+        out[kind] = entry
+    return out
+
+
+def _partial_sentence(by_kind: dict[str, dict[str, Any]]) -> str:
+    """'GPU energy only: CPU packages unreadable (why)' where some kinds were read and others
+    not; '' otherwise."""
+    read = [k for k, e in by_kind.items() if e["available"]]
+    unread = [k for k, e in by_kind.items() if not e["available"]]
+    if not read or not unread:
+        return ""
+    return (
+        f"{' and '.join(kind_name(k) for k in read)} energy only: "
+        + "; ".join(f"{kind_name(k)} unreadable ({by_kind[k]['reason']})" for k in unread)
+        + "; the totals over all devices are not known"
+    )
 
 
 def _normalise_energy(configs: list[dict[str, Any]], base: str | None) -> None:
@@ -455,6 +514,11 @@ def _normalise_energy(configs: list[dict[str, Any]], base: str | None) -> None:
         for key in ("edp", "ed2p", "edp_with_idle", "ed2p_with_idle"):
             if ref is not None and en[key] is not None and ref[key]:
                 en[f"{key}_norm"] = en[key] / ref[key]
+        for kind, entry in en.get("by_kind", {}).items():
+            theirs = (ref or {}).get("by_kind", {}).get(kind) or {}
+            for key in ("edp", "ed2p"):
+                if entry[key] is not None and theirs.get(key):
+                    entry[f"{key}_norm"] = entry[key] / theirs[key]
 
 
 def _accuracy(runs: list[Run]) -> dict[str, Any]:
@@ -680,6 +744,18 @@ def sentences(analysis: dict[str, Any]) -> list[str]:
         return out
     for cfg in analysis["configs"]:
         name, en = cfg["name"], cfg["energy"]
+        if not en["available"] and en.get("partial"):
+            out.append(f"{name}: {en['partial']}")
+            for kind, entry in en["by_kind"].items():
+                if not entry["available"]:
+                    continue
+                text = f"{name}: {kind_name(kind)} {_joules(entry['used_j']['median'])}"
+                if entry["per_sample_j"]:
+                    text += f" ({entry['per_sample_j']['median']:.3g} J per sample)"
+                if entry["edp_norm"] is not None and name != base_one:
+                    text += f"; {kind_name(kind)} EDP {entry['edp_norm']:.2f}× that of {base_one}"
+                out.append(text)
+            continue
         if not en["available"]:
             out.append(f"{name}: energy not known: {en['reason']}")
             continue
@@ -729,7 +805,8 @@ def _est(est: dict[str, Any] | None) -> list[Any]:
 
 def write_tables(analysis: dict[str, Any], out_dir: str | Path) -> list[Path]:
     """The analysis as CSV files in ``out_dir`` (each written to a temporary name and renamed):
-    ``times.csv``, ``scaling.csv``, ``accuracy.csv``, ``energy.csv``, ``differences.csv``."""
+    ``times.csv``, ``scaling.csv``, ``accuracy.csv``, ``energy.csv``, ``energy_by_kind.csv``,
+    ``differences.csv``."""
     out = Path(out_dir)
     cfgs = analysis["configs"]
     paths = []
@@ -812,6 +889,31 @@ def write_tables(analysis: dict[str, Any], out_dir: str | Path) -> list[Path]:
     )
     paths.append(
         _write_csv(
+            out / "energy_by_kind.csv",
+            ["config", "kind", "available", "reason"]
+            + [
+                f"{k}{s}"
+                for k in ("used_j", "per_sample_j")
+                for s in ("_median", "_ci95_lo", "_ci95_hi")
+            ]
+            + ["edp", "ed2p", "edp_norm", "ed2p_norm"],
+            (
+                [c["name"], kind, e["available"], e["reason"]]
+                + sum(
+                    (
+                        [None, None, None] if (s := e[k]) is None else [s["median"], *s["ci95"]]
+                        for k in ("used_j", "per_sample_j")
+                    ),
+                    [],
+                )
+                + [e[k] for k in ("edp", "ed2p", "edp_norm", "ed2p_norm")]
+                for c in cfgs
+                for kind, e in (c["energy"].get("by_kind") or {}).items()
+            ),
+        )
+    )
+    paths.append(
+        _write_csv(
             out / "differences.csv",
             ["a", "b", "metric", "ratio", "significant"],
             (
@@ -882,6 +984,22 @@ def compare(a_dir: str | Path, b_dir: str | Path) -> list[str]:
                 "measured" if b["energy"]["available"] else f"not known ({b['energy']['reason']})"
             )
             findings.append(f"{name} energy: now {state}")
+        ka, kb = a["energy"].get("by_kind") or {}, b["energy"].get("by_kind") or {}
+        for kind in sorted(set(ka) | set(kb)):
+            was, now = ka.get(kind) or {}, kb.get(kind) or {}
+            if bool(was.get("available")) != bool(now.get("available")):
+                state = (
+                    "measured"
+                    if now.get("available")
+                    else f"not known ({now.get('reason') or 'not used'})"
+                )
+                findings.append(f"{name} {kind_name(kind)} energy: now {state}")
+            elif was.get("available"):
+                found = _stat_change(
+                    f"{name} {kind_name(kind)} energy", was["used_j"], now["used_j"], " J"
+                )
+                if found:
+                    findings.append(found)
 
     pa, pb = ra.bench.get("provenance") or {}, rb.bench.get("provenance") or {}
     for key in sorted(set(pa) | set(pb)):

@@ -594,10 +594,12 @@ def _no_energy(analysis: dict[str, Any], what: str) -> str:
     reasons = []
     for c in analysis.get("configs", []):
         e = c.get("energy") or {}
-        if not e.get("available"):
+        if e.get("partial"):
+            reasons.append(f"{c['name']}: {e['partial']}, in the table per kind of device")
+        elif not e.get("available"):
             reasons.append(f"{c['name']}: {e.get('reason') or 'no energy run completed'}")
     detail = "; ".join(reasons) if reasons else "no energy samples were recorded"
-    return f"No {what} figure: energy was not measured ({detail})."
+    return f"No {what} figure: the energy over all devices was not measured ({detail})."
 
 
 def render_all(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.atomic import write_atomically
+from hpcbench.bench.analysis import kind_name
 from hpcbench.bench.document import (
     Block,
     Bullets,
@@ -429,9 +430,50 @@ def _energy_blocks(
             numeric=set(range(2, 10)),
         )
     )
+    kind_rows = []
+    for c in analysis.get("configs", []):
+        for kind, k in ((c.get("energy") or {}).get("by_kind") or {}).items():
+            kind_rows.append(
+                [
+                    str(c["name"]),
+                    kind_name(kind),
+                    fmt_joules(k.get("used_j")) if k["available"] else f"not read: {k['reason']}",
+                    fmt_stat(k.get("per_sample_j"), "J"),
+                    num(k.get("edp")),
+                    num(k.get("edp_norm")),
+                    num(k.get("ed2p")),
+                    num(k.get("ed2p_norm")),
+                ]
+            )
+    if kind_rows:
+        blocks.append(
+            Para(
+                "Per kind of device the runs computed on, the same figures for the devices of "
+                "that kind alone: a kind that could be read is reported even where another could "
+                "not (the totals above are then not known, never a sum that leaves a device out)."
+            )
+        )
+        blocks.append(
+            Table(
+                [
+                    "configuration",
+                    "kind",
+                    "used",
+                    "per sample",
+                    "EDP (J·s)",
+                    "EDP / baseline",
+                    "ED²P (J·s²)",
+                    "ED²P / baseline",
+                ],
+                kind_rows,
+                numeric=set(range(3, 8)),
+            )
+        )
     why = []
     for c in analysis.get("configs", []):
         e = c.get("energy") or {}
+        if e.get("partial"):
+            why.append(f"{c['name']}: {e['partial']}")
         if not e.get("available"):
             continue
         for key, what in (("with_idle_reason", "with idle"), ("net_reason", "net")):

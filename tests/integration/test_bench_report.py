@@ -477,12 +477,17 @@ def test_missing_figures_are_replaced_by_the_reason(results: Path, tmp_path: Pat
         "phase_times.png",
     ]
     md = (out / "report.md").read_text()
-    assert "> No energy figure: energy was not measured (cpu: package\\-0 unavailable" in md or (
-        "> No energy figure: energy was not measured (cpu: package-0 unavailable" in md
+    assert (
+        "> No energy figure: the energy over all devices was not measured (cpu: package\\-0 unavailable"
+        in md
+        or (
+            "> No energy figure: the energy over all devices was not measured (cpu: package-0 unavailable"
+            in md
+        )
     )
     assert "1dev: package-0 unavailable" in md
     assert "> No speedup figure: the matrix names no one-device baseline" in md
-    assert "> No power figure: energy was not measured" in md
+    assert "> No power figure: the energy over all devices was not measured" in md
     page = (out / "report.html").read_text()
     assert page.count("<img") == 2 and page.count('<p class="note">No ') == 3
 
@@ -671,3 +676,28 @@ def test_a_matrix_without_energy_runs_has_no_energy_section(results: Path) -> No
     md = (results / "report" / "report.md").read_text()
     assert "## Energy" not in md and "energy not known" not in md and "No power figure" not in md
     assert not (results / "report" / "figures" / "power.png").exists()
+
+
+def test_gpu_energy_beside_unreadable_rapl_is_in_the_report_table_and_summary(
+    tmp_path: Path,
+) -> None:
+    """A GPU node whose RAPL is root-only: the report's table per kind of device holds the GPU's
+    joules and EDP, the CPU row says why it was not read, and the summary says the same."""
+    from hpcbench.bench.analysis import analyse, load_results
+    from tests.unit.test_bench_analysis import BASE, _device, _two_configs
+
+    rapl = "no RAPL powercap readable (/sys/class/powercap absent)"
+    half = {**BASE, "train": 52.0}
+    _two_configs(
+        tmp_path / "results",
+        [_device("gpu0", 3000.0, True, BASE), _device("package-0", None, True, BASE, reason=rapl)],
+        [_device("gpu0", 1600.0, True, half), _device("package-0", None, True, half, reason=rapl)],
+    )
+    analysis = analyse(load_results(tmp_path / "results"))
+    report.render_report(tmp_path / "results", analysis, tmp_path / "report")
+    md = (tmp_path / "report" / "report.md").read_text()
+    plain = md.replace("\\", "")
+    assert "| 2dev-ddp | GPU | 1 600 J, n = 1 | 0.00208 J, n = 1 | 107 200 | 0.311 |" in plain
+    assert f"| 2dev-ddp | CPU packages | not read: {rapl} |" in plain
+    assert "GPU energy only: CPU packages unreadable" in md
+    assert "energy not known" not in md

@@ -409,6 +409,7 @@ def test_the_reference_study_published_figures_come_back(tmp_path):
         "accuracy.csv",
         "differences.csv",
         "energy.csv",
+        "energy_by_kind.csv",
         "scaling.csv",
         "times.csv",
     ]
@@ -689,3 +690,68 @@ def test_a_run_dir_outside_the_results_is_refused_and_nothing_there_is_read(tmp_
     doc["runs"][0]["run_dir"] = rel
     (root / "runs.json").write_text(json.dumps(doc))
     _one_line_error(root, r"runs\.json: runs\[0\]: run_dir .* is not inside the results directory")
+
+
+def test_a_gpu_read_beside_unreadable_rapl_is_reported_per_kind_with_the_totals_null(tmp_path):
+    """As on most GPU nodes: RAPL root-only, NVML readable. The GPU's joules, per sample, EDP and
+    ED²P are reported (normalised to the baseline's GPU figures), the totals stay null, and the
+    summary says in words which kind was read and which was not."""
+    half = {**BASE, "train": 52.0}
+    rapl = "no RAPL powercap readable (/sys/class/powercap absent)"
+    c = _two_configs(
+        tmp_path,
+        [_device("gpu0", 3000.0, True, BASE), _device("package-0", None, True, BASE, reason=rapl)],
+        [
+            _device("gpu0", 1600.0, True, half),
+            _device("gpu1", 1700.0, True, half),
+            _device("package-0", None, True, half, reason=rapl),
+        ],
+    )
+    two = c["2dev-ddp"]["energy"]
+    assert two["available"] is False and two["used_j"] is None and two["edp"] is None
+    gpu, cpu = two["by_kind"]["gpu"], two["by_kind"]["cpu"]
+    assert gpu["available"] and gpu["used_j"]["median"] == pytest.approx(3300.0)
+    assert gpu["per_sample_j"]["median"] == pytest.approx(3300.0 / (100 * 60 * 128))
+    assert gpu["edp"] == pytest.approx(67.0 * 3300.0)
+    assert gpu["edp_norm"] == pytest.approx(67.0 * 3300.0 / (115.0 * 3000.0))
+    assert gpu["ed2p_norm"] == pytest.approx(67.0**2 * 3300.0 / (115.0**2 * 3000.0))
+    assert cpu["available"] is False and cpu["used_j"] is None and cpu["reason"] == rapl
+    assert two["partial"] == (
+        f"GPU energy only: CPU packages unreadable ({rapl}); the totals over all devices are "
+        "not known"
+    )
+    analysis = analyse(load_results(tmp_path))
+    said = analysis["sentences"]
+    assert f"2dev-ddp: {two['partial']}" in said
+    assert any(
+        s.startswith("2dev-ddp: GPU 3.3 kJ (0.0043 J per sample)")
+        and "GPU EDP 0.64× that of 1dev" in s
+        for s in said
+    ), said
+    assert not any("energy not known" in s for s in said)
+    write_tables(analysis, tmp_path / "t")
+    rows = list(csv.DictReader((tmp_path / "t/energy_by_kind.csv").open()))
+    by = {(r["config"], r["kind"]): r for r in rows}
+    assert float(by["2dev-ddp", "gpu"]["used_j_median"]) == pytest.approx(3300.0)
+    assert (
+        by["2dev-ddp", "cpu"]["available"] == "False"
+        and by["2dev-ddp", "cpu"]["used_j_median"] == ""
+    )
+
+
+def test_compare_treats_a_kind_of_device_that_became_readable_as_a_change(tmp_path):
+    from hpcbench.bench.analysis import compare
+
+    rapl = "no RAPL powercap readable (/sys/class/powercap absent)"
+    before, after = tmp_path / "before", tmp_path / "after"
+    gpu_only = [
+        _device("gpu0", 3000.0, True, BASE),
+        _device("package-0", None, True, BASE, reason=rapl),
+    ]
+    both = [_device("gpu0", 3000.0, True, BASE), _device("package-0", 900.0, True, BASE)]
+    half = {**BASE, "train": 52.0}
+    _two_configs(before, gpu_only, [_device("gpu0", 1600.0, True, half)])
+    _two_configs(after, both, [_device("gpu0", 1600.0, True, half)])
+    findings = compare(before, after)
+    assert "1dev CPU packages energy: now measured" in findings
+    assert "1dev energy: now measured" in findings
