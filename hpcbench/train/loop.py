@@ -41,6 +41,7 @@ from hpcbench import __version__
 from hpcbench.data.manifest import Manifest
 from hpcbench.launch import job_id, usable_cores
 from hpcbench.train import checkpoint as ckpt
+from hpcbench.train.accelerate import batch_layout, check_compile, compiled, to_channels_last
 from hpcbench.train.breakdown import StepBreakdown, per_step_ms
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData, ensure_dataset, wait_for_dataset
@@ -158,8 +159,14 @@ class Normalizer:
     non-blocking copy on a side stream: it may run in the prefetch thread), :meth:`normalize`
     makes it float32 on the compute stream."""
 
-    def __init__(self, manifest: Manifest, device: torch.device) -> None:
+    def __init__(
+        self,
+        manifest: Manifest,
+        device: torch.device,
+        layout: torch.memory_format = torch.contiguous_format,
+    ) -> None:
         scale, shift = manifest.normalization()
+        self.layout = layout  # of a 4-d batch (--channels-last)
         self.scale, self.shift = (
             torch.from_numpy(scale).to(device),
             torch.from_numpy(shift).to(device),
@@ -187,7 +194,11 @@ class Normalizer:
             current.wait_event(copied)
             xd.record_stream(current)  # the side stream's memory is used here
             yd.record_stream(current)
-        return xd.float().mul_(self.scale).add_(self.shift), yd
+        if xd.dim() == 4 and self.layout != torch.contiguous_format:
+            x = xd.to(torch.float32, memory_format=self.layout)
+        else:
+            x = xd.float()
+        return x.mul_(self.scale).add_(self.shift), yd
 
     def __call__(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         return self.normalize(*self.stage(x, y))
@@ -284,7 +295,8 @@ def set_up(
             said = load_weights(model, config.weights, k)
             if rank == 0:
                 log(said)
-        return data, model
+        check_compile(config, runtime.device)
+        return data, to_channels_last(model, config)
 
     return agree(strategy, build)
 
@@ -412,6 +424,7 @@ def start(
         t0 = clock()
         data, model = set_up(config, runtime, strategy, log, run_dir)
         model = strategy.setup(model, data.weight)
+        strategy.model = compiled(strategy.model, config)
         optimizer = make_optimizer(config, model, data.global_batch)
         t = Training(
             config=config,
@@ -425,7 +438,7 @@ def start(
             optimizer=optimizer,
             schedule=make_schedule(config, optimizer, data.steps),
             criterion=nn.CrossEntropyLoss(),
-            norm=Normalizer(data.manifest, runtime.device),
+            norm=Normalizer(data.manifest, runtime.device, batch_layout(config)),
             precision=Precision(config.precision, runtime.device),
             drill=drill_for(runtime.rank),
             stop=stop,

@@ -839,6 +839,7 @@ TRAIN_FLAGS: dict[str, st.SearchStrategy[str]] = {
             "--threads",
             "--max-steps",
             "--checkpoint-keep",
+            "--resync-every",
         )
     },
     "--checkpoint-every": st.one_of(st.integers(-(10**6), -1).map(str), not_a_number()),
@@ -875,6 +876,8 @@ TRAIN_FLAGS: dict[str, st.SearchStrategy[str]] = {
     "--error-feedback": st.sampled_from(["no", "1"]),
     "--prefetch": st.sampled_from(["-1", "two", "1.5", ""]),
     "--cuda-aware-mpi": st.sampled_from(["yes", "1", "", "ON"]),
+    "--channels-last": st.sampled_from(["yes", "1", ""]),
+    "--compile": st.sampled_from(["on", "yes", "", "max_autotune", "DEFAULT"]),
     "--checkpoint": st.sampled_from(["no", "0", "yes"]),
     "--output": st.just("x"),  # not an abbreviation of --output-dir
     "--epoch": st.just("3"),

@@ -94,6 +94,14 @@ def mpi_takes_cuda_buffers() -> bool | None:
     return None
 
 
+def _dense(p: torch.Tensor) -> bool:
+    """Whether ``p``'s elements fill its storage without gaps or overlaps (contiguous or
+    channels_last): a slice of a bucket can then take its strides."""
+    return p.is_contiguous() or (
+        p.dim() == 4 and p.is_contiguous(memory_format=torch.channels_last)
+    )
+
+
 WIRE_TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -174,13 +182,15 @@ class MPIStrategy(Strategy):
             device=device,
             pin_memory=self.runtime.device.type == "cuda" and device.type == "cpu",
         )
-        views = all(p.device == flat.device and p.dtype == torch.float32 for p in params)
+        views = all(
+            p.device == flat.device and p.dtype == torch.float32 and _dense(p) for p in params
+        )
         spans, at = [], 0
         for p in params:
             spans.append((at, at + p.numel()))
             self._bucket_of[p] = len(self.buckets)
-            if views:
-                p.grad = flat[at : at + p.numel()].view_as(p)
+            if views:  # in the parameter's own layout (channels_last too): what fused steps want
+                p.grad = flat[at : at + p.numel()].as_strided(p.shape, p.stride())
             at += p.numel()
         bucket = Bucket(params, flat, spans, views=views, pending=len(params))
         if self.wire_type is not None:

@@ -1,0 +1,98 @@
+"""``--channels-last`` and ``--compile`` with real processes on CPUs (where channels_last runs too,
+and torch.compile runs wherever a C++ compiler is installed): every strategy takes them, the
+model learns the same, checkpoints are the model's own, ``dp`` refuses ``--compile`` in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import pytest
+
+from tests.conftest import need_module
+from tests.integration.test_checkpoint_resume import final_weights, train
+
+torch = need_module("torch")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    from data_prep import ConvertOptions, convert, synthetic
+
+    root = tmp_path_factory.mktemp("options") / "shapes"
+    convert(synthetic(900, 9), root, ConvertOptions(size=(16, 12), grayscale=True, progress=False))
+    return root
+
+
+@pytest.fixture(scope="module")
+def plain(data, tmp_path_factory):
+    """The same runs without the options, one per strategy."""
+    out = {}
+    for strategy, ranks in (("single", 1), ("mpi", 2), ("ddp", 2)):
+        run_dir = tmp_path_factory.mktemp(f"plain-{strategy}") / "run"
+        r = train(strategy, ranks, data, run_dir)
+        assert r.returncode == 0, r.stdout + r.stderr
+        out[strategy] = run_dir
+    return out
+
+
+def metrics(run_dir):
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def assert_learns_the_same(a, b):
+    ma, mb = metrics(a), metrics(b)
+    assert [e["train_loss"] for e in ma["epochs"]] == pytest.approx(
+        [e["train_loss"] for e in mb["epochs"]], rel=1e-4
+    )
+    assert ma["test"]["accuracy"] == pytest.approx(mb["test"]["accuracy"], abs=0.02)
+    wa, wb = final_weights(a), final_weights(b)
+    assert wa.keys() == wb.keys()  # the model's own names: no wrapper's prefix
+    for name in wa:
+        torch.testing.assert_close(wa[name], wb[name], rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("strategy,ranks", [("single", 1), ("mpi", 2), ("ddp", 2)])
+def test_channels_last_learns_the_same_with_every_strategy(strategy, ranks, data, plain, tmp_path):
+    out = tmp_path / "run"
+    r = train(strategy, ranks, data, out, "--channels-last")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert metrics(out)["config"]["channels_last"] is True
+    assert_learns_the_same(out, plain[strategy])
+
+
+def _compiler() -> bool:
+    return shutil.which("c++") is not None or shutil.which("g++") is not None
+
+
+@pytest.mark.parametrize("strategy,ranks", [("single", 1), ("mpi", 2)])
+def test_compile_learns_the_same_or_stops_in_one_line(strategy, ranks, data, plain, tmp_path):
+    out = tmp_path / "run"
+    r = train(strategy, ranks, data, out, "--compile", "default", timeout=600)
+    if not _compiler():  # no C++ compiler: torch.compile cannot work on a CPU
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "--compile default: torch.compile cannot work on this machine's cpu" in r.stderr
+        return
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert metrics(out)["config"]["compile"] == "default"
+    assert_learns_the_same(out, plain[strategy])
+
+
+def test_compile_is_refused_for_dp_in_one_line(data, tmp_path):
+    import subprocess
+
+    from tests.integration.test_trainer import env
+
+    r = subprocess.run(
+        [sys.executable, "-m", "hpcbench.train", "--strategy", "dp", "--compile", "default",
+         "--data", str(data), "--output-dir", str(tmp_path / "run")],
+        env=env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.strip() == (
+        "hpcbench train: error: --compile default cannot compile torch.nn.DataParallel's "
+        "per-step replicas (--strategy dp); use --strategy ddp, one process per GPU"
+    )
+    assert not (tmp_path / "run").exists()
