@@ -680,6 +680,7 @@ def _train_steps(
         last = step + 1 == t.data.steps
         if stop or (every and t.steps_done % every == 0 and not last):
             check_verdicts(t)
+            comm_s += t.strategy.settled_comm_s()
             p0 = time.perf_counter()
             times = [t.clock() - e0 - paused_s + before[0], data_s + before[1], comm_s + before[2]]
             path = save_checkpoint(t, epoch, step + 1, meter, times)
@@ -691,6 +692,7 @@ def _train_steps(
                 raise stopped(t, epoch, step + 1, path)
     t.watchdog.at(None, t.steps_done)
     check_verdicts(t)
+    comm_s += t.strategy.settled_comm_s()
     train_s = t.clock() - e0 - paused_s + before[0]
     if progress is not None:
         progress.close()

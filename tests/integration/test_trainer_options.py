@@ -96,3 +96,19 @@ def test_compile_is_refused_for_dp_in_one_line(data, tmp_path):
         "per-step replicas (--strategy dp); use --strategy ddp, one process per GPU"
     )
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("strategy", ["mpi", "ddp"])
+def test_a_world_of_one_communicates_nothing_and_trains_as_single(strategy, data, plain, tmp_path):
+    """One rank under mpiexec or torchrun: no buckets or collectives per step, no communication
+    time, the same weights bit for bit as ``single``."""
+    out = tmp_path / "run"
+    r = train(strategy, 1, data, out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = metrics(out)
+    assert [e["comm_time_s"] for e in m["epochs"]] == [0.0, 0.0]
+    if strategy == "mpi":
+        assert "mpi: one rank: no buckets, nothing communicated" in r.stdout
+    a, b = final_weights(out), final_weights(plain["single"])
+    for name in a:
+        assert torch.equal(a[name], b[name]), name

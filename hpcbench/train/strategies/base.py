@@ -54,6 +54,11 @@ class Strategy:
         did not overlap the backward pass."""
         return 0.0
 
+    def settled_comm_s(self) -> float:
+        """Communication seconds measured on the device since the last call, read once the device
+        has caught up (0 where :meth:`finish_gradients` measured them already)."""
+        return 0.0
+
     def share_index(self, data: TrainData, epoch: int) -> np.ndarray | None:
         """This rank's (steps, batch) sample ids of the epoch (global data order)."""
         if data.sharded is not None:

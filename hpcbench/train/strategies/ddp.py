@@ -8,7 +8,10 @@ in place, never copied) and ``static_graph`` (every model here uses every parame
 step, the same way). ``--grad-compression fp16|bf16`` uses DDP's own compression hooks
 (each bucket cast to the 16-bit type, all-reduced in it, divided and widened back). Non-overlapped
 communication is measured with a comm hook wrapping DDP's own allreduce hook: the time from the
-last bucket becoming ready to the end of backward.
+last bucket becoming ready to the end of backward; on a GPU as device time between two CUDA
+events, read when the epoch ends (a host clock there would count the backward still queued on the
+GPU as communication, and its synchronisation would stop the host from running ahead every step).
+A world of one rank communicates nothing: no allreduce, no buffer broadcast, no communication time.
 """
 
 from __future__ import annotations
@@ -34,6 +37,14 @@ from hpcbench.train.runtime import Runtime, rendezvous
 from hpcbench.train.strategies.base import Strategy
 
 
+def no_communication(state, bucket):
+    """A world of one: the bucket is already the sum (DDP's own hook would still launch a
+    collective per bucket)."""
+    fut: torch.futures.Future = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
 class DDPStrategy(Strategy):
     name = "ddp"
 
@@ -51,6 +62,8 @@ class DDPStrategy(Strategy):
                 timeout=timedelta(minutes=10),
             )
         self._last_ready = 0.0
+        self._ready: torch.cuda.Event | None = None  # on a GPU: the last bucket's ready event
+        self._pairs: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []  # (ready, done) events
 
     def setup(self, model: nn.Module, weight: float) -> nn.Module:
         model = model.to(self.runtime.device)
@@ -58,12 +71,14 @@ class DDPStrategy(Strategy):
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         self.eval_model = model
         on_gpu = self.runtime.device.type == "cuda"
+        alone = self.runtime.world_size == 1
         self.model = nn.parallel.DistributedDataParallel(
             model,
             device_ids=[self.runtime.device.index] if on_gpu else None,
             bucket_cap_mb=self.config.bucket_mb,
             gradient_as_bucket_view=True,
             static_graph=True,
+            broadcast_buffers=not alone,
         )
 
         # Unannotated on purpose: register_comm_hook checks that the bucket's annotation *is*
@@ -71,9 +86,15 @@ class DDPStrategy(Strategy):
         hook = {"none": allreduce_hook, "fp16": fp16_compress_hook, "bf16": bf16_compress_hook}[
             self.config.grad_compression
         ]
+        if alone:
+            hook = no_communication
 
         def timed_allreduce(state, bucket):
-            self._last_ready = time.perf_counter()
+            if on_gpu:  # where the GPU will be when this bucket is ready (no host wait)
+                self._ready = torch.cuda.Event(enable_timing=True)
+                self._ready.record()
+            else:
+                self._last_ready = time.perf_counter()
             return hook(state, bucket)
 
         self.model.register_comm_hook(None, timed_allreduce)
@@ -86,9 +107,27 @@ class DDPStrategy(Strategy):
         optimizer.zero_grad(set_to_none=False)
 
     def finish_gradients(self) -> float:
-        # DDP's backward returned after its last allreduce finished.
-        self.runtime.synchronize()
+        if self.runtime.world_size == 1:
+            return 0.0
+        if self.runtime.device.type == "cuda":
+            # The stream waits for the last allreduce after DDP's backward: the device time from
+            # the last bucket becoming ready to then is the communication backward did not hide,
+            # read once the device has caught up (settled_comm_s), not now.
+            done = torch.cuda.Event(enable_timing=True)
+            done.record()
+            if self._ready is not None:
+                self._pairs.append((self._ready, done))
+            return 0.0
+        # On CPUs DDP's backward returned after its last allreduce finished.
         return max(0.0, time.perf_counter() - self._last_ready)
+
+    def settled_comm_s(self) -> float:
+        total = 0.0
+        for ready, done in self._pairs:
+            done.synchronize()
+            total += max(0.0, ready.elapsed_time(done)) / 1000
+        self._pairs.clear()
+        return total
 
     def all_reduce(self, values: np.ndarray, op: str = "sum") -> np.ndarray:
         t = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float64)).to(self.runtime.device)

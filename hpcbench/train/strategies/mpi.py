@@ -21,6 +21,8 @@
   as a device buffer once the stream that computed it is synchronised. Otherwise (and with
   compression, whose summing operation runs on the host) they are staged: copied into pinned
   host buckets and the sums back.
+- A world of one rank communicates nothing: no buckets, no hooks, no broadcasts; the step is
+  ``single``'s.
 - ``--grad-compression bf16|fp16``: each bucket is rounded into a 16-bit copy, and that copy is
   all-reduced (half the bytes) with a sum in the 16-bit type (a user-defined MPI operation: MPI
   has no bfloat16; the additions are torch's, float32 inside, rounded once per addition); the
@@ -156,6 +158,8 @@ class MPIStrategy(Strategy):
     def setup(self, model: nn.Module, weight: float) -> nn.Module:
         self.model = self.eval_model = model.to(self.runtime.device)
         self.loss_scale = weight  # the weighted sum over ranks is the global mean
+        if self.comm.Get_size() == 1:  # a world of one communicates nothing: no buckets, no hooks
+            return self.model
         self._broadcast(list(model.parameters()) + list(model.buffers()))
         self._buffers = [b for b in model.buffers()]
         params = [p for p in model.parameters() if p.requires_grad]
@@ -200,6 +204,8 @@ class MPIStrategy(Strategy):
         self.buckets.append(bucket)
 
     def describe(self) -> str:
+        if not self.buckets:
+            return "one rank: no buckets, nothing communicated"
         sizes = "/".join(f"{b.flat.numel() * 4 / 2**20:.1f}" for b in self.buckets)
         where = (
             "gradients in the buckets"
@@ -212,6 +218,8 @@ class MPIStrategy(Strategy):
         return f"{len(self.buckets)} bucket(s) of {sizes} MiB, {where}{wire}"
 
     def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        if not self.buckets:
+            optimizer.zero_grad(set_to_none=True)
         for b in self.buckets:
             if b.views:
                 b.flat.zero_()
@@ -222,6 +230,8 @@ class MPIStrategy(Strategy):
     def gradients(self) -> list[torch.Tensor]:
         """The buckets themselves where the gradients live in them (three tensors, not one per
         parameter)."""
+        if not self.buckets:
+            return super().gradients()
         found: list[torch.Tensor] = []
         for b in self.buckets:
             if b.views:
@@ -289,6 +299,8 @@ class MPIStrategy(Strategy):
                 b.request = self.comm.Iallreduce(self.MPI.IN_PLACE, [b.array, word], op=self.op)
 
     def finish_gradients(self) -> float:
+        if not self.buckets:
+            return 0.0
         started = time.perf_counter()
         while self._next < len(self.buckets):  # unused parameters, or --no-overlap
             self._start(self.buckets[self._next], blocking=True)
