@@ -128,7 +128,11 @@ def run_prediction(argv: list[str] | None = None) -> dict[str, Any] | None:
 
 
 # ---- one process -----------------------------------------------------------------------------------
-def _single(config: PredictConfig, mode: str) -> dict[str, Any]:
+def _single(
+    config: PredictConfig, mode: str, world: int = 1, planned: tuple[Any, Any] | None = None
+) -> dict[str, Any]:
+    """One process does every stage (``world`` and ``planned``: rank 0 alone in a larger
+    world, because the plan found no faster split)."""
     from hpcbench.launch import usable_cores
 
     loaded = load(config.checkpoint, _warn)
@@ -137,6 +141,7 @@ def _single(config: PredictConfig, mode: str) -> dict[str, Any]:
     threads = config.threads or usable_cores()
     _set_threads(threads)
     classifier = Classifier(loaded, _device(config, 0))
+    classifier.warm_up(config.batch_size)
     collector = results.Collector(items, len(loaded.format.classes))
     from hpcbench.predict.pipeline import Counters
 
@@ -162,8 +167,10 @@ def _single(config: PredictConfig, mode: str) -> dict[str, Any]:
         counters.units += 1
     counters.end()
     counters.busy_s = counters.ended - t0
-    rank_rows = [_rank_row(0, counters, start_rss, threads, {**times})]
-    return _finish(config, mode, 1, loaded, items, collector, counters.ended - t0, rank_rows, None)
+    rank_rows = [_rank_row(0, counters, start_rss, threads, {**times}, classifier)]
+    return _finish(
+        config, mode, world, loaded, items, collector, counters.ended - t0, rank_rows, planned
+    )
 
 
 # ---- MPI -------------------------------------------------------------------------------------------
@@ -239,15 +246,26 @@ def _shared_setup(config: PredictConfig, comm: Any) -> tuple[LoadedModel, Items,
     path, name, fmt, steps, items = shared
     loaded = LoadedModel(path=path, model_name=name, format=fmt, state={}, steps_done=steps)
     affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    hosts = comm.allgather((socket.gethostname(), affinity or list(range(os.cpu_count() or 1))))
+    mine = (socket.gethostname(), affinity or list(range(os.cpu_count() or 1)), _gpus(config))
     node_ids: dict[str, int] = {}
     cores: dict[int, set[int]] = {}
+    gpus: dict[int, int] = {}
     node_of_rank = []
-    for host, cpus in hosts:
+    for host, cpus, visible in comm.allgather(mine):
         node = node_ids.setdefault(host, len(node_ids))
         node_of_rank.append(node)
         cores.setdefault(node, set()).update(cpus)
-    return loaded, items, Layout(node_of_rank, {n: len(c) for n, c in cores.items()})
+        gpus[node] = max(gpus.get(node, 0), visible)
+    return loaded, items, Layout(node_of_rank, {n: len(c) for n, c in cores.items()}, gpus)
+
+
+def _gpus(config: PredictConfig) -> int:
+    """The GPUs this rank's predictor could run on (0 with --device cpu or none visible)."""
+    if config.device == "cpu":
+        return 0
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def _with_weights(loaded: LoadedModel) -> LoadedModel:
@@ -256,8 +274,17 @@ def _with_weights(loaded: LoadedModel) -> LoadedModel:
 
 
 def _rank_row(
-    rank: int, counters: Any, start_rss: float, threads: int, extra: dict | None = None
+    rank: int,
+    counters: Any,
+    start_rss: float,
+    threads: int,
+    extra: dict | None = None,
+    classifier: Classifier | None = None,
 ) -> dict[str, Any]:
+    """A rank's figures. Memory: ``rss_at_start_mb`` is the host memory once set up (on a GPU
+    the device's context and libraries included: a warm-up forward loaded them),
+    ``growth_mb`` what the run's units took on top (what the plan's bound limits), and
+    ``device_peak_mb`` a GPU predictor's peak device memory (None on CPUs)."""
     peak = peak_rss_mb()
     row = {
         "rank": rank,
@@ -267,6 +294,7 @@ def _rank_row(
         "rss_at_start_mb": start_rss,
         "peak_rss_mb": peak,
         "growth_mb": max(0.0, peak - start_rss),
+        "device_peak_mb": classifier.device_peak_mb() if classifier is not None else None,
     }
     if extra:
         row.update(extra)
@@ -283,6 +311,7 @@ def _data_parallel(
     local = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
     _set_threads(threads)
     classifier = Classifier(_with_weights(loaded), _device(config, local))
+    classifier.warm_up(config.batch_size)
     counters = Counters(role="data-parallel")
     reset_peak_rss()
     start_rss = rss_mb()
@@ -304,7 +333,7 @@ def _data_parallel(
     mine = _concatenate(parts, len(loaded.format.classes))
     buf = stages.pack(mine.kind, rank, mine.arrays)
     sizes = comm.gather(buf.nbytes, root=0)
-    row = _rank_row(rank, counters, start_rss, threads)
+    row = _rank_row(rank, counters, start_rss, threads, None, classifier)
     if rank == 0:
         assert sizes is not None
         whole = np.empty(sum(sizes), dtype=np.uint8)
@@ -371,6 +400,7 @@ def _pipeline(
         sleepy_barrier(comm)
         transfers = profile.ping_pong(comm, MPI, buffers)
         if rank == 0:
+            transfers = [t + _slow_link_drill() for t in transfers]
             prof = profile.profile_of(times, transfers)
         prof = comm.bcast(prof, root=0)
     if prof is None:  # explicit roles and credits: nothing to size
@@ -383,6 +413,8 @@ def _pipeline(
         the_plan.memory_bound_bytes = {}
         the_plan.stage_cost_s = {}
         the_plan.bottleneck = "not calibrated (explicit --roles and --credits)"
+    if the_plan.alone:
+        return _alone(config, comm, the_plan, prof)
     role = the_plan.role_of_rank[rank]
     _ROLE["role"] = role
     if rank == 0 and not config.quiet:
@@ -399,6 +431,7 @@ def _pipeline(
         local = [r for r in predictors if layout.node_of_rank[r] == node].index(rank)
         _set_threads(threads)
         classifier = Classifier(_with_weights(loaded), _device(config, local))
+        classifier.warm_up(config.batch_size)
     counters = Counters(role=role)
     longest = pipeline.sleep_cap(config.batch_size, the_plan.predicted_items_per_s)
     idle = Idle(config.stall_timeout, f"{who} ({role})", longest)
@@ -450,7 +483,7 @@ def _pipeline(
                           counters, dispenser)  # fmt: skip
     elapsed = time.perf_counter() - t0
     items.close()
-    row = _rank_row(rank, counters, start_rss, threads)
+    row = _rank_row(rank, counters, start_rss, threads, None, classifier)
     sleepy_barrier(comm)
     rows = comm.gather(row, root=0)
     if rank != 0:
@@ -509,6 +542,37 @@ def _slow_predictor_drill() -> float:
         raise PredictError(f"HPCBENCH_PREDICT_SLOW={text!r}: expected seconds") from None
 
 
+def _slow_link_drill() -> float:
+    """``HPCBENCH_PREDICT_SLOW_LINK=SECONDS``: the calibration adds this to each unit's measured
+    transfer, as a slow interconnect would (a drill: every split then costs more than it saves)."""
+    text = os.environ.get("HPCBENCH_PREDICT_SLOW_LINK", "")
+    try:
+        return max(0.0, float(text)) if text else 0.0
+    except ValueError:
+        raise PredictError(f"HPCBENCH_PREDICT_SLOW_LINK={text!r}: expected seconds") from None
+
+
+def _alone(config: PredictConfig, comm: Any, the_plan: Any, prof: Any) -> dict[str, Any] | None:
+    """Every split of the ranks is predicted slower than one process: rank 0 predicts alone,
+    the others wait (never slower than one process, by the calibration)."""
+    from hpcbench.predict.pipeline import sleepy_barrier
+
+    rank, world = comm.Get_rank(), comm.Get_size()
+    document = None
+    if rank == 0:
+        if not config.quiet:
+            print(
+                f"pipeline plan: none: the calibration predicts the fastest split of {world} "
+                f"ranks ({the_plan.roles.text()}) at {the_plan.predicted_items_per_s:.1f} "
+                f"images/s, bound by {the_plan.bottleneck}, slower than one process "
+                f"({the_plan.one_process_items_per_s:.1f} images/s): rank 0 predicts alone",
+                flush=True,
+            )
+        document = _single(config, "single", world, (the_plan, prof))
+    sleepy_barrier(comm)
+    return document
+
+
 def _plan_lines(the_plan: Any, prof: Any) -> str:
     lines = [f"pipeline plan: {the_plan.roles.text()} (rank 0 is the sink)"]
     if prof is not None:
@@ -516,6 +580,7 @@ def _plan_lines(the_plan: Any, prof: Any) -> str:
         lines.append(f"  measured ms per image and rank: {costs}")
         lines.append(
             f"  predicted {the_plan.predicted_items_per_s:.1f} images/s, bound by {the_plan.bottleneck}"
+            f" (one process: {the_plan.one_process_items_per_s:.1f})"
         )
     lines.append(
         "  credits per link: " + ", ".join(f"{k} {v}" for k, v in the_plan.credits.items())
@@ -568,7 +633,11 @@ def _finish(
         document["plan"] = the_plan.as_dict()
         if prof is not None:
             document["profile"] = prof.as_dict()
-            x = the_plan.predicted_items_per_s
+            x = (
+                the_plan.one_process_items_per_s
+                if the_plan.alone
+                else the_plan.predicted_items_per_s
+            )
             document["measured"]["vs_predicted"] = (
                 (done / elapsed) / x if x and elapsed > 0 else None
             )

@@ -166,6 +166,22 @@ class Classifier:
         scale, shift = loaded.format.scale_shift()
         self.scale = torch.from_numpy(scale).to(self.device)
         self.shift = torch.from_numpy(shift).to(self.device)
+        self.format = loaded.format
+
+    def warm_up(self, batch: int) -> None:
+        """One forward pass of a batch of zeros: on a GPU this loads the device's libraries and
+        picks kernels, so that neither a rank's memory growth nor its first unit counts them;
+        then the device's peak memory starts afresh (:meth:`device_peak_mb`)."""
+        shape = (max(1, batch), *self.format.shape)
+        self.probabilities(np.zeros(shape, dtype=np.dtype(self.format.dtype)))
+        if self.device.type == "cuda":
+            self.torch.cuda.reset_peak_memory_stats(self.device)
+
+    def device_peak_mb(self) -> float | None:
+        """Peak MiB the model's tensors took on the GPU since :meth:`warm_up` (None on a CPU)."""
+        if self.device.type != "cuda":
+            return None
+        return self.torch.cuda.max_memory_allocated(self.device) / 2**20
 
     def probabilities(self, stored: np.ndarray) -> np.ndarray:
         """float32 (n, classes) softmax of the model over a batch of stored pixels."""

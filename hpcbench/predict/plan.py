@@ -8,9 +8,13 @@ ranks of a unit of each size), and the node layout (ranks and usable cores per n
 Model: a stage of ``n`` ranks, costing ``c`` seconds per item (its work plus its sends and
 receives), passes at most ``n / c`` items per second; a node whose ranks must do ``w`` seconds of
 work per item passes at most ``cores / w`` items per second (ranks beyond the cores share them).
-The pipeline's throughput is the smallest of these bounds. ``auto`` tries every split of the ranks
-(one sink; readers; preprocessors, or none: readers then decode too; predictors) and keeps the
-fastest; ties go to the split with more predictors.
+Predictors on a node with GPUs share them: no more of them
+compute at once than the node has GPUs. The pipeline's throughput is the smallest of these
+bounds. ``auto`` tries every split of the ranks (one sink; readers; preprocessors, or none:
+readers then decode too; predictors) and keeps the fastest; ties go to the split with more
+predictors. When even the fastest is predicted slower than one process doing every stage (the
+transfers cost more than the split saves, or one GPU does all the predicting anyway), rank 0
+predicts alone and the other ranks wait: never slower than one process by the calibration.
 
 Credits (Little's law, L = λW): a consumer that takes λ units per second and waits W seconds
 between handing back a credit and the unit's arrival (the producer's time per unit plus the
@@ -22,7 +26,7 @@ producers, at least one each. A rank's memory for units is then bounded by the c
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hpcbench.predict.config import Roles
@@ -49,14 +53,16 @@ class Profile:
 
 @dataclass(frozen=True)
 class Layout:
-    """Node of each rank (rank order) and usable cores per node."""
+    """Node of each rank (rank order), usable cores per node and the GPUs its predictors run on
+    (none: they run on the CPU)."""
 
     node_of_rank: list[int]
     cores: dict[int, int]
+    gpus: dict[int, int] = field(default_factory=dict)
 
     @classmethod
-    def one_node(cls, ranks: int, cores: int) -> Layout:
-        return cls([0] * ranks, {0: cores})
+    def one_node(cls, ranks: int, cores: int, gpus: int = 0) -> Layout:
+        return cls([0] * ranks, {0: cores}, {0: gpus})
 
 
 @dataclass
@@ -69,6 +75,8 @@ class Plan:
     credits: dict[str, int]  # link name -> credits per (producer, consumer) pair
     memory_bound_bytes: dict[str, int]  # per rank of each role
     batch: int
+    one_process_items_per_s: float | None = None  # what one process doing every stage passes
+    alone: bool = False  # every split is predicted slower than one process: rank 0 works alone
 
     def ranks_of(self, role: str) -> list[int]:
         return [r for r, name in enumerate(self.role_of_rank) if name == role]
@@ -83,6 +91,8 @@ class Plan:
             "credits": self.credits,
             "memory_bound_mb": {k: v / 2**20 for k, v in self.memory_bound_bytes.items()},
             "batch": self.batch,
+            "one_process_items_per_s": self.one_process_items_per_s,
+            "alone": self.alone,
         }
 
 
@@ -128,8 +138,13 @@ def throughput(
     counts = roles.as_dict()
     best, why = math.inf, "nothing"
     for stage, cost in costs.items():
-        if counts[stage] and cost > 0 and counts[stage] / cost < best:
-            best, why = counts[stage] / cost, f"{stage} ({counts[stage]} rank(s))"
+        n = counts[stage]
+        if stage == "predict":  # predictors sharing a node's GPUs share them
+            n = predictors_at_once(role_of_rank, layout)
+        if n and cost > 0 and n / cost < best:
+            best, why = n / cost, f"{stage} ({counts[stage]} rank(s))"
+            if n < counts[stage]:
+                why = f"predict ({counts[stage]} rank(s) sharing {n} GPU(s))"
     work: dict[int, float] = {}
     for r, stage in enumerate(role_of_rank):
         node = layout.node_of_rank[r]
@@ -139,6 +154,26 @@ def throughput(
         if w > 0 and cores / w < best:
             best, why = cores / w, f"cores of node {node} ({cores})"
     return best, why
+
+
+def predictors_at_once(role_of_rank: list[str], layout: Layout) -> int:
+    """Predictors that can compute at the same time: on a node with GPUs, no more than its GPUs
+    (predictors beyond take turns on them); on a CPU node, all of them (the cores bound is
+    separate)."""
+    per_node: dict[int, int] = {}
+    for r, stage in enumerate(role_of_rank):
+        if stage == "predict":
+            node = layout.node_of_rank[r]
+            per_node[node] = per_node.get(node, 0) + 1
+    return sum(
+        min(n, layout.gpus[node]) if layout.gpus.get(node) else n for node, n in per_node.items()
+    )
+
+
+def one_process(profile: Profile) -> float:
+    """Items per second of one process doing every stage (no transfers)."""
+    cost = profile.read_s + profile.prepare_s + profile.predict_s + profile.sink_s
+    return 1.0 / cost if cost > 0 else math.inf
 
 
 def candidates(world: int) -> list[Roles]:
@@ -160,8 +195,11 @@ def make_plan(
     roles: Roles | None = None,
     credits: int | None = None,
 ) -> Plan:
-    """The plan for ``roles`` (None: the fastest split) on ``layout``."""
+    """The plan for ``roles`` (None: the fastest split) on ``layout``. With roles chosen here,
+    a plan is never one the calibration predicts slower than one process: then rank 0 works
+    alone (``alone``)."""
     world = len(layout.node_of_rank)
+    chosen = roles is None
     if roles is None:
         scored = []
         for option in candidates(world):
@@ -182,6 +220,8 @@ def make_plan(
         credits=links,
         memory_bound_bytes=memory_bounds(profile, roles, links, batch),
         batch=batch,
+        one_process_items_per_s=one_process(profile) if profile.predict_s > 0 else None,
+        alone=chosen and profile.predict_s > 0 and x < one_process(profile),
     )
 
 

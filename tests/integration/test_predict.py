@@ -273,3 +273,25 @@ def test_through_the_local_scheduler_as_the_jobs_program(trained, workdir):
     assert "classified 120 image(s)" in r.stdout
     found = list((workdir / "runs").rglob("predictions.csv"))
     assert len(found) == 1 and len(rows(found[0].parent)) == 120
+
+
+def test_a_pipeline_slower_than_one_process_by_its_calibration_is_not_run(trained):
+    """The slow-link drill makes every unit's transfer cost 20 ms in the calibration: every split
+    is predicted slower than one process, so rank 0 predicts alone, as one process does."""
+    common = ["--checkpoint", str(trained / "model"), "--input", str(trained / "images"),
+              "--batch-size", "16"]  # fmt: skip
+    if not (trained / "single").exists():
+        assert run([*common, "--top-k", "3", "--output-dir", "single"], trained).returncode == 0
+    r = run([*common, "--top-k", "3", "--output-dir", "alone"], trained, ranks=4,
+            HPCBENCH_PREDICT_SLOW_LINK="0.02")  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "slower than one process" in r.stdout and "rank 0 predicts alone" in r.stdout
+    doc = report(trained / "alone")
+    assert doc["mode"] == "single" and doc["world_size"] == 4
+    assert doc["plan"]["alone"] is True
+    assert doc["plan"]["predicted_items_per_s"] < doc["plan"]["one_process_items_per_s"]
+    assert doc["measured"]["items"] == 120 and doc["measured"]["vs_predicted"] > 0
+    assert_same_predictions(trained / "alone", trained / "single")
+    bad = run([*common, "--output-dir", "bad"], trained, ranks=3, HPCBENCH_PREDICT_SLOW_LINK="x")
+    assert bad.returncode != 0
+    assert "HPCBENCH_PREDICT_SLOW_LINK='x': expected seconds" in bad.stderr
