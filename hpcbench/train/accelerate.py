@@ -1,5 +1,5 @@
-"""The options GPU users expect, applied to the model and its batches: ``--channels-last`` and
-``--compile MODE``.
+"""The options GPU users expect, applied to the model and its batches: ``--channels-last``,
+``--compile MODE`` and ``--deterministic``.
 
 - ``--channels-last``: the model's 4-d weights and every 4-d batch in the channels_last (NHWC)
   memory format, the layout tensor cores and cuDNN's fastest convolutions want. Values are the
@@ -12,9 +12,17 @@
   are made anew each step). Before training, every rank compiles and runs a one-line function on
   its device: a machine where torch.compile cannot work (no C++ compiler for a CPU, no Triton
   for a GPU) stops in one line naming the option, not in the first step's traceback.
+- ``--deterministic``: a GPU picks kernels that may sum in a different order from one run to the
+  next (cuDNN's convolution backward among them), so without it a resumed GPU run is not bit for
+  bit the uninterrupted one, nor are two runs alike. With it: PyTorch's deterministic algorithms
+  (an operation without a deterministic kernel warns, naming itself), cuDNN's deterministic
+  algorithms without autotuning, and the fixed cuBLAS workspace they need
+  (``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless already set). CPUs are deterministic anyway.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 from torch import nn
@@ -53,3 +61,25 @@ def compiled(model: nn.Module, config: TrainConfig) -> nn.Module:
     if config.compile == "off":
         return model
     return torch.compile(model, mode=config.compile)  # type: ignore[return-value]
+
+
+def make_deterministic(config: TrainConfig) -> None:
+    """``--deterministic``: the settings above, before the first kernel runs."""
+    if not config.deterministic:
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+def resume_note(device: torch.device, now: bool, then: bool | None) -> str | None:
+    """What a resume on ``device`` says of bit-exactness: None where it holds (a CPU, or
+    --deterministic now and when the checkpoint was written)."""
+    if device.type != "cuda" or (now and then):
+        return None
+    missing = "this run" if not now else "the run that wrote the checkpoint"
+    return (
+        f"note: {missing} did not use --deterministic on {device.type}: GPU kernels may sum in "
+        "another order, so this resume is not bit-exact with an uninterrupted run"
+    )

@@ -322,6 +322,13 @@ class TrainConfig:
         help="the model and each batch in the channels_last memory format (NHWC: what tensor "
         "cores and cuDNN's fastest convolutions want; 1.77x for a ResNet-34 in bf16 on an H200)",
     )
+    deterministic: bool = option(
+        False,
+        group="checkpoints and stopping",
+        help="deterministic GPU kernels (PyTorch's deterministic algorithms, cuDNN's "
+        "deterministic convolutions, a fixed cuBLAS workspace): a GPU run, and its resume, "
+        "then repeat bit for bit; CPUs are deterministic anyway (docs/resilience.md)",
+    )
     compile: str = option(
         "off",
         group="parallelism",

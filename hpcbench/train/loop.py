@@ -41,7 +41,14 @@ from hpcbench import __version__
 from hpcbench.data.manifest import Manifest
 from hpcbench.launch import job_id, usable_cores
 from hpcbench.train import checkpoint as ckpt
-from hpcbench.train.accelerate import batch_layout, check_compile, compiled, to_channels_last
+from hpcbench.train.accelerate import (
+    batch_layout,
+    check_compile,
+    compiled,
+    make_deterministic,
+    resume_note,
+    to_channels_last,
+)
 from hpcbench.train.breakdown import StepBreakdown, per_step_ms
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData, ensure_dataset, wait_for_dataset
@@ -418,6 +425,7 @@ def start(
     """Set-up, timed (the slowest rank's time) and windowed: the agreed checks, then the model
     placed by the strategy, the optimiser and its schedule, then the checkpoint to resume from
     (found and loaded on every rank; a bad one stops every rank together)."""
+    make_deterministic(config)
     clock = Clock(runtime)
     windows = PhaseWindows(clock)
     with windows.phase("setup"):
@@ -490,6 +498,9 @@ def resume(t: Training) -> None:
     t.checkpoint_s = list(progress["checkpoint_s"])
     t.replicas.load(progress.get("replicas"))
     t.resumed_from = str(found.path)
+    note = resume_note(t.runtime.device, t.config.deterministic, progress.get("deterministic"))
+    if note is not None:
+        warn(note)
     t.log(
         f"resuming from {found.path}: epoch {t.start_epoch + 1}, step {t.start_step} "
         f"({t.steps_done} steps done, written by {pos['world_size']} rank(s))"
@@ -545,6 +556,7 @@ def save_checkpoint(
                 "partial": partial,
                 "checkpoint_s": t.checkpoint_s,
                 "replicas": t.replicas.state(),
+                "deterministic": t.config.deterministic,
             },
             dataset=ckpt.dataset_description(t.data.manifest),
             amp=t.precision.state_dict(),

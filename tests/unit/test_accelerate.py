@@ -1,0 +1,63 @@
+"""The GPU options on their own: --deterministic's settings and what a resume says of
+bit-exactness (a GPU device is named, not used: the note depends only on the device's kind),
+--compile's one-line refusal, --channels-last's batch layout."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import need_module
+
+torch = need_module("torch")
+
+from hpcbench.train.accelerate import (  # noqa: E402
+    batch_layout,
+    make_deterministic,
+    resume_note,
+)
+from hpcbench.train.config import ConfigError, TrainConfig, parse_args  # noqa: E402
+
+
+def test_deterministic_sets_pytorch_cudnn_and_cublas(monkeypatch):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic)
+    try:
+        make_deterministic(TrainConfig(deterministic=False))
+        assert not torch.are_deterministic_algorithms_enabled()
+        make_deterministic(TrainConfig(deterministic=True))
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        import os
+
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    finally:
+        torch.use_deterministic_algorithms(before[0])
+        torch.backends.cudnn.deterministic = before[1]
+
+
+def test_a_gpu_resume_says_when_it_cannot_be_bit_exact():
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    assert resume_note(cpu, False, False) is None
+    assert resume_note(cuda, True, True) is None
+    assert resume_note(cuda, False, True).startswith(
+        "note: this run did not use --deterministic on cuda: GPU kernels may sum in another order"
+    )
+    assert "the run that wrote the checkpoint did not use --deterministic" in resume_note(
+        cuda, True, None
+    )
+
+
+def test_the_options_parse_and_refuse_in_one_line():
+    config = parse_args(["--channels-last", "--compile", "max-autotune", "--deterministic"])
+    assert (config.channels_last, config.compile, config.deterministic) == (
+        True,
+        "max-autotune",
+        True,
+    )
+    assert batch_layout(config) == torch.channels_last
+    assert batch_layout(TrainConfig()) == torch.contiguous_format
+    with pytest.raises(
+        ConfigError, match=r"^--compile default cannot compile .* \(--strategy dp\)"
+    ):
+        parse_args(["--strategy", "dp", "--compile", "default"])
