@@ -1,0 +1,394 @@
+"""Everything GPU in one command: on a machine with a GPU, every GPU path of hpcbench and its
+GPU-sensitive tests, each step with its own time limit (a failed step is logged and the next one
+runs), in under 8 minutes; one JSON of the figures (``gpu.json``), the log and the bench report.
+
+GPU machines are scarce and often lent for minutes: whoever gets one measures everything at once.
+The machine needs torch, torchvision, h5py, matplotlib, nvidia-ml-py and mpi4py (and pytest with
+pytest-xdist for the tests); MPICH, submitit and hpcbench itself come as wheels, made here first:
+
+    python benchmarks/gpu.py --prepare .whl          # on any machine with pip and the network
+    python benchmarks/gpu.py --wheels .whl --out OUT  # on the GPU machine, from the repository
+
+The wheels are installed with ``pip install --prefix`` into a private directory (``--prefix``,
+default /tmp/hpcbench-gpu): MPICH's ``mpiexec`` and ``libmpi`` come from there (``PATH``,
+``LD_LIBRARY_PATH``), and ``python`` there is a two-line wrapper script around this interpreter
+(a symbolic link would lose a virtual environment's packages; the local scheduler's job scripts
+call ``python``). ``--only NAME,NAME`` runs those steps; ``--list`` names them; ``--device cpu
+--quick`` rehearses the whole script on a CPU in a few minutes (figures meaningless there).
+
+Steps and figures (ResNet-34 on the built-in 197×148 set, global batch 128, the reference
+study's settings; samples/s of a run's second epoch):
+
+- ``plain-*``: the peer, ``benchmarks/plain_loop.py`` (fp32, bf16, bf16 channels_last);
+- ``trainer-*``: ``python -m hpcbench.train`` ``single`` in the same three settings, and fp32
+  with ``--deterministic`` (its cost): each as a ratio of the plain loop;
+- ``breakdown``: ``--step-breakdown`` (ms per part of a step);
+- ``bench`` and ``report``: a matrix (1 GPU, 1 GPU in DDP, 1 GPU under MPI, with energy) through
+  the local scheduler, and its report (ratios against 1 GPU; energy per kind of device);
+- ``hybrid-mpi``, ``hybrid-ddp``: rank 0 on the GPU, rank 1 on the CPU, checkpoints on, then a
+  resume; the replicas' drift;
+- ``predict-pipeline``, ``predict-single``: 4 ranks against one process, the plan's prediction
+  against the measurement;
+- ``fp16``, ``dp``, ``compile``: short runs of each;
+- ``pytest-*``: the unit tests and the GPU-sensitive integration tests, against this checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+WHEELS_FROM_PYPI = ("mpich", "submitit", "cloudpickle")
+TESTS = (
+    "tests/integration/test_trainer.py",
+    "tests/integration/test_energy_trainer.py",
+    "tests/integration/test_checkpoint_resume.py",
+    "tests/integration/test_replicas.py",
+    "tests/integration/test_trainer_options.py",
+    "tests/integration/test_predict.py",
+    "tests/integration/test_launch_mpi.py",
+    "tests/integration/test_scaling.py",
+)
+
+
+# ---- wheels ------------------------------------------------------------------------------------
+def prepare(dest: Path, python_version: str) -> None:
+    """hpcbench's wheel and those of the packages a GPU image lacks, for ``python_version``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dest), str(REPO)],
+        check=True,
+    )
+    platforms = [f"--platform=manylinux_2_{n}_x86_64" for n in (17, 24, 27, 28, 31, 34, 35, 39)] + [
+        "--platform=manylinux2014_x86_64",
+        "--platform=any",
+    ]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "--only-binary=:all:",
+         "--python-version", python_version, "--implementation", "cp", *platforms,
+         "-d", str(dest), *WHEELS_FROM_PYPI],
+        check=True,
+    )  # fmt: skip
+    print("\n".join(sorted(p.name for p in dest.glob("*.whl"))))
+
+
+def install(wheels: Path, prefix: Path) -> dict[str, str]:
+    """Install the wheels under ``prefix``; the environment that finds them."""
+    found = sorted(str(p) for p in wheels.glob("*.whl"))
+    if found:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+             "--no-compile", "--no-cache-dir", "--upgrade", "--prefix", str(prefix), *found],
+            check=True,
+        )  # fmt: skip
+    (prefix / "bin").mkdir(parents=True, exist_ok=True)
+    wrapper = prefix / "bin" / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    site = prefix / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env['PATH']}"
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        [str(prefix / "lib"), env.get("LD_LIBRARY_PATH", "")]
+    ).rstrip(os.pathsep)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("HPCBENCH_STATE_DIR", str(prefix / "state"))
+    return env
+
+
+# ---- steps -------------------------------------------------------------------------------------
+class Runner:
+    """Runs the steps within the budget, logging each; keeps the figures."""
+
+    def __init__(self, out: Path, env: dict[str, str], budget: float, only: set[str]):
+        self.out, self.env, self.budget, self.only = out, env, budget, only
+        self.t0 = time.monotonic()
+        self.log = (out / "log.txt").open("a", encoding="utf-8")
+        self.steps: list[dict[str, Any]] = []
+        self.figures: dict[str, Any] = {}
+
+    def say(self, text: str) -> None:
+        line = f"[{time.monotonic() - self.t0:5.0f}s] {text}"
+        print(line, flush=True)
+        self.log.write(line + "\n")
+        self.log.flush()
+
+    def step(
+        self, name: str, limit: float, cmd: list[str], cwd: Path, extra: dict | None = None
+    ) -> int | None:
+        if self.only and name not in self.only:
+            return None
+        left = self.budget - (time.monotonic() - self.t0)
+        if left < 15:
+            self.say(f"SKIP {name} (budget)")
+            self.steps.append({"step": name, "rc": None, "s": 0, "skipped": "budget"})
+            return None
+        limit = min(limit, left)
+        self.say(f"BEGIN {name} (limit {limit:.0f}s): {' '.join(cmd)}")
+        s = time.monotonic()
+        try:
+            r = subprocess.run(cmd, cwd=cwd, env={**self.env, **(extra or {})}, stdout=self.log, stderr=subprocess.STDOUT,
+                               timeout=limit, stdin=subprocess.DEVNULL)  # fmt: skip
+            rc = r.returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+        took = time.monotonic() - s
+        self.say(f"END {name} rc={rc} {took:.0f}s")
+        self.steps.append({"step": name, "rc": rc, "s": round(took, 1)})
+        return rc
+
+    def note(self, key: str, value: Any) -> None:
+        self.figures[key] = value
+
+
+def _metrics(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((run_dir / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _epoch2(run_dir: Path) -> float | None:
+    m = _metrics(run_dir)
+    if not m or not m.get("epochs"):
+        return None
+    return m["epochs"][-1]["samples_per_s"]
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def _plain(out: Path, name: str) -> float | None:
+    try:
+        return json.loads((out / f"{name}.json").read_text())["samples_per_s"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+MATRIX = """\
+# The reference study's matrix, shrunk to one GPU and a few minutes (written by benchmarks/gpu.py)
+name = "gpu"
+repetitions = 1
+energy_repetitions = 1
+idle_seconds = 5
+baseline_one_device = "1gpu"
+trainer_args = {args}
+
+[[config]]
+name = "1gpu"
+strategy = "single"
+device = "{device}"
+
+[[config]]
+name = "1gpu-ddp"
+strategy = "ddp"
+device = "{device}"
+
+[[config]]
+name = "1gpu-mpi"
+strategy = "mpi"
+device = "{device}"
+"""
+
+
+def run_all(a: argparse.Namespace, runner: Runner) -> None:
+    out, work = a.out, a.out / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    py = sys.executable
+    data = work / "data" / "shapes"
+    quick = a.quick
+    model = "small_cnn" if quick else "resnet34"
+    batch = "32" if quick else "128"
+    steps = "8" if quick else "60"
+    shape = "1,148,197"
+    ta = ["--model", model, "--global-batch-size", batch, "--lr", "0.05", "--momentum", "0",
+          "--schedule", "none", "--progress", "lines", "--data", str(data)]  # fmt: skip
+    dev = ["--device", a.device]
+
+    def train(name: str, limit: float, *extra: str, launcher: list[str] | None = None) -> Path:
+        run_dir = work / "r" / name
+        runner.step(name, limit, [*(launcher or [py]), "-m", "hpcbench.train", *ta,
+                                  "--output-dir", str(run_dir), *extra], work)  # fmt: skip
+        return run_dir
+
+    runner.step("prep", 120, [py, "-m", "hpcbench", "prep", "synthetic", str(data)], work)
+    # the peer and the trainer, side by side
+    settings = {"fp32": [], "bf16": ["--precision", "bf16"],
+                "bf16-cl": ["--precision", "bf16", "--channels-last"]}  # fmt: skip
+    for name, extra in settings.items():
+        plain_out = out / f"plain-{name}.json"
+        runner.step(f"plain-{name}", 60, ["sh", "-c", " ".join(
+            [py, str(REPO / "benchmarks" / "plain_loop.py"), "--model", model, "--shape", shape,
+             "--batch", batch, "--steps", steps, "--device", a.device, *extra, ">", str(plain_out)]
+        )], work)  # fmt: skip
+        run_dir = train(f"trainer-{name}", 90, "--no-checkpoint", "--epochs", "2",
+                        "--max-steps", steps, *dev, *extra)  # fmt: skip
+        t, p = _epoch2(run_dir), _plain(out, f"plain-{name}")
+        runner.note(f"trainer_{name}", {"trainer": t, "plain": p, "ratio": _ratio(t, p)})
+    run_dir = train("trainer-deterministic", 90, "--no-checkpoint", "--epochs", "2",
+                    "--max-steps", steps, "--deterministic", *dev)  # fmt: skip
+    runner.note("deterministic_cost", {
+        "deterministic": _epoch2(run_dir),
+        "ratio_to_default": _ratio(_epoch2(run_dir), _epoch2(work / "r" / "trainer-fp32")),
+    })  # fmt: skip
+    run_dir = train("breakdown", 60, "--no-checkpoint", "--epochs", "1", "--max-steps", "30",
+                    "--step-breakdown", *dev)  # fmt: skip
+    m = _metrics(run_dir)
+    runner.note("step_breakdown_ms", m["epochs"][-1].get("step_breakdown_ms") if m else None)
+
+    # the namesake: a matrix through the local scheduler, with energy, and its report
+    matrix = out / "matrix.toml"
+    args = [*ta[:-2], "--epochs", "2", "--max-steps", "8" if quick else "40"]
+    matrix.write_text(MATRIX.format(args=json.dumps(args), device=a.device))
+    bench = work / "bench"
+    runner.step("bench", 200, [py, "-m", "hpcbench", "bench", str(matrix), "--results", str(bench),
+                               "--scheduler", "local", "--", "--data", str(data)], work)  # fmt: skip
+    runner.step("report", 90, [py, "-m", "hpcbench", "report", str(bench), "--output",
+                               str(bench / "report")], work)  # fmt: skip
+    try:
+        sys.path.insert(0, str(REPO))
+        from hpcbench.bench.analysis import analyse, load_results
+
+        analysis = analyse(load_results(bench))
+        runner.note("bench", {
+            "sentences": analysis["sentences"],
+            "speedup_vs_1gpu": {c["name"]: (c["speedup_vs_one_device"] or {}).get("value")
+                                for c in analysis["configs"]},
+            "energy": {c["name"]: {"available": c["energy"]["available"],
+                                   "partial": c["energy"].get("partial"),
+                                   "by_kind": c["energy"].get("by_kind")}
+                       for c in analysis["configs"]},
+            "comm_s": {c["name"]: (c["time"].get("comm") or {}).get("median")
+                       for c in analysis["configs"]},
+        })  # fmt: skip
+    except Exception as err:  # noqa: BLE001 - the figures of a failed bench are what they are
+        runner.note("bench", {"error": repr(err)})
+    for f in (bench / "report").glob("report.*"):
+        shutil.copy(f, out / f.name)
+
+    # the hybrid: rank 0 on the GPU, rank 1 on the CPU, checkpoints on: stopped by a signal at
+    # step 11 (a checkpoint), then resumed to the end
+    hybrid = ["--epochs", "2", "--max-steps", "10", "--checkpoint-every", "4",
+              "--rank-weights", "40,1", "--resync-every", "5"]  # fmt: skip
+    for strategy, launcher in (
+        ("mpi", ["mpiexec", "-n", "2", py]),
+        ("ddp", [py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]),
+    ):
+        run_dir = work / "r" / f"hybrid-{strategy}"
+        cmd = [*launcher, "-m", "hpcbench.train", *ta, "--strategy", strategy, *hybrid,
+               "--output-dir", str(run_dir)]  # fmt: skip
+        stopped = runner.step(f"hybrid-{strategy}", 120, cmd, work,
+                              {"HPCBENCH_FAIL_AT": "0:11:stop"})  # fmt: skip
+        resumed = runner.step(f"hybrid-{strategy}-resume", 120, [*cmd, "--resume", "auto"], work)
+        m = _metrics(run_dir)
+        runner.note(f"hybrid_{strategy}", {
+            "stopped_rc": stopped, "resumed_rc": resumed, "completed": m is not None,
+            "replicas": m.get("replicas") if m else None,
+            "test_accuracy": (m.get("test") or {}).get("accuracy") if m else None,
+        })  # fmt: skip
+
+    # inference: the pipeline against one process, on the fp32 model trained with checkpoints
+    model_dir = train("trainer-ckpt", 90, "--epochs", "1", "--max-steps", "20", *dev)
+    pred = ["-m", "hpcbench.predict", "--checkpoint", str(model_dir), "--input", str(data),
+            "--split", "test", "--device", a.device]  # fmt: skip
+    runner.step("predict-pipeline", 90, ["mpiexec", "-n", "4", py, *pred, "--roles", "auto",
+                                         "--output-dir", str(work / "pred4")], work)  # fmt: skip
+    runner.step("predict-single", 60, [py, *pred, "--output-dir", str(work / "pred1")], work)
+    docs = {}
+    for name in ("pred4", "pred1"):
+        try:
+            docs[name] = json.loads((work / name / "predict.json").read_text())
+        except (OSError, ValueError):
+            docs[name] = None
+    if docs["pred4"] and docs["pred1"]:
+        four, one = docs["pred4"], docs["pred1"]
+        runner.note("predict", {
+            "pipeline_items_per_s": four["measured"]["items_per_s"],
+            "single_items_per_s": one["measured"]["items_per_s"],
+            "ratio": _ratio(four["measured"]["items_per_s"], one["measured"]["items_per_s"]),
+            "mode": four["mode"], "plan": four.get("plan"),
+            "measured_vs_predicted": four["measured"].get("vs_predicted"),
+            "device_peak_mb": [r.get("device_peak_mb") for r in four["ranks"]],
+        })  # fmt: skip
+
+    # the other precisions and strategies, briefly
+    short = ["--no-checkpoint", "--epochs", "1", "--max-steps", "20"]
+    train("fp16", 60, *short, *dev, "--precision", "fp16")
+    train("dp", 60, *short, "--strategy", "dp")
+    run_dir = train("compile", 180, *short, *dev, "--precision", "bf16", "--compile", "default")
+    runner.note("compile", {"completed": _metrics(run_dir) is not None})
+    for name in ("fp16", "dp"):
+        runner.note(name, {"completed": _metrics(work / "r" / name) is not None})
+
+    # the project's tests on this machine (CI never has a GPU)
+    if not a.no_tests:
+        for name, limit, paths in (
+            ("pytest-integration", 240, list(TESTS)),
+            ("pytest-unit", 120, ["tests/unit"]),
+        ):
+            log = out / f"{name}.txt"
+            rc = runner.step(name, limit, ["sh", "-c", " ".join(
+                [py, "-m", "pytest", "-q", "-n", str(a.test_workers), "-p", "no:cacheprovider",
+                 *paths, ">", str(log), "2>&1"])], REPO)  # fmt: skip
+            if rc is not None and log.exists():
+                text = log.read_text(errors="replace")
+                tail = [x for x in text.splitlines() if re.search(r"passed|failed|error", x)]
+                runner.note(name, {"rc": rc, "summary": tail[-1] if tail else None,
+                                   "failed": re.findall(r"^FAILED (\S+)", text, re.M)})  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=textwrap.dedent(__doc__.split("\n\n", 1)[1]),
+    )
+    ap.add_argument("--prepare", type=Path, metavar="DIR", help="make the wheels into DIR, stop")
+    ap.add_argument("--python-version", default="3.12", help="of the GPU machine (--prepare)")
+    ap.add_argument("--wheels", type=Path, metavar="DIR", help="the wheels --prepare made")
+    ap.add_argument("--prefix", type=Path, default=Path("/tmp/hpcbench-gpu"))
+    ap.add_argument("--out", type=Path, default=Path("gpu-out"))
+    ap.add_argument("--budget", type=float, default=470, help="seconds for all the steps")
+    ap.add_argument("--only", default="", help="comma-separated step names")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--quick", action="store_true", help="a small model and few steps")
+    ap.add_argument("--no-tests", action="store_true")
+    ap.add_argument("--test-workers", type=int, default=8)
+    a = ap.parse_args()
+    if a.prepare:
+        prepare(a.prepare, a.python_version)
+        return
+    a.out = a.out.resolve()
+    a.out.mkdir(parents=True, exist_ok=True)
+    env = install(a.wheels, a.prefix) if a.wheels else dict(os.environ)
+    runner = Runner(a.out, env, a.budget, {s for s in a.only.split(",") if s})
+    info = subprocess.run(
+        [sys.executable, "-c", "import torch, json; print(json.dumps({'torch': torch.__version__,"
+         " 'cuda': torch.version.cuda, 'gpus': torch.cuda.device_count(), 'gpu':"
+         " torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}))"],
+        env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    runner.note("machine", json.loads(info.stdout) if info.returncode == 0 else info.stderr)
+    try:
+        run_all(a, runner)
+    finally:
+        doc = {"steps": runner.steps, "figures": runner.figures,
+               "seconds": round(time.monotonic() - runner.t0, 1)}  # fmt: skip
+        (a.out / "gpu.json").write_text(json.dumps(doc, indent=1, default=str))
+        runner.say(f"DONE: {a.out / 'gpu.json'}")
+
+
+if __name__ == "__main__":
+    main()
