@@ -18,9 +18,12 @@
 - GPU gradients: when the MPI library takes CUDA buffers (``--cuda-aware-mpi auto`` asks it:
   ``MPIX_Query_cuda_support``, which MPICH and Open MPI both export), the buckets live on the
   GPU, the gradients are views of them as on the CPU, and each bucket goes to ``Iallreduce``
-  as a device buffer once the stream that computed it is synchronised. Otherwise (and with
-  compression, whose summing operation runs on the host) they are staged: copied into pinned
-  host buckets and the sums back.
+  as a device buffer once the stream that computed it has passed it (an event, polled: the host
+  never waits for the GPU in a gradient hook). Otherwise (and with compression, whose summing
+  operation runs on the host) they are staged: when a bucket is ready its gradients are copied
+  into its pinned host bucket on a side stream, overlapping the rest of backward, and its
+  all-reduce starts once that copy is done (buckets still start strictly in order); the sums go
+  back to the GPU without blocking the host.
 - A world of one rank communicates nothing: no buckets, no hooks, no broadcasts; the step is
   ``single``'s.
 - ``--grad-compression bf16|fp16``: each bucket is rounded into a 16-bit copy, and that copy is
@@ -62,6 +65,8 @@ class Bucket:
     residual: torch.Tensor | None = None  # --error-feedback: what the rounding lost
     pending: int = 0
     request: object = None
+    ready: object = None  # on a GPU: the event after which MPI may read ``flat``
+    returned: object = None  # on a GPU: the event after which the sums have left ``flat``
 
     @property
     def array(self) -> np.ndarray | torch.Tensor:
@@ -149,7 +154,13 @@ class MPIStrategy(Strategy):
             )
         )
         self._bucket_of: dict[nn.Parameter, int] = {}
-        self._next = 0
+        self._next = 0  # the next bucket to stage (in order)
+        self._staged: list[Bucket] = []  # staged, not yet started (in order)
+        self._copy_stream = (  # staged GPU gradients go to the host on this stream
+            torch.cuda.Stream(runtime.device)
+            if runtime.device.type == "cuda" and not self.device_buckets
+            else None
+        )
         self._buffers: list[torch.Tensor] = []
         self.wire_type = WIRE_TYPES.get(config.grad_compression)
         self.op = MPI.SUM if self.wire_type is None else sum_16bit(MPI, self.wire_type)
@@ -263,24 +274,65 @@ class MPIStrategy(Strategy):
         b = self.buckets[self._bucket_of[p]]
         b.pending -= 1
         while self._next < len(self.buckets) and self.buckets[self._next].pending == 0:
-            self._start(self.buckets[self._next])
+            self._stage(self.buckets[self._next])
             self._next += 1
-        if self._next:  # let MPI progress the ones already started
+        self._start_staged()
+        started = [x.request for x in self.buckets if x.request is not None]
+        if started:  # let MPI progress the ones already started
             with self.breakdown.part("allreduce_progress"):
-                self.MPI.Request.Testall(
-                    [x.request for x in self.buckets[: self._next] if x.request is not None]
-                )
+                self.MPI.Request.Testall(started)
+
+    def _stage(self, b: Bucket) -> None:
+        """Get ``b``'s gradients where MPI will read them, without waiting on a GPU: a device
+        bucket marks the compute stream's position; a staged one is copied to its pinned host
+        bucket on a side stream once the gradients are computed (overlapping the rest of
+        backward); on a CPU the copy is done now. The bucket then waits its turn
+        (:meth:`_start_staged`)."""
+        b.ready = None
+        if b.flat.is_cuda:
+            b.ready = torch.cuda.Event()
+            b.ready.record(torch.cuda.current_stream(b.flat.device))
+        elif not b.views:
+            with torch.no_grad(), self.breakdown.part("bucket_copy"):
+                if self._copy_stream is None:
+                    for p, (lo, hi) in zip(b.params, b.spans, strict=True):
+                        if p.grad is None:
+                            b.flat[lo:hi].zero_()
+                        else:
+                            b.flat[lo:hi].copy_(p.grad.reshape(-1))
+                else:
+                    if b.returned is not None:  # last step's sums have left the host bucket
+                        b.returned.synchronize()
+                    computed = torch.cuda.Event()
+                    computed.record(torch.cuda.current_stream(self.runtime.device))
+                    with torch.cuda.stream(self._copy_stream):
+                        self._copy_stream.wait_event(computed)
+                        for p, (lo, hi) in zip(b.params, b.spans, strict=True):
+                            if p.grad is None:
+                                b.flat[lo:hi].zero_()
+                            else:
+                                b.flat[lo:hi].copy_(p.grad.reshape(-1), non_blocking=True)
+                        b.ready = torch.cuda.Event()
+                        b.ready.record(self._copy_stream)
+        self._staged.append(b)
+
+    def _start_staged(self, wait: bool = False) -> None:
+        """Start, strictly in bucket order, the staged buckets whose gradients are in place;
+        ``wait``: wait for each (after backward: then with MPI's blocking Allreduce, whose
+        paths are its fastest, since nothing is left to overlap)."""
+        while self._staged:
+            b = self._staged[0]
+            if b.ready is not None:
+                if wait:
+                    with self.breakdown.part("bucket_copy"):
+                        b.ready.synchronize()
+                elif not b.ready.query():
+                    return
+            self._staged.pop(0)
+            self._start(b, blocking=wait)
 
     def _start(self, b: Bucket, blocking: bool = False) -> None:
-        """Start ``b``'s all-reduce; ``blocking``: run it to the end now (after backward, where
-        nothing is left to overlap: MPI's blocking collectives take its fastest paths)."""
-        if not b.views:
-            with torch.no_grad(), self.breakdown.part("bucket_copy"):
-                for p, (lo, hi) in zip(b.params, b.spans, strict=True):
-                    if p.grad is None:
-                        b.flat[lo:hi].zero_()
-                    else:
-                        b.flat[lo:hi].copy_(p.grad.reshape(-1))
+        """Start ``b``'s all-reduce (its gradients in place); ``blocking``: to the end now."""
         if b.wire is not None:
             with torch.no_grad(), self.breakdown.part("bucket_copy"):
                 if b.residual is not None:
@@ -289,8 +341,6 @@ class MPIStrategy(Strategy):
                 if b.residual is not None:
                     torch.sub(b.flat, b.wire, out=b.residual)
         with self.breakdown.part("allreduce_start"):
-            if b.flat.is_cuda:  # MPI reads the buffer now: the gradients must be there
-                torch.cuda.current_stream(b.flat.device).synchronize()
             word = self.MPI.FLOAT if b.wire is None else self.MPI.UINT16_T
             if blocking:
                 self.comm.Allreduce(self.MPI.IN_PLACE, [b.array, word], op=self.op)
@@ -303,8 +353,9 @@ class MPIStrategy(Strategy):
             return 0.0
         started = time.perf_counter()
         while self._next < len(self.buckets):  # unused parameters, or --no-overlap
-            self._start(self.buckets[self._next], blocking=True)
+            self._stage(self.buckets[self._next])
             self._next += 1
+        self._start_staged(wait=True)
         self.MPI.Request.Waitall([b.request for b in self.buckets])
         waited = time.perf_counter() - started
         for b in self.buckets:
@@ -312,13 +363,17 @@ class MPIStrategy(Strategy):
                 with self.breakdown.part("bucket_copy"):
                     b.flat.copy_(b.wire)
             if not b.views:
+                gpu = self._copy_stream is not None  # from pinned memory, without waiting
                 with torch.no_grad(), self.breakdown.part("bucket_copy"):
                     for p, (lo, hi) in zip(b.params, b.spans, strict=True):
                         summed = b.flat[lo:hi].view_as(p)
                         if p.grad is None:
-                            p.grad = summed.to(p.device, copy=True)
+                            p.grad = summed.to(p.device, copy=True, non_blocking=gpu)
                         else:
-                            p.grad.copy_(summed)
+                            p.grad.copy_(summed, non_blocking=gpu)
+                    if gpu:
+                        b.returned = torch.cuda.Event()
+                        b.returned.record(torch.cuda.current_stream(self.runtime.device))
             b.pending, b.request = len(b.params), None
         self._next = 0
         return waited
