@@ -839,6 +839,7 @@ def finish(t: Training, epochs: list[dict[str, Any]]) -> dict[str, Any]:
         checkpoints=checkpoint_record(t),
         step_losses=loss_values(t),
         replicas=t.replicas.record(),
+        precision=t.precision.record(),
     )
 
 

@@ -76,6 +76,17 @@ class Precision:
         """Whether a non-finite step is a divergence (not under fp16: an overflow, skipped)."""
         return self.scaler is None
 
+    def record(self) -> dict[str, Any]:
+        """What ``metrics.json`` says (``precision``): the type, and fp16's skipped steps and
+        final loss scale."""
+        if self.scaler is None:
+            return {"name": self.name, "skipped_steps": None, "loss_scale": None}
+        return {
+            "name": self.name,
+            "skipped_steps": self.skipped,
+            "loss_scale": float(self.scaler.get_scale()),
+        }
+
     def state_dict(self) -> dict[str, Any]:
         return {} if self.scaler is None else self.scaler.state_dict()
 

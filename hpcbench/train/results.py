@@ -21,6 +21,8 @@ completes; the run directory is checked during set-up; plus the summary printed 
 - ``checkpoints``: enabled, directory, written (this run), max_s and mean_s (seconds per
   checkpoint, over the resumed runs too: what a scheduler's warning signal must leave), and
   resumed_from (the checkpoint this run continued, or None).
+- ``precision``: name (fp32, bf16, fp16) and, under fp16, skipped_steps (overflowed steps the
+  loss scaler skipped since this process started or resumed) and loss_scale (at the end);
 - ``replicas``: device_kinds (of the ranks), mixed, resync_every, resyncs, max_relative_drift
   and the last drifts (step, relative_drift): ranks on different kinds of device re-synchronised
   from rank 0 (:mod:`hpcbench.train.replicas`).
@@ -148,6 +150,7 @@ def final_results(
     checkpoints: dict[str, Any] | None = None,
     step_losses: list[float] | None = None,
     replicas: dict[str, Any] | None = None,
+    precision: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What ``metrics.json`` holds (the layout in this module's docstring); ``step_losses``
     go to ``steps.csv`` instead."""
@@ -189,6 +192,7 @@ def final_results(
         "test": test,
         "checkpoints": checkpoints,
         "replicas": replicas,
+        "precision": precision,
         STEP_LOSSES: step_losses or [],
     }
 

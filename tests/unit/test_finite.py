@@ -131,3 +131,10 @@ def test_fp16_skips_an_overflowed_step_lowers_the_scale_and_goes_on():
     train_step(_Single(model), opt, x, y, nn.CrossEntropyLoss(), precision)
     assert precision.skipped == 1
     assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_the_precision_record_says_what_fp16_skipped():
+    precision = Precision("fp16")
+    precision._skipped = torch.tensor(3.0)
+    assert precision.record() == {"name": "fp16", "skipped_steps": 3, "loss_scale": 65536.0}
+    assert Precision("bf16").record() == {"name": "bf16", "skipped_steps": None, "loss_scale": None}

@@ -877,6 +877,7 @@ TRAIN_FLAGS: dict[str, st.SearchStrategy[str]] = {
     "--prefetch": st.sampled_from(["-1", "two", "1.5", ""]),
     "--cuda-aware-mpi": st.sampled_from(["yes", "1", "", "ON"]),
     "--channels-last": st.sampled_from(["yes", "1", ""]),
+    "--deterministic": st.sampled_from(["yes", "1", ""]),
     "--compile": st.sampled_from(["on", "yes", "", "max_autotune", "DEFAULT"]),
     "--checkpoint": st.sampled_from(["no", "0", "yes"]),
     "--output": st.just("x"),  # not an abbreviation of --output-dir
