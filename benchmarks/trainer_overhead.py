@@ -42,6 +42,16 @@ def make_data(root: Path, shape: tuple[int, int, int], samples: int) -> Path:
     return out
 
 
+def run(cmd: list[str], a, what: str) -> subprocess.CompletedProcess:
+    """Run one side (with --channels-last when asked); stop the benchmark if it fails."""
+    if a.channels_last:
+        cmd.append("--channels-last")
+    r = subprocess.run(cmd, env=environment(), capture_output=True, text=True, timeout=1800)
+    if r.returncode:
+        sys.exit(f"{what} failed:\n{r.stdout}\n{r.stderr}")
+    return r
+
+
 def trainer(a, data: Path, out: Path, precision: str) -> float:
     cmd = [
         sys.executable, "-m", "hpcbench.train", "--data", str(data), "--model", a.model,
@@ -50,11 +60,7 @@ def trainer(a, data: Path, out: Path, precision: str) -> float:
         a.device, "--lr", "0.05", "--momentum", "0", "--schedule", "none", "--val-every", "2",
         "--output-dir", str(out),
     ]  # fmt: skip
-    if a.channels_last:
-        cmd.append("--channels-last")
-    r = subprocess.run(cmd, env=environment(), capture_output=True, text=True, timeout=1800)
-    if r.returncode:
-        sys.exit(f"trainer failed:\n{r.stdout}\n{r.stderr}")
+    run(cmd, a, "trainer")
     return json.loads((out / "metrics.json").read_text())["epochs"][1]["samples_per_s"]
 
 
@@ -65,11 +71,7 @@ def plain(a, precision: str) -> float:
         "--batch", str(a.batch), "--steps", str(a.steps), "--warmup", str(max(3, a.steps // 4)),
         "--device", a.device, "--precision", precision,
     ]  # fmt: skip
-    if a.channels_last:
-        cmd.append("--channels-last")
-    r = subprocess.run(cmd, env=environment(), capture_output=True, text=True, timeout=1800)
-    if r.returncode:
-        sys.exit(f"plain loop failed:\n{r.stdout}\n{r.stderr}")
+    r = run(cmd, a, "plain loop")
     return json.loads(r.stdout.strip().splitlines()[-1])["samples_per_s"]
 
 

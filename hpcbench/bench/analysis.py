@@ -433,14 +433,7 @@ def _energy_block(
     seconds = [e.seconds for e in per_run]
     if used is not None:
         block["available"] = True
-        block["used_j"] = stats.summarise(used)
-        if all(e.samples for e in per_run):
-            block["per_sample_j"] = stats.summarise(
-                [j / e.samples for j, e in zip(used, per_run, strict=True) if e.samples]
-            )
-        # EDP pairs each energy run's joules with its own duration (the time they were spent in)
-        block["edp"] = float(np.median([t * j for t, j in zip(seconds, used, strict=True)]))
-        block["ed2p"] = float(np.median([t * t * j for t, j in zip(seconds, used, strict=True)]))
+        block.update(_joule_figures(used, seconds, per_run))
     if with_idle is not None:
         block["with_idle_j"] = stats.summarise(with_idle)
         block["edp_with_idle"] = float(
@@ -454,6 +447,22 @@ def _energy_block(
     block["by_kind"] = _kinds_block(per_run, seconds)
     block["partial"] = _partial_sentence(block["by_kind"]) if not block["available"] else ""
     return block
+
+
+def _joule_figures(
+    joules: list[float], seconds: list[float], per_run: list[_RunEnergy]
+) -> dict[str, Any]:
+    """Each energy run's joules as used_j, per_sample_j (when every run knows its samples), and
+    EDP and ED²P: each run's joules with its own duration (the time they were spent in), the
+    median over the runs."""
+    out: dict[str, Any] = {"used_j": stats.summarise(joules), "per_sample_j": None}
+    if all(e.samples for e in per_run):
+        out["per_sample_j"] = stats.summarise(
+            [j / e.samples for j, e in zip(joules, per_run, strict=True) if e.samples]
+        )
+    out["edp"] = float(np.median([t * j for t, j in zip(seconds, joules, strict=True)]))
+    out["ed2p"] = float(np.median([t * t * j for t, j in zip(seconds, joules, strict=True)]))
+    return out
 
 
 KIND_NAMES = {"gpu": "GPU", "cpu": "CPU packages", "dram": "DRAM"}
@@ -480,15 +489,10 @@ def _kinds_block(per_run: list[_RunEnergy], seconds: list[float]) -> dict[str, d
                 "not used in every energy run",
             )
         else:
-            js = [float(j) for j in joules if j is not None]
             entry["available"] = True
-            entry["used_j"] = stats.summarise(js)
-            if all(e.samples for e in per_run):
-                entry["per_sample_j"] = stats.summarise(
-                    [j / e.samples for j, e in zip(js, per_run, strict=True) if e.samples]
-                )
-            entry["edp"] = float(np.median([t * j for t, j in zip(seconds, js, strict=True)]))
-            entry["ed2p"] = float(np.median([t * t * j for t, j in zip(seconds, js, strict=True)]))
+            entry.update(
+                _joule_figures([float(j) for j in joules if j is not None], seconds, per_run)
+            )
         out[kind] = entry
     return out
 

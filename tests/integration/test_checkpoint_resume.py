@@ -42,13 +42,18 @@ ARGS = [
 STEPS = 16  # 2 epochs x 8 steps
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
+def small_shapes(root: Path) -> Path:
+    """900 synthetic 16x12 grayscale samples of 9 classes in ``root``/shapes."""
     from data_prep import ConvertOptions, convert, synthetic
 
-    root = tmp_path_factory.mktemp("ckpt") / "shapes"
-    convert(synthetic(900, 9), root, ConvertOptions(size=(16, 12), grayscale=True, progress=False))
-    return root
+    out = root / "shapes"
+    convert(synthetic(900, 9), out, ConvertOptions(size=(16, 12), grayscale=True, progress=False))
+    return out
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return small_shapes(tmp_path_factory.mktemp("ckpt"))
 
 
 def command(strategy: str, ranks: int) -> list[str]:

@@ -13,18 +13,14 @@ import json
 import pytest
 
 from tests.conftest import need_module
-from tests.integration.test_checkpoint_resume import final_weights, train
+from tests.integration.test_checkpoint_resume import final_weights, small_shapes, train
 
 torch = need_module("torch")
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    from data_prep import ConvertOptions, convert, synthetic
-
-    root = tmp_path_factory.mktemp("replicas") / "shapes"
-    convert(synthetic(900, 9), root, ConvertOptions(size=(16, 12), grayscale=True, progress=False))
-    return root
+    return small_shapes(tmp_path_factory.mktemp("replicas"))
 
 
 @pytest.mark.parametrize("strategy", ["mpi", "ddp"])
