@@ -11,9 +11,12 @@ pytest-xdist for the tests); MPICH, submitit and hpcbench itself come as wheels,
 
 The wheels are installed with ``pip install --prefix`` into a private directory (``--prefix``,
 default /tmp/hpcbench-gpu): MPICH's ``mpiexec`` and ``libmpi`` come from there (``PATH``,
-``LD_LIBRARY_PATH``), and ``python`` there is a two-line wrapper script around this interpreter
-(a symbolic link would lose a virtual environment's packages; the local scheduler's job scripts
-call ``python``). ``--only NAME,NAME`` runs those steps; ``--list`` names them; ``--device cpu
+``LD_LIBRARY_PATH``, wherever pip's scheme put them), and ``python`` there is a two-line wrapper
+script around this interpreter (a symbolic link would lose a virtual environment's packages; the
+local scheduler's job scripts call ``python``). This checkout comes first on ``PYTHONPATH``: the
+code measured and the tests run are this checkout's. The machine's mpi4py must be built for an
+MPI whose ``mpiexec`` is the one on ``PATH`` (MPICH's wheel, or the machine's own MPI: then leave
+``mpich`` out of the wheels). ``--only NAME,NAME`` runs those steps; ``--list`` names them; ``--device cpu
 --quick`` rehearses the whole script on a CPU in a few minutes (figures meaningless there).
 
 Steps and figures (ResNet-34 on the built-in 197×148 set, global batch 128, the reference
@@ -36,6 +39,7 @@ study's settings; samples/s of a run's second epoch):
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -82,26 +86,34 @@ def prepare(dest: Path, python_version: str) -> None:
     print("\n".join(sorted(p.name for p in dest.glob("*.whl"))))
 
 
-def install(wheels: Path, prefix: Path) -> dict[str, str]:
-    """Install the wheels under ``prefix``; the environment that finds them."""
-    found = sorted(str(p) for p in wheels.glob("*.whl"))
+def install(wheels: Path | None, prefix: Path) -> dict[str, str]:
+    """Install the wheels (if any) under ``prefix``; the environment that finds them, with this
+    checkout first on ``PYTHONPATH`` (the code and tests measured are this checkout's), and
+    ``python`` a wrapper script around this interpreter."""
+    found = sorted(str(p) for p in wheels.glob("*.whl")) if wheels else []
     if found:
         subprocess.run(
             [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
              "--no-compile", "--no-cache-dir", "--upgrade", "--prefix", str(prefix), *found],
             check=True,
         )  # fmt: skip
+    # pip's scheme decides the layout: prefix/lib/pythonX.Y/site-packages, or on Debian's
+    # Python prefix/local/lib/pythonX.Y/dist-packages and prefix/local/bin
+    sites = sorted(str(d) for d in prefix.glob("**/*-packages") if d.is_dir())
+    bins = [str(prefix / "bin"), *(str(d) for d in prefix.glob("local/bin") if d.is_dir())]
+    libs = [str(d) for d in (prefix / "lib", prefix / "local" / "lib") if d.is_dir()]
     (prefix / "bin").mkdir(parents=True, exist_ok=True)
     wrapper = prefix / "bin" / "python"
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     wrapper.chmod(0o755)
-    site = prefix / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env['PATH']}"
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(
-        [str(prefix / "lib"), env.get("LD_LIBRARY_PATH", "")]
-    ).rstrip(os.pathsep)
+
+    def first(var: str, paths: list[str]) -> None:
+        env[var] = os.pathsep.join([*paths, *filter(None, [env.get(var, "")])])
+
+    first("PYTHONPATH", [str(REPO), *sites])
+    first("PATH", bins)
+    first("LD_LIBRARY_PATH", libs)
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("HPCBENCH_STATE_DIR", str(prefix / "state"))
     return env
@@ -351,8 +363,9 @@ def run_all(a: argparse.Namespace, runner: Runner) -> None:
             ("pytest-unit", 90, ["tests/unit"]),
         ):
             log = out / f"{name}.txt"
+            workers = ["-n", str(a.test_workers)] if importlib.util.find_spec("xdist") else []
             rc = runner.step(name, limit, ["sh", "-c", " ".join(
-                [py, "-m", "pytest", "-q", "-n", str(a.test_workers), "-p", "no:cacheprovider",
+                [py, "-m", "pytest", "-q", *workers, "-p", "no:cacheprovider",
                  *paths, ">", str(log), "2>&1"])], REPO)  # fmt: skip
             if rc is not None and log.exists():
                 text = log.read_text(errors="replace")
@@ -384,7 +397,7 @@ def main() -> None:
         return
     a.out = a.out.resolve()
     a.out.mkdir(parents=True, exist_ok=True)
-    env = install(a.wheels, a.prefix) if a.wheels else dict(os.environ)
+    env = install(a.wheels, a.prefix)
     runner = Runner(a.out, env, a.budget, {s for s in a.only.split(",") if s})
     info = subprocess.run(
         [sys.executable, "-c", "import torch, json; print(json.dumps({'torch': torch.__version__,"

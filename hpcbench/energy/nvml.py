@@ -191,3 +191,27 @@ def discover(
     unknown = sum(1 for index, mig in chosen if index is None and mig)
     found += [Unavailable(f"mig{k}", "gpu", "MIG", used=True) for k in range(unknown)]
     return found, nvml
+
+
+def visible_uuids(cuda_visible: str | None) -> list[str] | None:
+    """The UUIDs of the GPUs this process may use (as ``cuda_visible``, the value of
+    CUDA_VISIBLE_DEVICES, selects them), without starting CUDA; None when NVML cannot say."""
+    try:
+        nvml = load_pynvml()
+        nvml.nvmlInit()
+    except Exception:  # not installed, no driver: nothing to say
+        return None
+    try:
+        gpus = []
+        for i in range(int(nvml.nvmlDeviceGetCount())):
+            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            gpus.append(Gpu(i, _text(nvml.nvmlDeviceGetUUID(handle)), handle, False))
+        by_index = {g.index: g.uuid for g in gpus}
+        return [by_index[i] for i, _ in visible(cuda_visible, gpus, nvml) if i in by_index]
+    except Exception:
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:
+            pass

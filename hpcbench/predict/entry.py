@@ -129,15 +129,23 @@ def run_prediction(argv: list[str] | None = None) -> dict[str, Any] | None:
 
 # ---- one process -----------------------------------------------------------------------------------
 def _single(
-    config: PredictConfig, mode: str, world: int = 1, planned: tuple[Any, Any] | None = None
+    config: PredictConfig,
+    mode: str,
+    world: int = 1,
+    planned: tuple[Any, Any] | None = None,
+    shared: tuple[LoadedModel, Items] | None = None,
 ) -> dict[str, Any]:
-    """One process does every stage (``world`` and ``planned``: rank 0 alone in a larger
-    world, because the plan found no faster split)."""
+    """One process does every stage (``world``, ``planned`` and ``shared``: rank 0 alone in a
+    larger world, because the plan found no faster split; the checkpoint and the items it
+    already chose and listed, and its run directory already made)."""
     from hpcbench.launch import usable_cores
 
-    loaded = load(config.checkpoint, _warn)
-    items = list_items(config, loaded.format.classes)
-    config.prepare_run_dir()
+    if shared is None:
+        loaded = load(config.checkpoint, _warn)
+        items = list_items(config, loaded.format.classes)
+        config.prepare_run_dir()
+    else:
+        loaded, items = _with_weights(shared[0]), shared[1]
     threads = config.threads or usable_cores()
     _set_threads(threads)
     classifier = Classifier(loaded, _device(config, 0))
@@ -249,23 +257,39 @@ def _shared_setup(config: PredictConfig, comm: Any) -> tuple[LoadedModel, Items,
     mine = (socket.gethostname(), affinity or list(range(os.cpu_count() or 1)), _gpus(config))
     node_ids: dict[str, int] = {}
     cores: dict[int, set[int]] = {}
-    gpus: dict[int, int] = {}
+    gpus: dict[int, set[str]] = {}
     node_of_rank = []
     for host, cpus, visible in comm.allgather(mine):
         node = node_ids.setdefault(host, len(node_ids))
         node_of_rank.append(node)
         cores.setdefault(node, set()).update(cpus)
-        gpus[node] = max(gpus.get(node, 0), visible)
-    return loaded, items, Layout(node_of_rank, {n: len(c) for n, c in cores.items()}, gpus)
+        gpus.setdefault(node, set()).update(visible)
+    return (
+        loaded,
+        items,
+        Layout(
+            node_of_rank,
+            {n: len(c) for n, c in cores.items()},
+            {n: len(g) for n, g in gpus.items()},
+        ),
+    )
 
 
-def _gpus(config: PredictConfig) -> int:
-    """The GPUs this rank's predictor could run on (0 with --device cpu or none visible)."""
+def _gpus(config: PredictConfig) -> list[str]:
+    """The GPUs this rank could predict on, as IDs (NVML's UUIDs, as CUDA_VISIBLE_DEVICES selects
+    them; else that variable's entries), without importing torch or starting CUDA (readers and
+    the sink never load either). A node's GPUs are the distinct IDs of its ranks: one GPU bound
+    to each task counts as many GPUs as tasks. None known (--device cpu, no NVML, no variable):
+    predictors are not taken to share anything."""
     if config.device == "cpu":
-        return 0
-    import torch
+        return []
+    from hpcbench.energy.nvml import visible_uuids
 
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    spec = os.environ.get("CUDA_VISIBLE_DEVICES")
+    found = visible_uuids(spec)
+    if found is not None:
+        return found
+    return [f"cuda-visible:{t.strip()}" for t in (spec or "").split(",") if t.strip()]
 
 
 def _with_weights(loaded: LoadedModel) -> LoadedModel:
@@ -414,7 +438,7 @@ def _pipeline(
         the_plan.stage_cost_s = {}
         the_plan.bottleneck = "not calibrated (explicit --roles and --credits)"
     if the_plan.alone:
-        return _alone(config, comm, the_plan, prof)
+        return _alone(config, comm, the_plan, prof, loaded, items)
     role = the_plan.role_of_rank[rank]
     _ROLE["role"] = role
     if rank == 0 and not config.quiet:
@@ -552,7 +576,14 @@ def _slow_link_drill() -> float:
         raise PredictError(f"HPCBENCH_PREDICT_SLOW_LINK={text!r}: expected seconds") from None
 
 
-def _alone(config: PredictConfig, comm: Any, the_plan: Any, prof: Any) -> dict[str, Any] | None:
+def _alone(
+    config: PredictConfig,
+    comm: Any,
+    the_plan: Any,
+    prof: Any,
+    loaded: LoadedModel,
+    items: Items,
+) -> dict[str, Any] | None:
     """Every split of the ranks is predicted slower than one process: rank 0 predicts alone,
     the others wait (never slower than one process, by the calibration)."""
     from hpcbench.predict.pipeline import sleepy_barrier
@@ -568,7 +599,7 @@ def _alone(config: PredictConfig, comm: Any, the_plan: Any, prof: Any) -> dict[s
                 f"({the_plan.one_process_items_per_s:.1f} images/s): rank 0 predicts alone",
                 flush=True,
             )
-        document = _single(config, "single", world, (the_plan, prof))
+        document = _single(config, "single", world, (the_plan, prof), (loaded, items))
     sleepy_barrier(comm)
     return document
 

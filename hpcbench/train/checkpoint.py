@@ -116,16 +116,24 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def parameter_checksum(model: torch.nn.Module) -> float:
-    """A number that differs when any parameter differs (sum of |x| and of x weighted by
-    position, in float64): compared across ranks at each checkpoint. Buffers (batch-norm
-    statistics) are left out: each rank updates its own in the forward pass, and rank 0's are
-    broadcast before the next one (DDP's ``broadcast_buffers``, the mpi strategy likewise)."""
-    total = 0.0
+    """A number that differs when any parameter's bits differ, the same on every device: each
+    parameter's words (its bits as 16- or 32-bit integers, in logical order, whatever its memory
+    layout) summed plainly and weighted by position, in 64-bit integers. Integer sums wrap
+    exactly whatever the order, so a GPU rank and a CPU rank holding the same bits get the same
+    number (float sums would differ in the last bits); reduced below 2**52, a float64 carries it
+    exactly through the ranks' all-reduce. Compared across ranks at each checkpoint. Buffers
+    (batch-norm statistics) are left out: each rank updates its own in the forward pass, and
+    rank 0's are broadcast before the next one (DDP's ``broadcast_buffers``, the mpi strategy
+    likewise)."""
+    total = 0
     with torch.no_grad():
         for i, t in enumerate(model.parameters()):
-            d = t.detach().double()
-            total += float(d.abs().sum()) + (i + 1) * float(d.sum())
-    return total
+            flat = t.detach().contiguous().reshape(-1)
+            words = flat.view(torch.int16 if flat.element_size() == 2 else torch.int32)
+            words = words.to(torch.int64)
+            place = torch.arange(1, words.numel() + 1, device=words.device, dtype=torch.int64)
+            total += (i + 1) * int(words.sum()) + int((words * place).sum())
+    return float(total % (1 << 52))
 
 
 def rank_state(model: torch.nn.Module) -> dict[str, Any]:

@@ -123,13 +123,20 @@ def make_optimizer(
         for p in params
     )
     if config.optimizer == "sgd":
-        return torch.optim.SGD(
+        sgd = torch.optim.SGD(
             params,
             lr=lr,
             momentum=config.momentum,
             weight_decay=config.weight_decay,
             fused=fused or None,
         )
+        if config.momentum:
+            # Zero momentum from the start: the same update as SGD's first step (0 x m + g = g),
+            # and a first step skipped for non-finite gradients (found_inf; fp16's overflows)
+            # cannot leave the fused optimiser's uninitialised buffers behind.
+            for p in params:
+                sgd.state[p]["momentum_buffer"] = torch.zeros_like(p)
+        return sgd
     return torch.optim.AdamW(
         params, lr=lr, weight_decay=config.weight_decay or 0.01, fused=fused or None
     )
@@ -656,6 +663,7 @@ def _train_steps(
     progress: Progress | None,
 ) -> tuple[Meter, float, float, float]:
     """The steps themselves, from step ``first`` on, over the staged ``batches``."""
+    world = t.runtime.world_size
     data_s = comm_s = paused_s = 0.0
     every = t.config.checkpoint_every
     weight = t.data.weight
@@ -675,6 +683,8 @@ def _train_steps(
         )
         if t.precision.diverges:
             t.verdicts.add(flag, epoch, step, loss, t.lr)
+            if world == 1 and t.verdicts.maybe_bad():
+                check_verdicts(t)
         nudge(t.strategy.eval_model, t.drill, t.steps_done)
         comm_s += comm
         with timed.part("optimizer"):

@@ -115,11 +115,12 @@ class Replicas:
         params = [p.data for p in model.parameters()]
         mine = [p.detach().clone() for p in params]
         strategy.broadcast_tensors(synchronised_state(model, optimizer))
-        drift = 0.0
-        for before, now in zip(mine, params, strict=True):
-            scale = float(now.abs().max()) if now.numel() else 0.0
-            if scale > 0:
-                drift = max(drift, float((before - now).abs().max()) / scale)
+        ratios = [
+            (before - now).abs().max() / now.abs().max().clamp_min(torch.finfo(now.dtype).tiny)
+            for before, now in zip(mine, params, strict=True)
+            if now.numel() and now.is_floating_point()
+        ]
+        drift = float(torch.stack([r.float() for r in ratios]).max()) if ratios else 0.0
         drift = float(strategy.all_reduce(np.array([drift]), "max")[0])
         self.last_step, self.count = steps_done, self.count + 1
         self.drifts.append({"step": steps_done, "relative_drift": drift})

@@ -61,3 +61,26 @@ def test_the_options_parse_and_refuse_in_one_line():
         ConfigError, match=r"^--compile default cannot compile .* \(--strategy dp\)"
     ):
         parse_args(["--strategy", "dp", "--compile", "default"])
+
+
+def test_the_replica_checksum_is_exact_and_independent_of_layout_and_order():
+    """Integer sums of the parameters' bits: the same for the same bits in any memory layout
+    (and so on any device, whose float sums would differ in the last bits), different for one
+    unit in the last place, exact through a float64 all-reduce."""
+    from torch import nn
+
+    from hpcbench.train.checkpoint import parameter_checksum
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten(), nn.Linear(8 * 4 * 4, 2))
+    plain = parameter_checksum(model)
+    assert plain == int(plain) and 0 <= plain < 2**52
+    twin = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten(), nn.Linear(8 * 4 * 4, 2))
+    twin.load_state_dict(model.state_dict())
+    twin.to(memory_format=torch.channels_last)
+    assert twin[0].weight.stride() != model[0].weight.stride()
+    assert parameter_checksum(twin) == plain
+    with torch.no_grad():
+        w = twin[2].weight
+        w[0, 0] = torch.nextafter(w[0, 0], torch.tensor(1.0))
+    assert parameter_checksum(twin) != plain

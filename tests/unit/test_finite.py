@@ -138,3 +138,45 @@ def test_the_precision_record_says_what_fp16_skipped():
     precision._skipped = torch.tensor(3.0)
     assert precision.record() == {"name": "fp16", "skipped_steps": 3, "loss_scale": 65536.0}
     assert Precision("bf16").record() == {"name": "bf16", "skipped_steps": None, "loss_scale": None}
+
+
+def test_two_non_finite_groups_still_flag_one():
+    """A fused optimiser skips only where found_inf is exactly 1."""
+    both = [torch.tensor([float("nan")], dtype=torch.float64), torch.tensor([float("inf")])]
+    assert float(nonfinite_flag(both)) == 1.0
+
+
+def test_a_bad_step_on_a_cpu_is_noticed_at_once():
+    verdicts = Verdicts()
+    verdicts.add(torch.tensor(0.0), 0, 0, torch.tensor(1.0), 0.1)
+    assert not verdicts.maybe_bad()
+    verdicts.add(torch.tensor(1.0), 0, 1, torch.tensor(float("nan")), 0.1)
+    assert verdicts.maybe_bad()
+    assert verdicts.first_bad().step == 1
+
+
+def test_a_skipped_first_step_leaves_the_momentum_as_if_it_had_not_happened():
+    """Fused SGD makes its momentum buffers uninitialised, then skips the step on found_inf
+    (fp16's first steps overflow): the trainer's optimiser starts them at zero, which gives
+    the first real step SGD's own first update, bit for bit."""
+    from hpcbench.train.config import TrainConfig
+    from hpcbench.train.loop import make_optimizer
+
+    torch.manual_seed(0)
+    a, b = nn.Linear(4, 3), nn.Linear(4, 3)
+    b.load_state_dict(a.state_dict())
+    config = TrainConfig(momentum=0.9, lr=0.1)
+    opt = make_optimizer(config, a, 128)
+    assert all(torch.equal(s["momentum_buffer"], torch.zeros_like(p)) for p, s in opt.state.items())
+    reference = torch.optim.SGD(b.parameters(), lr=0.1, momentum=0.9)
+    for p in a.parameters():
+        p.grad = torch.full_like(p, float("nan"))
+    step_unless(opt, torch.tensor(1.0))  # skipped
+    for _ in range(2):
+        for p, q in zip(a.parameters(), b.parameters(), strict=True):
+            p.grad = torch.ones_like(p)
+            q.grad = torch.ones_like(q)
+        step_unless(opt, torch.tensor(0.0))
+        reference.step()
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(p, q)

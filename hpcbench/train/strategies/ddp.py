@@ -90,6 +90,8 @@ class DDPStrategy(Strategy):
             hook = no_communication
 
         def timed_allreduce(state, bucket):
+            if alone:
+                return hook(state, bucket)
             if on_gpu:  # where the GPU will be when this bucket is ready (no host wait)
                 self._ready = torch.cuda.Event(enable_timing=True)
                 self._ready.record()

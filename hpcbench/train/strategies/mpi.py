@@ -318,8 +318,12 @@ class MPIStrategy(Strategy):
 
     def _start_staged(self, wait: bool = False) -> None:
         """Start, strictly in bucket order, the staged buckets whose gradients are in place;
-        ``wait``: wait for each (after backward: then with MPI's blocking Allreduce, whose
-        paths are its fastest, since nothing is left to overlap)."""
+        ``wait``: wait for each (after backward). Every rank must issue the same kind of
+        collective for a bucket (MPI never matches a blocking Allreduce with an Iallreduce), and
+        which buckets a GPU rank starts in its hooks depends on its copies' timing: so buckets
+        are always started with Iallreduce, except under ``--no-overlap``, which every rank has,
+        where they all start here with the blocking Allreduce (MPI's fastest paths)."""
+        blocking = not self.config.overlap
         while self._staged:
             b = self._staged[0]
             if b.ready is not None:
@@ -329,7 +333,7 @@ class MPIStrategy(Strategy):
                 elif not b.ready.query():
                     return
             self._staged.pop(0)
-            self._start(b, blocking=wait)
+            self._start(b, blocking=blocking)
 
     def _start(self, b: Bucket, blocking: bool = False) -> None:
         """Start ``b``'s all-reduce (its gradients in place); ``blocking``: to the end now."""
@@ -367,10 +371,9 @@ class MPIStrategy(Strategy):
                 with torch.no_grad(), self.breakdown.part("bucket_copy"):
                     for p, (lo, hi) in zip(b.params, b.spans, strict=True):
                         summed = b.flat[lo:hi].view_as(p)
-                        if p.grad is None:
-                            p.grad = summed.to(p.device, copy=True, non_blocking=gpu)
-                        else:
-                            p.grad.copy_(summed, non_blocking=gpu)
+                        if p.grad is None:  # an unused parameter: in its own layout
+                            p.grad = torch.empty_like(p)
+                        p.grad.copy_(summed, non_blocking=gpu)
                     if gpu:
                         b.returned = torch.cuda.Event()
                         b.returned.record(torch.cuda.current_stream(self.runtime.device))
