@@ -31,7 +31,7 @@ from hpcbench.data.files import printable
 from hpcbench.predict import results, stages
 from hpcbench.predict.config import PredictConfig, PredictError, parse_args
 from hpcbench.predict.inputs import Items, list_items
-from hpcbench.predict.model import Classifier, LoadedModel, load
+from hpcbench.predict.model import DEFAULT_BATCH, Classifier, LoadedModel, load
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -149,6 +149,7 @@ def _single(
     threads = config.threads or usable_cores()
     _set_threads(threads)
     classifier = Classifier(loaded, _device(config, 0))
+    _size_units(config, classifier)
     classifier.warm_up(config.batch_size)
     collector = results.Collector(items, len(loaded.format.classes))
     from hpcbench.predict.pipeline import Counters
@@ -190,6 +191,10 @@ def _parallel(config: PredictConfig, mode: str, MPI: Any) -> dict[str, Any] | No
         loaded, items, layout = _shared_setup(config, comm)
         threads = config.threads or max(1, layout.cores[layout.node_of_rank[rank]]
                                         // layout.node_of_rank.count(layout.node_of_rank[rank]))  # fmt: skip
+        if config.batch_size is None:  # rank 0 sizes the units for every rank
+            if rank == 0 and _device(config, 0).startswith("cuda"):
+                _size_units(config, Classifier(_with_weights(loaded), _device(config, 0)))
+            config.batch_size = comm.bcast(config.batch_size or DEFAULT_BATCH, root=0)
         if mode == "data-parallel":
             role = "data-parallel"
             return _data_parallel(config, comm, MPI, loaded, items, threads)
@@ -564,6 +569,21 @@ def _slow_predictor_drill() -> float:
         return max(0.0, float(text)) if text else 0.0
     except ValueError:
         raise PredictError(f"HPCBENCH_PREDICT_SLOW={text!r}: expected seconds") from None
+
+
+def _size_units(config: PredictConfig, classifier: Classifier) -> None:
+    """``--batch-size`` unset: 32 on a CPU; on a GPU the smallest unit whose per-image cost is
+    within 10 % of the best of 32-512 (a GPU fed 32 images at a time waits on the host)."""
+    if config.batch_size is not None:
+        return
+    if classifier.device.type != "cuda":
+        config.batch_size = DEFAULT_BATCH
+        return
+    config.batch_size = classifier.sized_batch()
+    if not config.quiet:
+        print(
+            f"unit size: {config.batch_size} images (measured on {classifier.device})", flush=True
+        )
 
 
 def _slow_link_drill() -> float:

@@ -139,6 +139,17 @@ def _load(given: str, warn: Any) -> LoadedModel:
     )
 
 
+DEFAULT_BATCH = 32  # images per unit on CPUs
+GPU_BATCHES = (32, 64, 128, 256, 512)  # the unit sizes tried on a GPU
+
+
+def smallest_fast_enough(per_image_s: dict[int, float], tolerance: float = 1.1) -> int:
+    """The smallest batch whose seconds per image are within ``tolerance`` of the best: larger
+    ones cost memory (units in flight) and latency for little more throughput."""
+    best = min(per_image_s.values())
+    return min(b for b, cost in per_image_s.items() if cost <= tolerance * best)
+
+
 class Classifier:
     """The model in eval mode and its normalisation: ``probabilities(stored pixels)``."""
 
@@ -176,6 +187,30 @@ class Classifier:
         self.probabilities(np.zeros(shape, dtype=np.dtype(self.format.dtype)))
         if self.device.type == "cuda":
             self.torch.cuda.reset_peak_memory_stats(self.device)
+
+    def per_image_s(self, batch: int, repeats: int = 3) -> float:
+        """Seconds per image of a forward pass at ``batch`` (after one warm-up pass; each pass
+        reads its probabilities back, so the device is synchronised)."""
+        import time
+
+        x = np.zeros((batch, *self.format.shape), dtype=np.dtype(self.format.dtype))
+        self.probabilities(x)
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            self.probabilities(x)
+        return (time.perf_counter() - t0) / (repeats * batch)
+
+    def sized_batch(self, sizes: tuple[int, ...] = GPU_BATCHES) -> int:
+        """The unit size that keeps this GPU busy: each of ``sizes`` timed, the smallest whose
+        per-image cost is within 10 % of the best (a size the memory refuses ends the search)."""
+        costs: dict[int, float] = {}
+        for size in sizes:
+            try:
+                costs[size] = self.per_image_s(size)
+            except self.torch.cuda.OutOfMemoryError:
+                self.torch.cuda.empty_cache()
+                break
+        return smallest_fast_enough(costs) if costs else sizes[0]
 
     def device_peak_mb(self) -> float | None:
         """Peak MiB the model's tensors took on the GPU since :meth:`warm_up` (None on a CPU)."""

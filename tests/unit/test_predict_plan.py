@@ -228,3 +228,20 @@ def test_a_plan_the_calibration_says_is_slower_than_one_process_is_never_chosen(
     assert not make_plan(cheap_links, Layout.one_node(4, 16), batch=32).alone
     # roles the user gave are run as given
     assert not make_plan(costly_links, Layout.one_node(4, 16), batch=32, roles=Roles(1, 0, 2)).alone
+
+
+def test_a_gpu_unit_is_the_smallest_batch_within_a_tenth_of_the_best_per_image_cost():
+    from hpcbench.predict.model import smallest_fast_enough
+
+    # a GPU that 32 images leave idle: per image 4x dearer at 32 than at 512
+    costs = {32: 4.0e-4, 64: 2.1e-4, 128: 1.15e-4, 256: 1.04e-4, 512: 1.0e-4}
+    assert smallest_fast_enough(costs) == 256
+    assert smallest_fast_enough({32: 1.0e-3, 64: 1.05e-3}) == 32  # a CPU-like curve: flat
+    assert smallest_fast_enough({32: 2e-4}) == 32  # the memory refused 64
+
+
+def test_the_unit_size_is_32_on_cpus_unless_given():
+    from hpcbench.predict.config import parse_args
+
+    assert parse_args(["--checkpoint", "x", "--input", "y"]).batch_size is None
+    assert parse_args(["--checkpoint", "x", "--input", "y", "--batch-size", "8"]).batch_size == 8
