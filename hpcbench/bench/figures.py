@@ -591,13 +591,18 @@ def _no_runs(analysis: dict[str, Any]) -> str:
 
 
 def _no_energy(analysis: dict[str, Any], what: str) -> str:
-    reasons = []
+    reasons, partial = [], []
     for c in analysis.get("configs", []):
         e = c.get("energy") or {}
         if e.get("partial"):
-            reasons.append(f"{c['name']}: {e['partial']}, in the table per kind of device")
+            partial.append(str(c["name"]))
         elif not e.get("available"):
             reasons.append(f"{c['name']}: {e.get('reason') or 'no energy run completed'}")
+    if partial:
+        reasons.append(
+            f"{', '.join(partial)}: only some kinds of device were read (the summary says "
+            "which); their figures are in the table per kind of device"
+        )
     detail = "; ".join(reasons) if reasons else "no energy samples were recorded"
     return f"No {what} figure: the energy over all devices was not measured ({detail})."
 

@@ -79,6 +79,15 @@ class Gpu:
     mig: bool  # MIG mode enabled
 
 
+def list_gpus(nvml: ModuleType) -> list[Gpu]:
+    """Every GPU NVML (started) sees, in its index order."""
+    gpus = []
+    for i in range(int(nvml.nvmlDeviceGetCount())):
+        handle = nvml.nvmlDeviceGetHandleByIndex(i)
+        gpus.append(Gpu(i, _text(nvml.nvmlDeviceGetUUID(handle)), handle, _mig_mode(nvml, handle)))
+    return gpus
+
+
 def _mig_mode(nvml: ModuleType, handle: Any) -> bool:
     try:
         current = nvml.nvmlDeviceGetMigMode(handle)[0]
@@ -166,11 +175,7 @@ def discover(
             return [], None  # no NVIDIA driver on this node: it has no NVIDIA GPU to count
         return unknown(f"NVML cannot start: {err}", None)
     try:
-        gpus = []
-        for i in range(int(nvml.nvmlDeviceGetCount())):
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            uuid = _text(nvml.nvmlDeviceGetUUID(handle))
-            gpus.append(Gpu(i, uuid, handle, _mig_mode(nvml, handle)))
+        gpus = list_gpus(nvml)
     except Exception as err:
         return unknown(f"NVML cannot list the GPUs: {err}", nvml)
     if not gpus:
@@ -202,10 +207,7 @@ def visible_uuids(cuda_visible: str | None) -> list[str] | None:
     except Exception:  # not installed, no driver: nothing to say
         return None
     try:
-        gpus = []
-        for i in range(int(nvml.nvmlDeviceGetCount())):
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            gpus.append(Gpu(i, _text(nvml.nvmlDeviceGetUUID(handle)), handle, False))
+        gpus = list_gpus(nvml)
         by_index = {g.index: g.uuid for g in gpus}
         return [by_index[i] for i, _ in visible(cuda_visible, gpus, nvml) if i in by_index]
     except Exception:

@@ -12,26 +12,12 @@ Either way it re-raises. A stop signal ends every rank at the same step after a 
 from __future__ import annotations
 
 import contextlib
-import os
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hpcbench.train.config import TrainConfig
     from hpcbench.train.stopping import StopRequest
-
-
-def default_run_dir() -> str:
-    return os.environ.get("HPCBENCH_RUN_DIR") or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def run_dir_of(config: TrainConfig) -> tuple[Path, str]:
-    """Where rank 0 writes, and the option (or variable) that said so, for error messages."""
-    if config.output_dir:
-        return Path(config.output_dir).resolve(), "--output-dir"
-    env = "$HPCBENCH_RUN_DIR" if os.environ.get("HPCBENCH_RUN_DIR") else "the default run directory"
-    return Path(default_run_dir()).resolve(), env
 
 
 def run_training(argv: list[str] | None = None, stop: StopRequest | None = None) -> dict[str, Any]:
@@ -52,11 +38,10 @@ def run_training(argv: list[str] | None = None, stop: StopRequest | None = None)
 
 
 def _train(config: TrainConfig, stop: StopRequest) -> dict[str, Any]:
-
     from hpcbench.train import loop
     from hpcbench.train.energy import RunEnergy, energy_line
     from hpcbench.train.failures import stopped_together
-    from hpcbench.train.results import summary, write_energy, write_results
+    from hpcbench.train.results import run_dir_of, summary, write_energy, write_results
     from hpcbench.train.runtime import make_runtime
     from hpcbench.train.strategies import choose, make_strategy
 

@@ -60,7 +60,13 @@ from hpcbench.train.models import build_model, load_weights
 from hpcbench.train.precision import Precision
 from hpcbench.train.prefetch import Prefetcher, staged
 from hpcbench.train.replicas import Replicas, device_kind, nudge
-from hpcbench.train.results import EpochTimes, epoch_row, final_results, prepare_run_dir
+from hpcbench.train.results import (
+    EpochTimes,
+    epoch_row,
+    final_results,
+    prepare_run_dir,
+    run_dir_of,
+)
 from hpcbench.train.runtime import Runtime
 from hpcbench.train.stopping import Stopped, StopRequest, Watchdog, mark
 from hpcbench.train.strategies import Strategy
@@ -408,8 +414,6 @@ def run(
 
 
 def _results_dir(config: TrainConfig) -> Path:
-    from hpcbench.train.entry import run_dir_of
-
     return run_dir_of(config)[0]
 
 

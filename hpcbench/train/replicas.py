@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from hpcbench.train.strategies.base import Strategy
 
 KINDS = ("cpu", "cuda", "other")  # the drill's "other-device" counts as the third
+KEPT = 100  # the drifts a record keeps (the last ones)
 NUDGE = 1.0 + 2.0**-21  # about four units in the last place of a float32
 
 
@@ -77,7 +78,8 @@ class Replicas:
     every: int  # steps between re-synchronisations (when mixed)
     last_step: int = -1  # the step count at the last re-synchronisation
     count: int = 0
-    drifts: list[dict[str, Any]] = field(default_factory=list)  # (step, relative drift) each time
+    max_drift: float | None = None  # the largest relative drift so far
+    drifts: list[dict[str, Any]] = field(default_factory=list)  # the last (step, drift) pairs
 
     @property
     def mixed(self) -> bool:
@@ -123,24 +125,30 @@ class Replicas:
         drift = float(torch.stack([r.float() for r in ratios]).max()) if ratios else 0.0
         drift = float(strategy.all_reduce(np.array([drift]), "max")[0])
         self.last_step, self.count = steps_done, self.count + 1
-        self.drifts.append({"step": steps_done, "relative_drift": drift})
+        self.max_drift = drift if self.max_drift is None else max(self.max_drift, drift)
+        self.drifts = [*self.drifts, {"step": steps_done, "relative_drift": drift}][-KEPT:]
 
     def record(self) -> dict[str, Any]:
         """What ``metrics.json`` says (``replicas``)."""
-        drifts = [d["relative_drift"] for d in self.drifts]
         return {
             "device_kinds": self.kinds,
             "mixed": self.mixed,
             "resync_every": self.every if self.mixed else None,
             "resyncs": self.count,
-            "max_relative_drift": max(drifts) if drifts else None,
-            "drifts": self.drifts[-100:],  # the last hundred
+            "max_relative_drift": self.max_drift,
+            "drifts": self.drifts,
         }
 
     def state(self) -> dict[str, Any]:
-        return {"count": self.count, "drifts": self.drifts, "last_step": self.last_step}
+        """What a checkpoint keeps, so that a resumed run's record goes on."""
+        return {
+            "count": self.count,
+            "max_drift": self.max_drift,
+            "drifts": self.drifts,
+            "last_step": self.last_step,
+        }
 
     def load(self, state: dict[str, Any] | None) -> None:
         if state:
             self.count, self.drifts = int(state["count"]), list(state["drifts"])
-            self.last_step = int(state["last_step"])
+            self.max_drift, self.last_step = state["max_drift"], int(state["last_step"])

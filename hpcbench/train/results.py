@@ -41,6 +41,7 @@ import csv
 import io
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,18 @@ def final_results(
         "precision": precision,
         STEP_LOSSES: step_losses or [],
     }
+
+
+def default_run_dir() -> str:
+    return os.environ.get("HPCBENCH_RUN_DIR") or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_dir_of(config: TrainConfig) -> tuple[Path, str]:
+    """Where rank 0 writes, and the option (or variable) that said so, for error messages."""
+    if config.output_dir:
+        return Path(config.output_dir).resolve(), "--output-dir"
+    env = "$HPCBENCH_RUN_DIR" if os.environ.get("HPCBENCH_RUN_DIR") else "the default run directory"
+    return Path(default_run_dir()).resolve(), env
 
 
 def prepare_run_dir(run_dir: Path, option: str = "--output-dir") -> None:
