@@ -7,7 +7,7 @@
     print(status.state, job.stdout())
     metrics = job.result()        # rank 0's metrics.json, or JobFailed with the failing traceback
 
-Every way of submitting returns the same handle, :class:`hpcbench.job.Job`. Nothing here imports
+Every way of submitting returns the same handle, :class:`hpcbench.jobs.job.Job`. Nothing here imports
 torch: it runs on login nodes.
 """
 
@@ -20,13 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpcbench import schedulers
 from hpcbench.atomic import write_atomically
-from hpcbench.job import Job, JobFailed
-from hpcbench.render import render_script
-from hpcbench.schedulers.base import JobRecord
-from hpcbench.spec import FIELD_KEYWORDS, JobSpec, SpecError
-from hpcbench.spec import load_spec as _load_spec
+from hpcbench.jobs import schedulers
+from hpcbench.jobs.job import Job, JobFailed
+from hpcbench.jobs.render import render_script
+from hpcbench.jobs.schedulers.base import JobRecord
+from hpcbench.jobs.spec import FIELD_KEYWORDS, JobSpec, SpecError
+from hpcbench.jobs.spec_load import load_spec as _load_spec
 
 if TYPE_CHECKING:
     import submitit
@@ -163,7 +163,7 @@ def _make_output_dir(path: Path) -> None:
 
 def _remember(job: JobRecord) -> str:
     """Record the job for ``hpcbench logs``; '' on success, else why it failed (the job runs)."""
-    from hpcbench import registry
+    from hpcbench.jobs import registry
 
     try:
         registry.record(job)
@@ -175,8 +175,8 @@ def _remember(job: JobRecord) -> str:
 def submitit_executor(
     spec: JobSpec, folder: str | Path | None = None, cluster: str | None = None
 ) -> submitit.AutoExecutor:
-    """A ``submitit.AutoExecutor`` configured from ``spec`` (see :mod:`hpcbench.submitit_jobs`)."""
-    from hpcbench.submitit_jobs import executor
+    """A ``submitit.AutoExecutor`` configured from ``spec`` (see :mod:`hpcbench.jobs.submitit_jobs`)."""
+    from hpcbench.jobs.submitit_jobs import executor
 
     return executor(spec, folder, cluster)
 
@@ -188,14 +188,14 @@ def submit_training(
     cluster: str | None = None,
 ) -> Job:
     """Submit the trainer as a submitit function; ``job.result()`` returns its metrics dict."""
-    from hpcbench.submitit_jobs import submit_training as _submit
+    from hpcbench.jobs.submitit_jobs import submit_training as _submit
 
     return _submit(spec, list(trainer_args or []), folder, cluster)
 
 
 def job(job_id: str, scheduler: str | None = None) -> Job:
     """The handle of a job submitted earlier from this machine (``hpcbench logs`` uses it)."""
-    from hpcbench import registry
+    from hpcbench.jobs import registry
 
     check_job_id(job_id, scheduler)
     found = registry.lookup(job_id, scheduler)

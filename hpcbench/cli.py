@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from hpcbench import __version__
 from hpcbench.argparsing import Parser
-from hpcbench.spec import FIELD_KEYWORDS, LAUNCHERS, SCHEDULERS
+from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
+from hpcbench.jobs.spec import FIELD_KEYWORDS, LAUNCHERS
 
 if TYPE_CHECKING:
-    from hpcbench.schedulers.base import Scheduler
+    from hpcbench.jobs.schedulers.base import Scheduler
 
 
 def _env_pair(text: str) -> tuple[str, str]:
@@ -99,7 +100,9 @@ def _job_options() -> argparse.ArgumentParser:
     )
     g = p.add_argument_group("scheduler")
     g.add_argument(
-        "--scheduler", choices=SCHEDULERS, help="default: detected (sbatch, qsub, else local)"
+        "--scheduler",
+        choices=SCHEDULER_CHOICES,
+        help="default: detected (sbatch, qsub, else local)",
     )
     g.add_argument(
         "--after",
@@ -178,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--last", type=_line_count, default=RECENT_JOBS,
         help=f"without JOB: how many of the newest jobs (default {RECENT_JOBS})",
     )  # fmt: skip
-    st.add_argument("--scheduler", choices=SCHEDULERS)
+    st.add_argument("--scheduler", choices=SCHEDULER_CHOICES)
     lg = sub.add_parser(
         "logs",
         help="a job's state and logs",
@@ -186,13 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
         "the tail of its log.",
     )
     lg.add_argument("job_id", metavar="JOB")
-    lg.add_argument("--scheduler", choices=SCHEDULERS)
+    lg.add_argument("--scheduler", choices=SCHEDULER_CHOICES)
     lg.add_argument(
         "-n", "--lines", type=_line_count, default=30, help="log lines to show (default 30)"
     )
     c = sub.add_parser("cancel", help="cancel jobs", description="Cancel jobs.")
     c.add_argument("job_ids", nargs="+", metavar="JOB")
-    c.add_argument("--scheduler", choices=SCHEDULERS)
+    c.add_argument("--scheduler", choices=SCHEDULER_CHOICES)
     from hpcbench import cli_bench, cli_prep
 
     cli_prep.add_parser(sub)
@@ -202,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def overrides_from(args: argparse.Namespace, program_args: list[str]) -> dict[str, tuple[str, Any]]:
     """CLI flags as spec overrides: dotted field -> (flag as typed, value)."""
-    from hpcbench.spec import SpecError
+    from hpcbench.jobs.spec import SpecError
 
     flags = {
         a.dest: max(a.option_strings, key=len) for a in _job_options()._actions if a.option_strings
@@ -246,9 +249,10 @@ def main(argv: list[str] | None = None) -> int:
         return cli_bench.run(args, program_args)
     # Imported here so that `hpcbench --help` stays instant; none of these imports torch.
     from hpcbench import api
-    from hpcbench.render import RenderError
-    from hpcbench.schedulers import JobIdError, SchedulerError
-    from hpcbench.spec import SpecError, load_spec
+    from hpcbench.jobs.render import RenderError
+    from hpcbench.jobs.schedulers import JobIdError, SchedulerError
+    from hpcbench.jobs.spec import SpecError
+    from hpcbench.jobs.spec_load import load_spec
 
     try:
         if args.action in ("status", "cancel"):
@@ -301,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _logs_command(args: argparse.Namespace) -> int:
     from hpcbench import api
-    from hpcbench.schedulers.base import tail
+    from hpcbench.jobs.schedulers.base import tail
 
     handle = api.job(args.job_id, None if args.scheduler in (None, "auto") else args.scheduler)
     status = handle.status()
@@ -321,7 +325,8 @@ def _logs_command(args: argparse.Namespace) -> int:
 def _jobs_command(args: argparse.Namespace) -> int:
     """``status`` and ``cancel``: each job's scheduler is the one named, else the one its record
     says (jobs submitted from here), else the one whose ids look like it (this machine's first)."""
-    from hpcbench import api, registry, schedulers
+    from hpcbench import api
+    from hpcbench.jobs import registry, schedulers
 
     named = args.scheduler not in (None, "auto")
     by_scheduler: dict[str, list[str]] = {}

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hpcbench.spec import SCHEDULERS
+from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 
 
 def _count(low: int, high: int = 10_000_000) -> Any:
@@ -65,7 +65,7 @@ def add_parsers(sub: Any) -> None:
     b.add_argument("--job", metavar="SPEC", help="the job spec every run starts from")
     b.add_argument("--name", help="the matrix's name (default: the file's, or 'bench')")
     b.add_argument("--results", metavar="DIR", help="results directory (default runs/bench-<name>)")
-    b.add_argument("--scheduler", choices=SCHEDULERS, help="default: detected")
+    b.add_argument("--scheduler", choices=SCHEDULER_CHOICES, help="default: detected")
     b.add_argument("--retry-failed", action="store_true", help="run failed runs again")
     b.add_argument("--plan", action="store_true", help="print the runs in order; run nothing")
     r = sub.add_parser(
@@ -154,10 +154,10 @@ def run(args: argparse.Namespace, program_args: list[str]) -> int:
     from hpcbench.bench.analysis import AnalysisError
     from hpcbench.bench.matrix import MatrixError
     from hpcbench.bench.runner import Bench, BenchError, plan
-    from hpcbench.render import RenderError
-    from hpcbench.schedulers import SchedulerError
-    from hpcbench.schedulers.base import SchedulerUnreachable
-    from hpcbench.spec import SpecError
+    from hpcbench.jobs.render import RenderError
+    from hpcbench.jobs.schedulers import SchedulerError
+    from hpcbench.jobs.schedulers.base import SchedulerUnreachable
+    from hpcbench.jobs.spec import SpecError
 
     if args.action == "predict-scaling":
         return _predict_scaling(args)

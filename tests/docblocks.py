@@ -269,7 +269,7 @@ def block_environment(mode: str, base: dict[str, str], laptop: str, **extra: str
 def _spec_from(argv: list[str]):
     """The job spec ``hpcbench submit ARGV`` would submit, read as the CLI reads it."""
     from hpcbench.cli import build_parser, overrides_from
-    from hpcbench.spec import load_spec
+    from hpcbench.jobs.spec_load import load_spec
 
     own, program = (
         (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
@@ -308,7 +308,7 @@ def dry_submit(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 0
-    from hpcbench import schedulers
+    from hpcbench.jobs import schedulers
 
     try:
         schedulers.get("slurm").preflight(_spec_from(argv))

@@ -33,8 +33,8 @@ from hpcbench import api
 from hpcbench.bench.machine_load import other_work
 from hpcbench.bench.matrix import RESERVED_TRAINER_FLAGS, Config, Matrix, MatrixError
 from hpcbench.data.manifest import write_json_atomically
-from hpcbench.job import Job
-from hpcbench.schedulers.base import JobRecord, SchedulerError, SchedulerUnreachable
+from hpcbench.jobs.job import Job
+from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError, SchedulerUnreachable
 
 BENCH_FORMAT = "hpcbench-bench/1"
 RUNS_FORMAT = "hpcbench-runs/1"

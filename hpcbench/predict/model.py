@@ -6,7 +6,7 @@ warning, as ``--resume auto`` does). The checkpoint's ``dataset`` entry says how
 inputs -- classes, sample shape, stored dtype, per-channel mean/std, colour mode, resize policy --
 and :class:`InputFormat` applies exactly that to new images: decode, convert, resize (the
 converters' code), store as the dataset would (uint8, or float16 of x/255), then
-``stored * scale + shift`` (the trainer's :class:`~hpcbench.train.loop.Normalizer`).
+``stored * scale + shift`` (the trainer's :class:`~hpcbench.train.normalize.Normalizer`).
 """
 
 from __future__ import annotations

@@ -85,8 +85,9 @@ def time_compute(options: Options, runtime: Any, together: Any) -> dict[int, tup
 
     from hpcbench.train.breakdown import StepBreakdown
     from hpcbench.train.config import TrainConfig
-    from hpcbench.train.loop import make_optimizer, train_step
+    from hpcbench.train.loop import train_step
     from hpcbench.train.models import build_model
+    from hpcbench.train.optim import make_optimizer
     from hpcbench.train.strategies.base import Strategy
 
     torch.manual_seed(0)

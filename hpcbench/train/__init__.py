@@ -4,6 +4,6 @@ Options (:mod:`.config`), where this rank runs (:mod:`.runtime`, on :mod:`hpcben
 data it reads (:mod:`.data`), the models (:mod:`.models`), the strategies that keep the replicas
 one model (:mod:`.strategies`), the run itself (:mod:`.loop`), and what it writes
 (:mod:`.results`). The submit side imports it only inside the function a submitit task runs
-(:func:`hpcbench.submitit_jobs.train_task`), so login nodes never import torch; nothing in
-:mod:`hpcbench.data`, :mod:`data_prep` or :mod:`hpcbench.schedulers` imports it.
+(:func:`hpcbench.jobs.submitit_jobs.train_task`), so login nodes never import torch; nothing in
+:mod:`hpcbench.data`, :mod:`data_prep` or :mod:`hpcbench.jobs.schedulers` imports it.
 """

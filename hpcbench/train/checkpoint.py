@@ -29,7 +29,7 @@ directory, then the oldest beyond ``keep`` are removed (only files of our naming
 (``--resume auto``): newest first; one whose magic, hash or content is wrong is skipped with a
 warning naming it, and the previous one is used.
 
-No mixed precision exists in the trainer, so there is no gradient-scaler state to keep.
+Under ``--precision fp16`` the loss scaler's state is kept too (``amp``).
 """
 
 from __future__ import annotations

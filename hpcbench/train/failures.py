@@ -101,3 +101,22 @@ def agree(strategy: Strategy, stage: Callable[[], T]) -> T:
         raise stop_together(StoppedTogether(code))
     setattr(error, EXIT, code)
     raise stop_together(error)
+
+
+def diverged_at_step(
+    epoch: int, step: int, world: int, loss: float, lr: float, rank: int
+) -> BaseException:
+    return diverged(
+        f"training diverged at epoch {epoch + 1}, step {step + 1}: the gradients summed over "
+        f"{world} rank(s) are not finite (rank {rank}'s loss {float(loss):.4g}, lr {lr:.4g}); "
+        "no results written (lower --lr, or add --warmup-epochs)",
+        rank,
+    )
+
+
+def diverged_in_epoch(epoch: int, world: int, loss: float, rank: int) -> BaseException:
+    return diverged(
+        f"training diverged in epoch {epoch + 1}: the mean training loss over {world} rank(s) "
+        f"is {loss}; no results written (lower --lr, or add --warmup-epochs)",
+        rank,
+    )

@@ -1,5 +1,5 @@
-"""The training run, top to bottom (:func:`run`): :func:`start` (set-up), :func:`announce` (the
-banner), for each epoch :func:`run_epoch` (:func:`train_steps`, then the reductions and the
+"""The training run, top to bottom (:func:`run`): :func:`~.start.start` (set-up and the run's
+state, :mod:`.start`), :func:`~.start.announce` (the banner), for each epoch :func:`run_epoch` (:func:`train_steps`, then the reductions and the
 validation), then :func:`finish` (test, and the results whose layout :mod:`.results` holds).
 Each phase also gets its wall-clock window (unix times, device synchronised at each bound:
 ``phase_windows``), from which the energy sampler's figures are split by phase.
@@ -23,13 +23,9 @@ gradients are not finite, or an epoch whose all-reduced loss is not, stops every
 from __future__ import annotations
 
 import math
-import os
-import platform
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,45 +33,28 @@ import numpy as np
 import torch
 from torch import nn
 
-from hpcbench import __version__
-from hpcbench.data.manifest import Manifest
-from hpcbench.launch import job_id, usable_cores
 from hpcbench.train import checkpoint as ckpt
-from hpcbench.train.accelerate import (
-    batch_layout,
-    check_compile,
-    compiled,
-    make_deterministic,
-    resume_note,
-    to_channels_last,
-)
-from hpcbench.train.breakdown import StepBreakdown, per_step_ms
+from hpcbench.train import checkpointing
+from hpcbench.train.breakdown import per_step_ms
 from hpcbench.train.config import TrainConfig
-from hpcbench.train.data import TrainData, ensure_dataset, wait_for_dataset
-from hpcbench.train.drills import Drill, act, drill_for
-from hpcbench.train.failures import agree, diverged, stop_together
-from hpcbench.train.finite import Verdicts, nonfinite_flag
-from hpcbench.train.metrics import Clock, Meter, PhaseWindows
-from hpcbench.train.models import build_model, load_weights
+from hpcbench.train.data import TrainData
+from hpcbench.train.drills import act
+from hpcbench.train.failures import diverged_at_step, diverged_in_epoch, stop_together
+from hpcbench.train.finite import nonfinite_flag
+from hpcbench.train.metrics import Meter
+from hpcbench.train.normalize import Normalizer
 from hpcbench.train.precision import Precision
-from hpcbench.train.prefetch import Prefetcher, staged
-from hpcbench.train.replicas import Replicas, device_kind, nudge
-from hpcbench.train.results import (
-    EpochTimes,
-    epoch_row,
-    final_results,
-    prepare_run_dir,
-    run_dir_of,
-)
-from hpcbench.train.runtime import Runtime
-from hpcbench.train.stopping import Stopped, StopRequest, Watchdog, mark
+from hpcbench.train.prefetch import Prefetcher, prefetch_depth, staged
+from hpcbench.train.replicas import nudge
+from hpcbench.train.results import EpochTimes, epoch_row, final_results
+from hpcbench.train.runtime import Runtime, provenance
+from hpcbench.train.start import Log, Training, announce, start
+from hpcbench.train.stopping import Stopped, StopRequest, mark
 from hpcbench.train.strategies import Strategy
-from hpcbench.train.tensorboard import NullBoard, check_board, open_board
 
 if TYPE_CHECKING:
     from hpcbench.progress import Progress
 
-Log = Callable[[str], None]
 FP32 = Precision()
 
 
@@ -114,116 +93,6 @@ def train_step(
     return loss.detach(), logits.detach(), comm, flag
 
 
-def make_optimizer(
-    config: TrainConfig, model: nn.Module, global_batch: int
-) -> torch.optim.Optimizer:
-    """SGD or AdamW, fused (one kernel for the whole update: on one CPU thread 1.7× faster than
-    the per-tensor loops for SGD with momentum on ResNet-18, 5× for AdamW) where every parameter
-    is a float on the CPU or a GPU."""
-    lr = config.lr * (
-        global_batch / config.lr_reference_batch if config.lr_scaling == "linear" else 1.0
-    )
-    params = list(model.parameters())
-    fused = all(
-        p.device.type in ("cpu", "cuda") and p.dtype in (torch.float32, torch.float64)
-        for p in params
-    )
-    if config.optimizer == "sgd":
-        sgd = torch.optim.SGD(
-            params,
-            lr=lr,
-            momentum=config.momentum,
-            weight_decay=config.weight_decay,
-            fused=fused or None,
-        )
-        if config.momentum:
-            # Zero momentum from the start: the same update as SGD's first step (0 x m + g = g),
-            # and a first step skipped for non-finite gradients (found_inf; fp16's overflows)
-            # cannot leave the fused optimiser's uninitialised buffers behind.
-            for p in params:
-                sgd.state[p]["momentum_buffer"] = torch.zeros_like(p)
-        return sgd
-    return torch.optim.AdamW(
-        params, lr=lr, weight_decay=config.weight_decay or 0.01, fused=fused or None
-    )
-
-
-def make_schedule(
-    config: TrainConfig, optimizer: torch.optim.Optimizer, steps_per_epoch: int
-) -> torch.optim.lr_scheduler.LambdaLR:
-    total = config.epochs * steps_per_epoch
-    warm = int(config.warmup_epochs * steps_per_epoch)
-
-    def factor(step: int) -> float:
-        if step < warm:
-            return (step + 1) / warm
-        t = (step - warm) / max(1, total - warm)
-        if config.schedule == "cosine":
-            return 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
-        if config.schedule == "step":
-            return 0.1 ** int(t * 3)  # /10 at 1/3 and 2/3 of training
-        if config.schedule == "onecycle":
-            return (
-                min(1.0, 4 * t + 0.1)
-                if t < 0.25
-                else 0.5 * (1 + math.cos(math.pi * (t - 0.25) / 0.75))
-            )
-        return 1.0
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-class Normalizer:
-    """Stored pixels (uint8 or float16) -> normalised float32 on the device, in two halves:
-    :meth:`stage` moves a batch to the device as stored (on a GPU through pinned memory, a
-    non-blocking copy on a side stream: it may run in the prefetch thread), :meth:`normalize`
-    makes it float32 on the compute stream."""
-
-    def __init__(
-        self,
-        manifest: Manifest,
-        device: torch.device,
-        layout: torch.memory_format = torch.contiguous_format,
-    ) -> None:
-        scale, shift = manifest.normalization()
-        self.layout = layout  # of a 4-d batch (--channels-last)
-        self.scale, self.shift = (
-            torch.from_numpy(scale).to(device),
-            torch.from_numpy(shift).to(device),
-        )
-        self.device = device
-        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-
-    def stage(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, Any]:
-        xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-        if self.stream is None:
-            return xt.to(self.device), yt.to(self.device), None
-        xt, yt = xt.pin_memory(), yt.pin_memory()
-        with torch.cuda.stream(self.stream):
-            xd = xt.to(self.device, non_blocking=True)
-            yd = yt.to(self.device, non_blocking=True)
-            copied = torch.cuda.Event()
-            copied.record(self.stream)
-        return xd, yd, copied
-
-    def normalize(
-        self, xd: torch.Tensor, yd: torch.Tensor, copied: Any = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        if copied is not None:
-            current = torch.cuda.current_stream(self.device)
-            current.wait_event(copied)
-            xd.record_stream(current)  # the side stream's memory is used here
-            yd.record_stream(current)
-        if xd.dim() == 4 and self.layout != torch.contiguous_format:
-            x = xd.to(torch.float32, memory_format=self.layout)
-        else:
-            x = xd.float()
-        return x.mul_(self.scale).add_(self.shift), yd
-
-    def __call__(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.normalize(*self.stage(x, y))
-
-
 def evaluate(
     strategy: Strategy,
     data: TrainData,
@@ -254,134 +123,7 @@ def evaluate(
     return Meter.summarise(strategy.all_reduce(meter.vector()), data.manifest.num_classes)
 
 
-def _provenance(runtime: Runtime, strategy_name: str) -> dict[str, Any]:
-    info: dict[str, Any] = {
-        "hpcbench": __version__,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "host": platform.node(),
-        "launcher": runtime.launch.launcher,
-        "job_id": job_id(),
-        "nodelist": os.environ.get("SLURM_JOB_NODELIST"),
-        "threads": runtime.threads,
-        "backend": runtime.backend if strategy_name == "ddp" else None,
-    }
-    if strategy_name == "mpi":
-        from mpi4py import MPI
-
-        info["mpi"] = MPI.Get_library_version().splitlines()[0].strip()
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-        info["git"] = rev.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        info["git"] = None
-    return info
-
-
-def set_up(
-    config: TrainConfig,
-    runtime: Runtime,
-    strategy: Strategy,
-    log: Log,
-    run_dir: tuple[Path, str] | None = None,
-) -> tuple[TrainData, nn.Module]:
-    """Every check the user's input can fail, agreed on by every rank before any collective of
-    the model: the run directory (rank 0 creates it and writes a probe file), the TensorBoard
-    package and directory (rank 0), the dataset, the batch split, the model."""
-    rank, world = runtime.rank, runtime.world_size
-
-    def place() -> None:
-        if rank == 0 and run_dir is not None:
-            prepare_run_dir(*run_dir)
-        if rank == 0:
-            check_board(config, run_dir[0] if run_dir else None)
-        ensure_dataset(config, rank, log)
-
-    agree(strategy, place)
-    wait_for_dataset(config)
-
-    def build() -> tuple[TrainData, nn.Module]:
-        torch.manual_seed(config.seed)
-        data = TrainData(config, rank, world)
-        shape, k = tuple(data.manifest.shape), data.manifest.num_classes
-        model = build_model(config.model, shape, k)
-        if config.weights is not None:
-            said = load_weights(model, config.weights, k)
-            if rank == 0:
-                log(said)
-        check_compile(config, runtime.device)
-        return data, to_channels_last(model, config)
-
-    return agree(strategy, build)
-
-
-def _diverged_step(
-    epoch: int, step: int, world: int, loss: float, lr: float, rank: int
-) -> BaseException:
-    return diverged(
-        f"training diverged at epoch {epoch + 1}, step {step + 1}: the gradients summed over "
-        f"{world} rank(s) are not finite (rank {rank}'s loss {float(loss):.4g}, lr {lr:.4g}); "
-        "no results written (lower --lr, or add --warmup-epochs)",
-        rank,
-    )
-
-
-def _diverged_epoch(epoch: int, world: int, loss: float, rank: int) -> BaseException:
-    return diverged(
-        f"training diverged in epoch {epoch + 1}: the mean training loss over {world} rank(s) "
-        f"is {loss}; no results written (lower --lr, or add --warmup-epochs)",
-        rank,
-    )
-
-
 # ---- the run, top to bottom -----------------------------------------------------------------
-@dataclass
-class Training:
-    """What set-up made and every epoch uses."""
-
-    config: TrainConfig
-    runtime: Runtime
-    strategy: Strategy
-    log: Log
-    clock: Clock
-    windows: PhaseWindows  # each phase's wall-clock bounds on this rank
-    data: TrainData
-    model: nn.Module
-    optimizer: torch.optim.Optimizer
-    schedule: torch.optim.lr_scheduler.LRScheduler
-    criterion: nn.Module
-    norm: Normalizer
-    precision: Precision  # --precision: autocast and fp16 loss scaling
-    drill: Drill | None  # this rank's failure drill ($HPCBENCH_FAIL_AT)
-    stop: StopRequest  # the stop signals this process received
-    watchdog: Watchdog
-    checkpoint_dir: Path
-    fingerprint: dict[str, Any]
-    replicas: Replicas  # ranks on different kinds of device: re-synchronised from rank 0
-    setup_s: float = 0.0  # the slowest rank's set-up seconds
-    steps_done: int = 0  # training steps so far, over all epochs
-    board: NullBoard = field(default_factory=NullBoard)  # rank 0's --tensorboard log
-    start_epoch: int = 0  # where this run starts (after --resume)
-    start_step: int = 0
-    epochs: list[dict[str, Any]] = field(default_factory=list)  # the rows so far
-    losses: list[Any] = field(default_factory=list)  # each step's global mean loss so far
-    request_checked: float = 0.0  # when rank 0 last looked for the job's stop request
-    partial: dict[str, Any] | None = None  # a resumed epoch's meter and seconds so far
-    checkpoint_s: list[float] = field(default_factory=list)  # each checkpoint's seconds
-    resumed_from: str | None = None
-    verdicts: Verdicts = field(default_factory=Verdicts)  # steps' finite flags not yet read
-
-    @property
-    def lr(self) -> float:
-        return self.optimizer.param_groups[0]["lr"]
-
-
 def run(
     config: TrainConfig,
     runtime: Runtime,
@@ -391,8 +133,8 @@ def run(
     stop: StopRequest | None = None,
 ) -> dict[str, Any]:
     """Train, validate, test; return the results (:func:`hpcbench.train.results.final_results`).
-    ``run_dir`` (rank 0: the directory and the option that named it) is checked for writing
-    during set-up. With ``--resume`` the run continues from a checkpoint; a stop signal
+    ``run_dir`` (on rank 0, and there only: the directory and the option that named it, as
+    :func:`hpcbench.train.results.run_dir_of` decides) is checked for writing during set-up. With ``--resume`` the run continues from a checkpoint; a stop signal
     (``stop``) ends it at the next step boundary with a checkpoint (:class:`Stopped`)."""
     t = start(config, runtime, strategy, log, run_dir, stop or StopRequest())
     try:
@@ -413,201 +155,43 @@ def run(
         t.board.close()
 
 
-def _results_dir(config: TrainConfig) -> Path:
-    return run_dir_of(config)[0]
-
-
-def checkpoint_dir_of(config: TrainConfig, run_dir: Path) -> Path:
-    return (
-        Path(config.checkpoint_dir).expanduser().resolve()
-        if config.checkpoint_dir
-        else run_dir / "checkpoints"
-    )
-
-
-def start(
-    config: TrainConfig,
-    runtime: Runtime,
-    strategy: Strategy,
-    log: Log,
-    run_dir: tuple[Path, str] | None,
-    stop: StopRequest,
-) -> Training:
-    """Set-up, timed (the slowest rank's time) and windowed: the agreed checks, then the model
-    placed by the strategy, the optimiser and its schedule, then the checkpoint to resume from
-    (found and loaded on every rank; a bad one stops every rank together)."""
-    make_deterministic(config)
-    clock = Clock(runtime)
-    windows = PhaseWindows(clock)
-    with windows.phase("setup"):
-        t0 = clock()
-        data, model = set_up(config, runtime, strategy, log, run_dir)
-        model = strategy.setup(model, data.weight)
-        strategy.model = compiled(strategy.model, config)
-        optimizer = make_optimizer(config, model, data.global_batch)
-        t = Training(
-            config=config,
-            runtime=runtime,
-            strategy=strategy,
-            log=log,
-            clock=clock,
-            windows=windows,
-            data=data,
-            model=model,
-            optimizer=optimizer,
-            schedule=make_schedule(config, optimizer, data.steps),
-            criterion=nn.CrossEntropyLoss(),
-            norm=Normalizer(data.manifest, runtime.device, batch_layout(config)),
-            precision=Precision(config.precision, runtime.device),
-            drill=drill_for(runtime.rank),
-            stop=stop,
-            watchdog=Watchdog(config.hang_timeout, runtime.rank),
-            checkpoint_dir=strategy.broadcast_object(
-                checkpoint_dir_of(config, run_dir[0] if run_dir else _results_dir(config))
-                if runtime.rank == 0
-                else None
-            ),
-            fingerprint=ckpt.fingerprint(config, data.global_batch, data.manifest.dataset_id),
-            replicas=Replicas.of(
-                strategy,
-                device_kind(runtime.device, drill_for(runtime.rank)),
-                config.resync_every,
-            ),
-        )
-        if config.step_breakdown:
-            strategy.breakdown = StepBreakdown(runtime.synchronize)
-        agree(strategy, lambda: resume(t))
-        strategy.barrier()
-        t.setup_s = float(strategy.all_reduce(np.array([clock() - t0]), "max")[0])
-    if runtime.rank == 0:
-        mark("ready", {"steps_done": t.steps_done})
-        stop.read_request_file()
-    t.board = open_board(config, runtime.rank, run_dir[0] if run_dir else None)
-    return t
-
-
-def resume(t: Training) -> None:
-    """Continue from the checkpoint ``--resume`` names, if any: weights, optimiser, schedule,
-    random generators, position and the progress so far."""
-
-    def warn(message: str) -> None:
-        if t.runtime.rank == 0:
-            print(message, file=sys.stderr, flush=True)
-
-    found = ckpt.find(t.config.resume, t.checkpoint_dir, warn, t.fingerprint, t.runtime.world_size)
-    if found is None:
-        if t.config.resume == "auto" and t.checkpoint_dir.exists():  # silent on a first run
-            t.log(f"no usable checkpoint in {t.checkpoint_dir}: starting afresh")
-        return
-    ckpt.restore(found, t.strategy, t.optimizer, t.schedule, t.runtime.rank)
-    t.precision.load_state_dict(found.payload.get("amp", {}))
-    pos, progress = found.payload["position"], found.payload["progress"]
-    t.start_epoch, t.start_step, t.steps_done = pos["epoch"], pos["step"], pos["steps_done"]
-    t.epochs = list(progress["epochs"])
-    t.losses = list(progress["losses"])
-    t.partial = progress["partial"] if t.start_step else None
-    t.checkpoint_s = list(progress["checkpoint_s"])
-    t.replicas.load(progress.get("replicas"))
-    t.resumed_from = str(found.path)
-    note = resume_note(t.runtime.device, t.config.deterministic, progress.get("deterministic"))
-    if note is not None:
-        warn(note)
-    t.log(
-        f"resuming from {found.path}: epoch {t.start_epoch + 1}, step {t.start_step} "
-        f"({t.steps_done} steps done, written by {pos['world_size']} rank(s))"
-    )
-
-
 def save_checkpoint(
     t: Training, epoch: int, step: int, meter: Meter | None = None, times: list[float] | None = None
 ) -> Path | None:
-    """Write the checkpoint of position (epoch, step) -- every rank calls this at the same
-    step: the replicas' checksums are compared, every rank's generators gathered, rank 0
-    writes. Returns the file on rank 0."""
+    """The checkpoint of position (epoch, step), written by :func:`.checkpointing.save` after
+    the re-synchronisation of mixed devices; every rank calls this at the same step. Returns the
+    file on rank 0."""
     if not t.config.checkpoint:
         return None
     c0 = time.perf_counter()
-    strategy, rank = t.strategy, t.runtime.rank
-    assert strategy.eval_model is not None
     resync(t)
-    mine = ckpt.parameter_checksum(strategy.eval_model)
-    low, high = strategy.all_reduce(np.array([-mine, mine]), "max")
-    if -low != high:
-        raise RuntimeError(
-            f"the model replicas differ between ranks at step {t.steps_done} (parameter "
-            f"checksums {-float(low)!r} and {float(high)!r}): no checkpoint written"
-        )
-    ranks = strategy.gather_object(
-        {**ckpt.rank_state(strategy.eval_model), "strategy": strategy.rank_state()}
+    path = checkpointing.save(
+        t.strategy,
+        t.optimizer,
+        t.schedule,
+        t.precision,
+        directory=t.checkpoint_dir,
+        keep=t.config.checkpoint_keep,
+        fingerprint=t.fingerprint,
+        position={
+            "epoch": epoch,
+            "step": step,
+            "steps_done": t.steps_done,
+            "world_size": t.runtime.world_size,
+            "steps_per_epoch": t.data.steps,
+        },
+        progress={
+            "epochs": t.epochs,
+            "losses": loss_values(t),
+            "checkpoint_s": t.checkpoint_s,
+            "replicas": t.replicas.state(),
+            "deterministic": t.config.deterministic,
+        },
+        dataset=ckpt.dataset_description(t.data.manifest),
+        partial=None if meter is None or times is None else (meter.vector(), times),
     )
-    partial = None
-    if meter is not None and times is not None:
-        partial = {
-            "meter": torch.from_numpy(strategy.all_reduce(meter.vector())),
-            "times": torch.from_numpy(strategy.all_reduce(np.array(times), "max")),
-        }
-    path = None
-    if rank == 0:
-        payload = ckpt.payload(
-            fp=t.fingerprint,
-            strategy=strategy,
-            optimizer=t.optimizer,
-            schedule=t.schedule,
-            position={
-                "epoch": epoch,
-                "step": step,
-                "steps_done": t.steps_done,
-                "world_size": t.runtime.world_size,
-                "steps_per_epoch": t.data.steps,
-            },
-            ranks=ranks,
-            progress={
-                "epochs": t.epochs,
-                "losses": loss_values(t),
-                "partial": partial,
-                "checkpoint_s": t.checkpoint_s,
-                "replicas": t.replicas.state(),
-                "deterministic": t.config.deterministic,
-            },
-            dataset=ckpt.dataset_description(t.data.manifest),
-            amp=t.precision.state_dict(),
-        )
-        try:
-            path = ckpt.write(t.checkpoint_dir, t.steps_done, payload, t.config.checkpoint_keep)
-        except OSError as err:
-            failed = OSError(
-                err.errno,
-                f"cannot write the checkpoint of step {t.steps_done} in {t.checkpoint_dir} "
-                f"({err.strerror}); the previous checkpoints are intact",
-            )
-            raise failed from None
-    strategy.barrier()
     t.checkpoint_s.append(time.perf_counter() - c0)
     return path
-
-
-def announce(t: Training) -> None:
-    """The banner, and a note when the CPU ranks of this node want more threads than it has
-    cores."""
-    config, runtime, data, manifest = t.config, t.runtime, t.data, t.data.manifest
-    t.log(
-        f"hpcbench train: {t.strategy.name} on {runtime.world_size} rank(s), {runtime.device.type}, {runtime.threads} thread(s)/rank; "
-        f"{config.model} on {manifest.name} ({manifest.split('train').samples} train samples, "
-        f"{'x'.join(str(s) for s in manifest.shape)}); global batch {data.global_batch} "
-        f"({'/'.join(map(str, data.batch_sizes))} per rank), {data.steps} steps/epoch, {config.epochs} epoch(s)"
-    )
-    details = t.strategy.describe()
-    if details:
-        t.log(f"{t.strategy.name}: {details}")
-    if t.replicas.mixed:
-        t.log(f"replicas: {t.replicas.describe()}")
-    cores = usable_cores()
-    ranks = runtime.launch.local_world_size
-    if runtime.device.type == "cpu" and ranks * runtime.threads > cores:
-        t.log(
-            f"note: {ranks} rank(s) x {runtime.threads} thread(s) on {cores} core(s): "
-            "the node is oversubscribed; communication times include waiting for descheduled ranks"
-        )
 
 
 def _progress_bar(t: Training, epoch: int) -> Progress | None:
@@ -639,21 +223,13 @@ def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
     if t.data.sharded is not None:  # the shard order has no index: pass the steps done
         for _ in range(first):
             next(read)
-    depth = prefetch_depth(t.config, t.runtime)
+    depth = prefetch_depth(t.config.prefetch, t.runtime.device.type)
     batches = Prefetcher(read, t.norm.stage, depth) if depth else staged(read, t.norm.stage)
     try:
         return _train_steps(t, epoch, first, batches, meter, e0, before, progress)
     finally:
         if isinstance(batches, Prefetcher):
             batches.close()
-
-
-def prefetch_depth(config: TrainConfig, runtime: Runtime) -> int:
-    """Batches read ahead: ``--prefetch``, else 2 on a GPU and none on a CPU (whose cores
-    already run the compute threads)."""
-    if config.prefetch is not None:
-        return config.prefetch
-    return 2 if runtime.device.type == "cuda" else 0
 
 
 def _train_steps(
@@ -737,7 +313,7 @@ def check_verdicts(t: Training) -> None:
     bad = t.verdicts.first_bad()
     if bad is not None:
         world, rank = t.runtime.world_size, t.runtime.rank
-        raise _diverged_step(bad.epoch, bad.step, world, bad.loss, bad.lr, rank)
+        raise diverged_at_step(bad.epoch, bad.step, world, bad.loss, bad.lr, rank)
 
 
 def agree_after_step(t: Training, loss: torch.Tensor, weight: float) -> tuple[bool, Any]:
@@ -796,7 +372,7 @@ def run_epoch(t: Training, epoch: int) -> dict[str, Any]:
     timed = t.strategy.breakdown
     breakdown = per_step_ms(t.strategy.all_reduce(timed.vector())) if timed.enabled else None
     if not math.isfinite(train["loss"]):  # the same all-reduced number on every rank
-        raise _diverged_epoch(epoch, t.runtime.world_size, train["loss"], t.runtime.rank)
+        raise diverged_in_epoch(epoch, t.runtime.world_size, train["loss"], t.runtime.rank)
     v0 = t.clock()
     val = None
     if (epoch + 1) % t.config.val_every == 0 or epoch + 1 == t.config.epochs:
@@ -844,28 +420,16 @@ def finish(t: Training, epochs: list[dict[str, Any]]) -> dict[str, Any]:
         dataset_name=t.data.manifest.name,
         batch_sizes=t.data.batch_sizes,
         steps_per_epoch=t.data.steps,
-        provenance=_provenance(t.runtime, t.strategy.name),
+        provenance=provenance(t.runtime, t.strategy.name),
         epochs=epochs,
         test=test,
         test_s=test_s,
         setup_s=t.setup_s,
         phase_windows=t.windows.rows,
-        checkpoints=checkpoint_record(t),
+        checkpoints=checkpointing.record(
+            t.config.checkpoint, t.checkpoint_dir, t.checkpoint_s, t.resumed_from
+        ),
         step_losses=loss_values(t),
         replicas=t.replicas.record(),
         precision=t.precision.record(),
     )
-
-
-def checkpoint_record(t: Training) -> dict[str, Any]:
-    """What ``metrics.json`` says of checkpoints: where, how many, how long each took (the
-    lead a scheduler's warning signal needs), and what this run resumed from."""
-    times = t.checkpoint_s
-    return {
-        "enabled": t.config.checkpoint,
-        "directory": str(t.checkpoint_dir),
-        "written": len(times),
-        "max_s": max(times) if times else None,
-        "mean_s": sum(times) / len(times) if times else None,
-        "resumed_from": t.resumed_from,
-    }

@@ -1,7 +1,7 @@
 """Reading the next batches while the current one computes (``--prefetch N``).
 
 A :class:`Prefetcher` runs the rank's batch iterator in one background thread, up to ``N``
-batches ahead, each handed to ``stage`` there (:meth:`hpcbench.train.loop.Normalizer.stage`: on
+batches ahead, each handed to ``stage`` there (:meth:`hpcbench.train.normalize.Normalizer.stage`: on
 a GPU it copies the batch into pinned memory and starts a non-blocking copy to the device on a
 side stream, so the transfer overlaps the compute too). The training loop takes batches in the
 same order as without it: the data order, and so the results, do not change.
@@ -85,3 +85,11 @@ def staged(items: Iterator[Any], stage: Callable[..., Any]) -> Iterator[Any]:
     """The same as a :class:`Prefetcher` of depth 0: each item staged when it is asked for."""
     for item in items:
         yield stage(*item)
+
+
+def prefetch_depth(option: int | None, device_type: str) -> int:
+    """Batches read ahead: ``--prefetch`` (``option``), else 2 on a GPU and none on a CPU (whose
+    cores already run the compute threads)."""
+    if option is not None:
+        return option
+    return 2 if device_type == "cuda" else 0

@@ -1,4 +1,5 @@
-"""Where this rank runs: its device, threads, torch.distributed backend and rendezvous address.
+"""Where this rank runs: its device, threads, torch.distributed backend and rendezvous address;
+and the run's provenance (:func:`provenance`).
 
 Built on :func:`hpcbench.launch.detect_launch` (who started us). Device: ``cuda:<local rank>``
 when that many GPUs are visible (``--device auto``), else the CPU with ``threads`` =
@@ -12,12 +13,17 @@ from the job id (as Lightning does), or a free port chosen by rank 0 and sent ov
 from __future__ import annotations
 
 import os
+import platform
 import re
 import socket
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 
+from hpcbench import __version__
 from hpcbench.launch import MPI_LAUNCHERS, LaunchInfo, detect_launch, job_id, usable_cores
 
 
@@ -108,3 +114,34 @@ def rendezvous(launch: LaunchInfo) -> tuple[str, int]:
     nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
     host = addr or (first_host(nodelist) if nodelist else "127.0.0.1")
     return host, int(port) if port else (job or 20000)
+
+
+def provenance(runtime: Runtime, strategy_name: str) -> dict[str, Any]:
+    """Where and with what this run ran: versions, host, launcher, job, threads, backend, git."""
+    info: dict[str, Any] = {
+        "hpcbench": __version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "launcher": runtime.launch.launcher,
+        "job_id": job_id(),
+        "nodelist": os.environ.get("SLURM_JOB_NODELIST"),
+        "threads": runtime.threads,
+        "backend": runtime.backend if strategy_name == "ddp" else None,
+    }
+    if strategy_name == "mpi":
+        from mpi4py import MPI
+
+        info["mpi"] = MPI.Get_library_version().splitlines()[0].strip()
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+        info["git"] = rev.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        info["git"] = None
+    return info

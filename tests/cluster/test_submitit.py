@@ -123,7 +123,7 @@ def test_a_submitit_job_after_a_failed_job_never_runs(slurm_cluster, completion_
     require(have_module("submitit"), "submitit")
     import subprocess
 
-    from hpcbench.spec import SpecError
+    from hpcbench.jobs.spec import SpecError
     from tests.conftest import hpcbench
 
     r = hpcbench("submit", "--scheduler", "slurm", "--program", "false", cwd=tmp_path)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.schedulers.local import proc_stat
+from hpcbench.jobs.schedulers.local import proc_stat
 from tests.conftest import hpcbench, mpiexec_available, require
 
 LOCAL = ("--scheduler", "local", "--launcher", "mpiexec")

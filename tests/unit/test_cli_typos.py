@@ -10,9 +10,10 @@ import sys
 
 import pytest
 
-from hpcbench.program_args import check_program_args
-from hpcbench.render import render_script
-from hpcbench.spec import SpecError, build_spec
+from hpcbench.jobs.program_args import check_program_args
+from hpcbench.jobs.render import render_script
+from hpcbench.jobs.spec import SpecError
+from hpcbench.jobs.spec_load import build_spec
 from tests.conftest import hpcbench
 
 

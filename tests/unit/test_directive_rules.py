@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import pytest
 
-from hpcbench.render import RenderError, render_script
-from hpcbench.schedulers import SCHEDULER_CLASSES
-from hpcbench.spec import SpecError, build_spec
+from hpcbench.jobs.render import RenderError, render_script
+from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
+from hpcbench.jobs.spec import SpecError
+from hpcbench.jobs.spec_load import build_spec
 
 PAYLOADS = {
     "sge": "#$ -S /tmp/evil-shell",

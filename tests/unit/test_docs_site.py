@@ -46,7 +46,7 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
     api = (out / "api.html").read_text(encoding="utf-8")
     for documented in (
         "hpcbench.api.submit",
-        "hpcbench.spec.load_spec",
+        "hpcbench.jobs.spec_load.load_spec",
         "hpcbench.data.reader.ShardedDataset",
         "data_prep.convert",
         "hpcbench.train.entry.run_training",

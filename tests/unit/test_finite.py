@@ -160,7 +160,7 @@ def test_a_skipped_first_step_leaves_the_momentum_as_if_it_had_not_happened():
     (fp16's first steps overflow): the trainer's optimiser starts them at zero, which gives
     the first real step SGD's own first update, bit for bit."""
     from hpcbench.train.config import TrainConfig
-    from hpcbench.train.loop import make_optimizer
+    from hpcbench.train.optim import make_optimizer
 
     torch.manual_seed(0)
     a, b = nn.Linear(4, 3), nn.Linear(4, 3)

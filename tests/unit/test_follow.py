@@ -1,10 +1,10 @@
-"""Following a log while a job writes it (:mod:`hpcbench.follow`): whole lines, in order, once."""
+"""Following a log while a job writes it (:mod:`hpcbench.jobs.follow`): whole lines, in order, once."""
 
 from __future__ import annotations
 
 import os
 
-from hpcbench.follow import LogFollower
+from hpcbench.jobs.follow import LogFollower
 
 
 def test_lines_arrive_once_and_whole(tmp_path):

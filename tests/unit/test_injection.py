@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.render import RenderError, directive, render_script
-from hpcbench.schedulers import SCHEDULER_CLASSES
-from hpcbench.spec import SpecError, build_spec
+from hpcbench.jobs.render import RenderError, directive, render_script
+from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
+from hpcbench.jobs.spec import SpecError
+from hpcbench.jobs.spec_load import build_spec
 
 CANARY = "PWNED"
 HOSTILE = [

@@ -25,9 +25,10 @@ from hypothesis import strategies as st
 
 from hpcbench import api
 from hpcbench.cli import main
-from hpcbench.render import RenderError
-from hpcbench.spec import MAX_LINE_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS, JobSpec, SpecError
-from hpcbench.spec import load_spec as load_spec_file
+from hpcbench.jobs.render import RenderError
+from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
+from hpcbench.jobs.spec import MAX_LINE_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS, JobSpec, SpecError
+from hpcbench.jobs.spec_load import load_spec as load_spec_file
 from hpcbench.train.config import ConfigError, parse_args
 from tests.conftest import need_module
 
@@ -299,8 +300,9 @@ def bad_value(kind: str, meta: dict[str, Any]) -> st.SearchStrategy[Any]:
                 max_size=2,
             ),
         )
-    if kind == "choice":
-        return st.one_of(st.text(max_size=10).filter(lambda v: v not in meta["choices"]), NOT_STR)
+    if kind in ("choice", "scheduler"):
+        choices = SCHEDULER_CHOICES if kind == "scheduler" else meta["choices"]
+        return st.one_of(st.text(max_size=10).filter(lambda v: v not in choices), NOT_STR)
     if kind == "table":
         return st.one_of(st.integers(), st.text(max_size=5), st.lists(st.integers(), max_size=2))
     raise AssertionError(kind)
@@ -580,7 +582,7 @@ def test_a_bad_spec_file_or_program_argument_exits_2_with_one_line(
 def test_a_bad_job_id_exits_2_with_one_line_and_reaches_no_scheduler(
     action, job_id, scheduler, tmp_path, monkeypatch, capsys
 ):
-    from hpcbench.schedulers import SCHEDULER_CLASSES
+    from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
 
     assert not any(cls.id_pattern.fullmatch(job_id) for cls in SCHEDULER_CLASSES.values())
     monkeypatch.setenv("HPCBENCH_STATE_DIR", str(tmp_path / "state"))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.render import render_script
-from hpcbench.spec import load_spec, read_spec_file
+from hpcbench.jobs.render import render_script
+from hpcbench.jobs.spec_load import load_spec, read_spec_file
 from tests.unit.test_render import lint_script
 
 if sys.version_info >= (3, 11):
@@ -110,7 +110,7 @@ def test_the_smoke_form_replaces_only_what_it_names_and_unset_restores_defaults(
     assert (smoke.resources.nodes, smoke.resources.account) == (2, None)
     assert smoke.resources.time_s == 600 and smoke.program.args == ["--max-steps", "4"]
     assert smoke.program.module == "hpcbench.train"
-    from hpcbench.spec import SpecError
+    from hpcbench.jobs.spec import SpecError
 
     bad = tmp_path / "bad.toml"
     bad.write_text("[resources]\nnodes = 1\n[smoke]\nresources = { nodes = 0 }\n")

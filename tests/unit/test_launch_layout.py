@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BELOW_THE_TRAINER = ("hpcbench/data", "data_prep", "hpcbench/schedulers", "hpcbench/launch.py")
+BELOW_THE_TRAINER = ("hpcbench/data", "data_prep", "hpcbench/jobs/schedulers", "hpcbench/launch.py")
 TRAINER = "hpcbench.train"
 
 
@@ -82,7 +82,7 @@ def test_the_layers_below_the_trainer_never_import_it():
         ("from hpcbench import train", "hpcbench.data.reader"),
         (
             "def f():\n    from hpcbench.train.runtime import job_port\n",
-            "hpcbench.schedulers.local",
+            "hpcbench.jobs.schedulers.local",
         ),
         ("from ..train.config import ConfigError", "hpcbench.data.reader"),
         ("import importlib\nimportlib.import_module('hpcbench.train.entry')", "data_prep.arrays"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpcbench.logs import first_rank_error
+from hpcbench.jobs.logs import first_rank_error
 
 TB = [
     "Traceback (most recent call last):",
@@ -75,8 +75,8 @@ def test_a_rank_that_stopped_with_a_one_line_error_is_named_by_it():
 
 
 def test_a_traceback_in_either_log_wins_over_an_error_line_in_the_other(tmp_path):
-    from hpcbench.job import Job
-    from hpcbench.schedulers.base import JobRecord, JobStatus
+    from hpcbench.jobs.job import Job
+    from hpcbench.jobs.schedulers.base import JobRecord, JobStatus
 
     out, err = tmp_path / "job.out", tmp_path / "job.err"
     out.write_text("\n".join("1: " + line for line in TB) + "\n")
@@ -138,8 +138,8 @@ def test_a_programs_usage_error_under_torchrun_is_the_reason_not_torchruns_summa
     ChildFailedError traceback and summary; the failure report leads with the line."""
     from pathlib import Path
 
-    from hpcbench.job import Job
-    from hpcbench.schedulers.base import JobRecord, JobStatus
+    from hpcbench.jobs.job import Job
+    from hpcbench.jobs.schedulers.base import JobRecord, JobStatus
 
     recorded = Path(__file__).parent / "recorded" / "logs" / "torchrun-usage-error.err"
     err, out = tmp_path / "job.err", tmp_path / "job.out"

@@ -59,7 +59,7 @@ def test_wheel_contains_templates_and_renders_from_install(tmp_path):
         check=True,
     )
     code = (
-        "import hpcbench, hpcbench.render as r; from hpcbench.spec import build_spec;"
+        "import hpcbench, hpcbench.jobs.render as r; from hpcbench.jobs.spec_load import build_spec;"
         f"assert hpcbench.__file__.startswith({str(target)!r}), hpcbench.__file__;"
         f"assert str(r.builtin_template_dir()).startswith({str(target)!r});"
         "print(r.render_script(build_spec({}), 'slurm'))"

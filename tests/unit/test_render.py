@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.render import RenderError, directive, render_script
-from hpcbench.schedulers import SCHEDULER_CLASSES
-from hpcbench.spec import build_spec
+from hpcbench.jobs.render import RenderError, directive, render_script
+from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
+from hpcbench.jobs.spec_load import build_spec
 from tests.conftest import require
 
 SCHEDULERS = list(SCHEDULER_CLASSES)  # every scheduler the registry finds, a new one included

@@ -10,8 +10,9 @@ import json
 import pytest
 
 from hpcbench import api
-from hpcbench.render import RenderError, render_script
-from hpcbench.spec import SpecError, load_spec
+from hpcbench.jobs.render import RenderError, render_script
+from hpcbench.jobs.spec import SpecError
+from hpcbench.jobs.spec_load import load_spec
 from tests.conftest import hpcbench
 
 

@@ -2,7 +2,7 @@
 README.md says where each one comes from), for every state each batch system prints.
 
 Stand-in ``squeue``/``sacct``/``qstat``/``qacct`` programs first on PATH print the recorded files,
-so the tests go through ``hpcbench.schedulers.get(name).statuses([...])`` and its subprocesses as
+so the tests go through ``hpcbench.jobs.schedulers.get(name).statuses([...])`` and its subprocesses as
 on a cluster.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import schedulers
+from hpcbench.jobs import schedulers
 
 RECORDED = Path(__file__).parent / "recorded"
 SLURM_VERSIONS = ["22.05", "23.02", "23.11", "24.05", "24.11"]

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import api, registry
-from hpcbench.render import builtin_template_dir, render_script
-from hpcbench.schedulers import SCHEDULER_CLASSES, detect, get
-from hpcbench.schedulers.base import (
+from hpcbench import api
+from hpcbench.jobs import registry
+from hpcbench.jobs.render import builtin_template_dir, render_script
+from hpcbench.jobs.schedulers import SCHEDULER_CHOICES as SCHEDULERS
+from hpcbench.jobs.schedulers import SCHEDULER_CLASSES, detect, get
+from hpcbench.jobs.schedulers.base import (
     CANCELLED,
     COMPLETED,
     FAILED,
@@ -27,9 +29,9 @@ from hpcbench.schedulers.base import (
     UNKNOWN,
     JobRecord,
 )
-from hpcbench.schedulers.lsf import LsfScheduler, parse_bjobs
-from hpcbench.script_check import reading_rules
-from hpcbench.spec import SCHEDULERS, build_spec
+from hpcbench.jobs.schedulers.lsf import LsfScheduler, parse_bjobs
+from hpcbench.jobs.script_check import reading_rules
+from hpcbench.jobs.spec_load import build_spec
 from tests.conftest import hpcbench
 
 

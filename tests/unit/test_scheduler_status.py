@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.schedulers import JobIdError, SchedulerError
-from hpcbench.schedulers.base import JobRecord
-from hpcbench.schedulers.local import LocalScheduler
-from hpcbench.schedulers.pbs import OPENPBS, TORQUE, PbsScheduler, pbs_flavour
-from hpcbench.schedulers.sge import SgeScheduler
-from hpcbench.schedulers.slurm import SlurmScheduler
+from hpcbench.jobs.schedulers import JobIdError, SchedulerError
+from hpcbench.jobs.schedulers.base import JobRecord
+from hpcbench.jobs.schedulers.local import LocalScheduler
+from hpcbench.jobs.schedulers.pbs import OPENPBS, TORQUE, PbsScheduler, pbs_flavour
+from hpcbench.jobs.schedulers.sge import SgeScheduler
+from hpcbench.jobs.schedulers.slurm import SlurmScheduler
 from tests.conftest import hpcbench
 
 OPENPBS_VERSION = "pbs_version = 22.05.11\n"

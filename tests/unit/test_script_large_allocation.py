@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.preflight import check_slurm
-from hpcbench.render import render_script
-from hpcbench.spec import build_spec
+from hpcbench.jobs.render import render_script
+from hpcbench.jobs.schedulers.slurm import check_slurm
+from hpcbench.jobs.spec_load import build_spec
 
 NODES = 10_000  # the largest allocation a user asks for (Frontier-class machines)
 HOSTS = 100_000  # what the stubs print: far more than one pipe buffer

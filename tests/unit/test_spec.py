@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hpcbench.spec import SpecError, build_spec, load_spec, parse_memory, parse_time
+from hpcbench.jobs.spec import SpecError
+from hpcbench.jobs.spec_load import build_spec, load_spec
+from hpcbench.jobs.units import parse_memory, parse_time
 from tests.conftest import hpcbench
 
 
@@ -200,7 +202,8 @@ def test_cli_error_is_one_line_exit_2_and_writes_nothing(workdir):
 
 
 def test_a_program_config_is_passed_first_and_args_still_override(tmp_path, monkeypatch):
-    from hpcbench.launchers import shell_join, srun_words, torchrun_words
+    from hpcbench.jobs.launchers import shell_join, torchrun_words
+    from hpcbench.jobs.schedulers.slurm import srun_words
     from hpcbench.train.config import parse_args
 
     monkeypatch.chdir(tmp_path)

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.render import RenderError, render_script
-from hpcbench.schedulers import SCHEDULER_CLASSES
-from hpcbench.spec import SpecError, build_spec, load_spec
+from hpcbench.jobs.render import RenderError, render_script
+from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
+from hpcbench.jobs.spec import SpecError
+from hpcbench.jobs.spec_load import build_spec, load_spec
 from tests.conftest import REPO, hpcbench, require
 from tests.unit.test_injection import RECORDER
 
@@ -269,7 +270,7 @@ def test_written_files_honour_the_umask(tmp_path):
 
 
 def test_submitit_setup_lines_keep_values_on_one_line_and_refuse_directives():
-    from hpcbench.submitit_jobs import setup_lines
+    from hpcbench.jobs.submitit_jobs import setup_lines
 
     spec = build_spec(
         {"environment": {"variables": {"NOTE": "a\n#SBATCH --time=999:00:00"}, "venv": "~/v"}}

@@ -49,8 +49,10 @@ def main() -> int:
     )
     from hpcbench.train.config import TrainConfig
     from hpcbench.train.data import TrainData
-    from hpcbench.train.loop import Normalizer, make_optimizer, train_step
+    from hpcbench.train.loop import train_step
     from hpcbench.train.models import build_model
+    from hpcbench.train.normalize import Normalizer
+    from hpcbench.train.optim import make_optimizer
     from hpcbench.train.precision import Precision
     from hpcbench.train.runtime import make_runtime
     from hpcbench.train.strategies import make_strategy

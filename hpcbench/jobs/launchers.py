@@ -1,10 +1,14 @@
-"""Launch lines for torchrun, mpiexec and srun, as pure functions of a spec and a scheduler.
+"""Launch lines for torchrun and mpiexec, and shell quoting, as pure functions of a spec.
 
 A launch line is a list of shell words. A plain ``str`` is a literal that the renderer quotes; a
 :class:`ShellVar` is an expression written here (never taken from the user) that the shell expands
 on the compute node, such as ``"$head_node:$rdzv_port"``. The batch templates define those shell
 variables (``job_id``, ``run_dir``, ``head_node``, ``rdzv_port``, ``mpi_opts``, ``mpi_per_node``)
 before the launch; nothing from ``$SLURM_*`` is ever expanded at render time.
+
+A scheduler composes these into its launch line (:meth:`.schedulers.base.Scheduler.launch_words`,
+where a batch system's own launcher such as ``srun`` lives in its module); nothing here knows the
+schedulers.
 """
 
 from __future__ import annotations
@@ -13,11 +17,8 @@ import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from hpcbench.schedulers.base import Scheduler
-    from hpcbench.spec import JobSpec
+from hpcbench.jobs.spec import JobSpec
 
 
 @dataclass(frozen=True)
@@ -153,38 +154,3 @@ def mpiexec_words(spec: JobSpec) -> list[Word]:
         ShellVar('"${mpi_opts[@]}"'),
     ]
     return [*words, *spec.launcher.args, *program_words(spec)]
-
-
-def srun_words(spec: JobSpec) -> list[Word]:
-    """``srun`` with one task per rank; a failing rank ends the step (``--kill-on-bad-exit``)."""
-    r = spec.resources
-    words: list[Word] = [
-        "srun",
-        f"--ntasks={r.world_size}",
-        f"--ntasks-per-node={r.ranks_per_node}",
-        "--kill-on-bad-exit=1",
-        "--label",
-    ]
-    if spec.launcher.srun_mpi:
-        words.append(f"--mpi={spec.launcher.srun_mpi}")
-    return [*words, *spec.launcher.args, *program_words(spec)]
-
-
-def launch_words(spec: JobSpec, scheduler: type[Scheduler]) -> list[Word]:
-    """The launch line of a batch script for ``scheduler`` (its class): what the scheduler
-    declares for ``launcher.kind`` (:meth:`~hpcbench.schedulers.base.Scheduler.launcher_words`),
-    else torchrun with one agent per node (started as the scheduler says) or mpiexec."""
-    if (own := scheduler.launcher_words(spec)) is not None:
-        return own
-    kind = spec.launcher.kind
-    if kind == "torchrun":
-        standalone = spec.resources.nodes == 1
-        return [*scheduler.node_agents(spec), *torchrun_words(spec, standalone=standalone)]
-    if kind == "mpiexec":
-        return mpiexec_words(spec)
-    if kind == "srun":
-        raise LaunchError(
-            f"launcher.kind: srun runs only under SLURM, not {scheduler.name}; use mpiexec or "
-            "torchrun"
-        )
-    raise LaunchError(f"launcher.kind: unknown launcher {kind!r}")

@@ -1,10 +1,10 @@
-"""Render a :class:`~hpcbench.spec.JobSpec` into a batch script with the Jinja job templates.
+"""Render a :class:`~hpcbench.jobs.spec.JobSpec` into a batch script with the Jinja job templates.
 
 The environment is strict (a missing variable is an error) and every user value reaches the
 script through a quoting filter:
 
 * ``shq`` -- one shell word, quoted with :func:`shlex.quote` (inert whatever it holds);
-* ``shjoin`` -- a launch line (see :mod:`hpcbench.launchers`);
+* ``shjoin`` -- a launch line (see :mod:`hpcbench.jobs.launchers`);
 * ``directive`` -- a value inside a ``#SBATCH``/``#PBS``/``#$`` line: bare when harmless, else
   double-quoted with ``\\`` and ``"`` escaped (how sbatch reads its directives); a value holding a
   newline is refused, since it would end the comment line and become code;
@@ -29,19 +29,18 @@ import jinja2
 import jinja2.sandbox
 
 from hpcbench import __version__
-from hpcbench.launchers import (
+from hpcbench.jobs.launchers import (
     LaunchError,
     ShellVar,
-    launch_words,
     path_word,
     quote_word,
     shell_join,
     torchrun_words,
 )
-from hpcbench.program_args import check_program_args
-from hpcbench.schedulers import SchedulerError, scheduler_class
-from hpcbench.script_check import ScriptCheckError, check_directives
-from hpcbench.spec import JobSpec
+from hpcbench.jobs.program_args import check_program_args
+from hpcbench.jobs.schedulers import SchedulerError, scheduler_class
+from hpcbench.jobs.script_check import ScriptCheckError, check_directives
+from hpcbench.jobs.spec import JobSpec
 
 TEMPLATE_DIR_VAR = "HPCBENCH_TEMPLATE_DIR"
 LINE_WIDTH = 96  # launch lines are wrapped with backslash continuations past this
@@ -232,7 +231,7 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
             f"{r.world_size} ranks is more than {LOCAL_MAX_RANKS}"
         )
     try:
-        launch = launch_words(spec, cls)
+        launch = cls.launch_words(spec)
     except LaunchError as err:
         raise RenderError(str(err)) from None
     torchrun = spec.launcher.kind == "torchrun"
@@ -273,9 +272,9 @@ def render_script(
     """The batch script for ``scheduler`` (``slurm``, ``pbs``, ``sge`` or ``local``).
 
     The arguments of hpcbench's own programs are checked with their parsers first
-    (:mod:`hpcbench.program_args`). A template found in the user's directories is named on
+    (:mod:`hpcbench.jobs.program_args`). A template found in the user's directories is named on
     stderr (through the ``hpcbench`` logger), and every rendered script is checked line by line: no line after the directive
-    header may be one that a scheduler reads as a directive (see :mod:`hpcbench.script_check`).
+    header may be one that a scheduler reads as a directive (see :mod:`hpcbench.jobs.script_check`).
     """
     try:
         cls = scheduler_class(scheduler)

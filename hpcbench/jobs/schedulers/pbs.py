@@ -17,14 +17,15 @@ import shutil
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hpcbench.schedulers.base import (
+from hpcbench.jobs.schedulers.base import (
     CANCELLED,
     COMPLETED,
     FAILED,
     PENDING,
     RUNNING,
+    TIMEOUT,
     UNKNOWN,
     JobStatus,
     Scheduler,
@@ -32,9 +33,9 @@ from hpcbench.schedulers.base import (
     run_command,
     run_process,
 )
-
-if TYPE_CHECKING:
-    from hpcbench.spec import JobSpec
+from hpcbench.jobs.schedulers.sge import qsub_is_grid_engine
+from hpcbench.jobs.spec import JobSpec
+from hpcbench.jobs.units import format_memory, format_time_hms
 
 _STATE_MAP = {
     "Q": PENDING,
@@ -128,8 +129,6 @@ def job_status(attrs: dict[str, str]) -> JobStatus:
         # killed it for a limit; walltime is -29 (JOB_EXEC_KILL_WALLTIME) on OpenPBS and -11
         # (JOB_EXEC_OVERLIMIT_WT) on Torque.
         if exit_code == (-29 if openpbs else -11):
-            from hpcbench.schedulers.base import TIMEOUT
-
             return JobStatus(TIMEOUT, exit_code, f"walltime exceeded (JOB_EXEC code {exit_code})")
         return JobStatus(
             FAILED, exit_code, f"PBS could not run the job (JOB_EXEC code {exit_code})"
@@ -166,8 +165,6 @@ class PbsScheduler(Scheduler):
 
     @classmethod
     def detect(cls) -> str | None:
-        from hpcbench.schedulers.sge import qsub_is_grid_engine
-
         qsub = shutil.which("qsub")
         return f"qsub found at {qsub}" if qsub and not qsub_is_grid_engine(qsub) else None
 
@@ -183,8 +180,6 @@ class PbsScheduler(Scheduler):
 
     @classmethod
     def template_context(cls, spec: JobSpec) -> dict[str, Any]:
-        from hpcbench.spec import format_memory, format_time_hms
-
         r = spec.resources
         return {
             "time_hms": format_time_hms(r.time_s),

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from hpcbench.atomic import write_atomically
-from hpcbench.schedulers.base import JobRecord, SchedulerError
-from hpcbench.state import state_dir
+from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError
+from hpcbench.jobs.state import state_dir
 
 _FIELDS = ("job_id", "scheduler", "script", "stdout", "stderr", "run_dir")
 

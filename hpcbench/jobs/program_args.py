@@ -17,7 +17,7 @@ import importlib
 from typing import NoReturn
 
 from hpcbench.argparsing import suggestion
-from hpcbench.spec import JobSpec, SpecError
+from hpcbench.jobs.spec import JobSpec, SpecError
 
 #: the module a job runs -> the module whose ``build_parser()`` reads its arguments
 PARSERS = {

@@ -10,9 +10,9 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hpcbench.schedulers.base import (
+from hpcbench.jobs.schedulers.base import (
     CANCELLED,
     COMPLETED,
     FAILED,
@@ -24,9 +24,9 @@ from hpcbench.schedulers.base import (
     SchedulerError,
     run_command,
 )
-
-if TYPE_CHECKING:
-    from hpcbench.spec import JobSpec
+from hpcbench.jobs.spec import JobSpec
+from hpcbench.jobs.state import state_dir
+from hpcbench.jobs.units import format_memory, format_time_hms
 
 GRID_ENGINE_NAMES = ("SGE", "GE", "UGE", "OGS", "SoGE", "AGE")
 
@@ -109,8 +109,6 @@ class SgeScheduler(Scheduler):
 
     @classmethod
     def template_context(cls, spec: JobSpec) -> dict[str, Any]:
-        from hpcbench.spec import format_memory, format_time_hms
-
         r = spec.resources
         slots = max(1, r.ranks_per_node * r.cpus_per_task)
         return {
@@ -175,6 +173,4 @@ class SgeScheduler(Scheduler):
 
 
 def _cancel_mark(job_id: str) -> Path:
-    from hpcbench.state import state_dir
-
     return state_dir() / "sge-cancelled" / "".join(c for c in job_id if c.isalnum() or c in "-_.")

@@ -15,12 +15,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from hpcbench.launchers import ShellVar, Word, quote_word
-
-if TYPE_CHECKING:
-    from hpcbench.spec import JobSpec
+from hpcbench.jobs.launchers import (
+    LaunchError,
+    ShellVar,
+    Word,
+    mpiexec_words,
+    quote_word,
+    torchrun_words,
+)
+from hpcbench.jobs.spec import JobSpec
 
 # States, named as SLURM names them; every scheduler maps its own onto these.
 PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, UNKNOWN = (
@@ -64,8 +69,8 @@ class JobStatus:
 
 @dataclass(frozen=True)
 class JobRecord:
-    """Where a submitted job's files are: what :mod:`hpcbench.registry` remembers of it, and
-    what :class:`hpcbench.job.Job` reads."""
+    """Where a submitted job's files are: what :mod:`hpcbench.jobs.registry` remembers of it, and
+    what :class:`hpcbench.jobs.job.Job` reads."""
 
     job_id: str
     scheduler: str
@@ -111,7 +116,7 @@ def run_command(argv: Sequence[str], what: str, timeout: float = 60) -> str:
 class Scheduler(ABC):
     """One batch system. A subclass, in its own module of this package with its template beside
     the others, declares everything that differs between systems; the rest of hpcbench learns the
-    list of schedulers from these classes (:data:`hpcbench.schedulers.SCHEDULER_CLASSES`)."""
+    list of schedulers from these classes (:data:`hpcbench.jobs.schedulers.SCHEDULER_CLASSES`)."""
 
     #: the name users give (``--scheduler NAME``, ``scheduler.name``)
     name: ClassVar[str] = ""
@@ -120,7 +125,7 @@ class Scheduler(ABC):
     script_suffix: ClassVar[str] = ".sh"
     #: the prefix of its directive lines (``#SBATCH``); '' for a scheduler that reads none
     directive_prefix: ClassVar[str] = ""
-    #: the order in which :func:`hpcbench.schedulers.detect` asks (lowest first)
+    #: the order in which :func:`hpcbench.jobs.schedulers.detect` asks (lowest first)
     detect_order: ClassVar[int] = 50
     #: first poll interval and ceiling in seconds for ``wait`` (clusters: gentle on the controller)
     poll_start: ClassVar[float] = 1.0
@@ -159,10 +164,22 @@ class Scheduler(ABC):
         return ["mpiexec", "-n", str(spec.resources.nodes), ShellVar('"${mpi_per_node[@]}"')]
 
     @classmethod
-    def launcher_words(cls, spec: JobSpec) -> list[Word] | None:
-        """The launch line for ``launcher.kind``, where this scheduler differs from the common
-        one (:func:`hpcbench.launchers.launch_words`); None to use it."""
-        return None
+    def launch_words(cls, spec: JobSpec) -> list[Word]:
+        """The launch line of a batch script for ``launcher.kind``: torchrun with one agent per
+        node (started as :meth:`node_agents` says) or mpiexec. A scheduler with a launcher of its
+        own (SLURM's srun) overrides this and hands the rest back here."""
+        kind = spec.launcher.kind
+        if kind == "torchrun":
+            standalone = spec.resources.nodes == 1
+            return [*cls.node_agents(spec), *torchrun_words(spec, standalone=standalone)]
+        if kind == "mpiexec":
+            return mpiexec_words(spec)
+        if kind == "srun":
+            raise LaunchError(
+                f"launcher.kind: srun runs only under SLURM, not {cls.name}; use mpiexec or "
+                "torchrun"
+            )
+        raise LaunchError(f"launcher.kind: unknown launcher {kind!r}")
 
     @classmethod
     def job_environment(cls, job_id: str, hosts: Sequence[str], folder: Path) -> dict[str, str]:

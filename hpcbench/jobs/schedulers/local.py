@@ -30,10 +30,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hpcbench.atomic import write_atomically
-from hpcbench.schedulers.base import (
+from hpcbench.jobs.launchers import Word, mpiexec_words
+from hpcbench.jobs.schedulers.base import (
     CANCELLED,
     COMPLETED,
     FAILED,
@@ -43,11 +44,8 @@ from hpcbench.schedulers.base import (
     Scheduler,
     SchedulerError,
 )
-from hpcbench.state import state_dir
-
-if TYPE_CHECKING:
-    from hpcbench.launchers import Word
-    from hpcbench.spec import JobSpec
+from hpcbench.jobs.spec import JobSpec
+from hpcbench.jobs.state import state_dir
 
 # $1 script, $2 exit-status file; stdout and stderr are the job's logs, opened by hpcbench. When
 # the script ends, what it left running in the job's session (a background server, a stray
@@ -209,11 +207,9 @@ class LocalScheduler(Scheduler):
         return []  # the template loops over the emulated nodes itself
 
     @classmethod
-    def launcher_words(cls, spec: JobSpec) -> list[Word] | None:
-        from hpcbench.launchers import mpiexec_words
-
+    def launch_words(cls, spec: JobSpec) -> list[Word]:
         # a laptop has no srun: the same ranks through mpiexec
-        return mpiexec_words(spec) if spec.launcher.kind == "srun" else None
+        return mpiexec_words(spec) if spec.launcher.kind == "srun" else super().launch_words(spec)
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = (root or state_dir()) / "local"

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hpcbench.follow import LogFollower
-from hpcbench.logs import RankError, first_rank_error
-from hpcbench.schedulers import get as get_scheduler
-from hpcbench.schedulers.base import JobRecord, JobStatus, Scheduler, tail
+from hpcbench.jobs.follow import LogFollower
+from hpcbench.jobs.logs import RankError, first_rank_error
+from hpcbench.jobs.schedulers import get as get_scheduler
+from hpcbench.jobs.schedulers.base import JobRecord, JobStatus, Scheduler, tail
 
 METRICS_FILE = "metrics.json"  # what rank 0 of the trainer writes into the run directory
 

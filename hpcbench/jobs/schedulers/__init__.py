@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from hpcbench.schedulers.base import JobIdError, JobStatus, Scheduler, SchedulerError
+from hpcbench.jobs.schedulers.base import JobIdError, JobStatus, Scheduler, SchedulerError
 
 
 def _discover() -> dict[str, type[Scheduler]]:
@@ -31,8 +31,11 @@ def _discover() -> dict[str, type[Scheduler]]:
 
 #: every scheduler by name, in the order :func:`detect` asks them
 SCHEDULER_CLASSES: dict[str, type[Scheduler]] = _discover()
+#: what ``--scheduler`` and ``scheduler.name`` take: "auto" (detect) or a scheduler's name
+SCHEDULER_CHOICES: tuple[str, ...] = ("auto", *SCHEDULER_CLASSES)
 
 __all__ = [
+    "SCHEDULER_CHOICES",
     "SCHEDULER_CLASSES",
     "JobIdError",
     "JobStatus",

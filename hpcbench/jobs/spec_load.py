@@ -1,9 +1,9 @@
-"""The job spec: one typed description of a job, loaded from TOML, overridden by CLI flags.
+"""Reading a job spec: a TOML file, its ``[smoke]`` form and CLI-style overrides, checked field by
+field into a :class:`~.spec.JobSpec`.
 
-A spec has five tables -- ``[resources]``, ``[environment]`` (with ``[environment.container]``),
-``[launcher]``, ``[program]`` and ``[scheduler]`` -- described field by field in docs/job-spec.md.
 Validation is strict: an unknown key (with a did-you-mean), a wrong type, a non-positive count or a
-malformed time limit raises :class:`SpecError` with a one-line message naming the field and value.
+malformed time limit raises :class:`~.spec.SpecError` with a one-line message naming the field and
+value. ``scheduler.name`` is checked against the schedulers the registry knows.
 
 No torch, no third-party imports: this module runs on login nodes.
 """
@@ -16,335 +16,32 @@ import difflib
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench.schedulers import scheduler_names
+from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
+from hpcbench.jobs.spec import (
+    DEFAULT_PROGRAM_MODULE,
+    MAX_LINE_CHARS,
+    MAX_TEXT_CHARS,
+    JobSpec,
+    Program,
+    SpecError,
+)
+from hpcbench.jobs.units import parse_memory, parse_time
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-SCHEDULERS = ("auto", *scheduler_names())
-LAUNCHERS = ("torchrun", "mpiexec", "srun")
-CONTAINER_RUNTIMES = ("apptainer", "singularity")
-PBS_RESOURCE_STYLES = ("select", "nodes")
-DEFAULT_PROGRAM_MODULE = "hpcbench.train"
 _PROGRAM_KINDS = frozenset({"module", "script", "command"})
-
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A leading ~ or ~user, expanded for path fields (a user name as POSIX allows it portably).
 _TILDE = re.compile(r"^~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)")
-# Upper bounds. A file name component is at most 255 bytes, and the job name becomes part of log
-# file names; one argument of a command line is at most 128 KiB on Linux (MAX_ARG_STRLEN).
-MAX_NAME_CHARS = 128
-MAX_LINE_CHARS = 4096
-MAX_TEXT_CHARS = 128 * 1024 - 1
-MAX_COUNTS = {"nodes": 100_000, "gpus_per_node": 64, "tasks_per_node": 1024, "cpus_per_task": 8192}
-_UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _JOB_ID = re.compile(r"(?:local-)?[0-9]{1,18}(?:[._][A-Za-z0-9_.-]{1,200})?\Z")
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?$", re.IGNORECASE)
-_MEMORY_FACTOR_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
-# The largest limits every batch system takes: a signed 32-bit count of seconds (about 68 years)
-# and of megabytes per node (2 PiB, beyond any node); larger values are typos.
-MAX_TIME_S = 2**31 - 1
-MAX_MEMORY_MB = 2**31 - 1
-
-
-# Short names for the fields people override most: load_spec(nodes=2), and the CLI's flags.
-FIELD_KEYWORDS = {
-    "nodes": "resources.nodes",
-    "gpus_per_node": "resources.gpus_per_node",
-    "tasks_per_node": "resources.tasks_per_node",
-    "cpus_per_task": "resources.cpus_per_task",
-    "memory": "resources.memory",
-    "time": "resources.time",
-    "partition": "resources.partition",
-    "account": "resources.account",
-    "qos": "resources.qos",
-    "constraint": "resources.constraint",
-    "exclusive": "resources.exclusive",
-    "job_name": "resources.job_name",
-    "output_dir": "resources.output_dir",
-    "modules": "environment.modules",
-    "venv": "environment.venv",
-    "conda_env": "environment.conda_env",
-    "container": "environment.container.image",
-    "binds": "environment.container.binds",
-    "variables": "environment.variables",
-    "setup": "environment.setup",
-    "launcher": "launcher.kind",
-    "port": "launcher.port",
-    "python": "program.python",
-    "module": "program.module",
-    "script": "program.script",
-    "command": "program.command",
-    "args": "program.args",
-    "scheduler": "scheduler.name",
-    "directives": "scheduler.directives",
-    "after": "scheduler.after",
-    "pbs_resources": "scheduler.pbs_resources",
-    "requeue": "requeue.enabled",
-    "max_requeues": "requeue.max",
-    "signal_lead": "requeue.lead",
-}
-
-
-class SpecError(ValueError):
-    """A job spec the user can fix; ``str(err)`` is one line naming the field and the value."""
-
-
-def _kind(kind: str, **extra: Any) -> dict[str, Any]:
-    return {"kind": kind, **extra}
-
-
-@dataclass
-class Resources:
-    """What the job asks the scheduler for. Counts are per node unless the name says otherwise."""
-
-    nodes: int = field(default=1, metadata=_kind("posint", max=MAX_COUNTS["nodes"]))
-    gpus_per_node: int = field(
-        default=0, metadata=_kind("nonnegint", max=MAX_COUNTS["gpus_per_node"])
-    )
-    tasks_per_node: int | None = field(
-        default=None, metadata=_kind("posint", max=MAX_COUNTS["tasks_per_node"])
-    )
-    cpus_per_task: int = field(default=1, metadata=_kind("posint", max=MAX_COUNTS["cpus_per_task"]))
-    memory_mb: int | None = field(default=None, metadata=_kind("memory", key="memory"))
-    time_s: int = field(default=3600, metadata=_kind("time", key="time"))
-    partition: str | None = field(default=None, metadata=_kind("line"))
-    account: str | None = field(default=None, metadata=_kind("line"))
-    qos: str | None = field(default=None, metadata=_kind("line"))
-    constraint: str | None = field(default=None, metadata=_kind("line"))
-    exclusive: bool = field(default=False, metadata=_kind("bool"))
-    job_name: str = field(default="hpcbench", metadata=_kind("line", max_len=MAX_NAME_CHARS))
-    output_dir: str = field(default="runs", metadata=_kind("outdir"))
-
-    @property
-    def ranks_per_node(self) -> int:
-        """Processes per node: tasks_per_node if given, else one per GPU, else one."""
-        return self.tasks_per_node or self.gpus_per_node or 1
-
-    @property
-    def world_size(self) -> int:
-        return self.nodes * self.ranks_per_node
-
-    @property
-    def file_name(self) -> str:
-        """The job name reduced to characters safe in a file name (for log and run paths)."""
-        return _UNSAFE_FILENAME.sub("_", self.job_name).strip("._") or "job"
-
-    @property
-    def letter_first_name(self) -> str:
-        """``file_name`` starting with a letter, as PBS requires of job names."""
-        return self.file_name if self.file_name[0].isalpha() else f"j{self.file_name}"
-
-
-@dataclass
-class Container:
-    """An Apptainer/Singularity image every rank runs in."""
-
-    image: str = field(default="", metadata=_kind("path", required=True))
-    runtime: str = field(default="apptainer", metadata=_kind("choice", choices=CONTAINER_RUNTIMES))
-    binds: list[str] = field(default_factory=list, metadata=_kind("pathlist"))
-    options: list[str] = field(default_factory=list, metadata=_kind("linelist"))
-
-
-@dataclass
-class Environment:
-    """How the job's shell is prepared before launch."""
-
-    modules: list[str] = field(default_factory=list, metadata=_kind("linelist", noopt=True))
-    venv: str | None = field(default=None, metadata=_kind("path"))
-    conda_env: str | None = field(default=None, metadata=_kind("path"))
-    container: Container | None = field(default=None, metadata=_kind("table", cls=Container))
-    variables: dict[str, str] = field(default_factory=dict, metadata=_kind("envdict"))
-    # Shell lines run as written, before launch: the one place where the spec holds code on purpose.
-    setup: list[str] = field(default_factory=list, metadata=_kind("textlist"))
-
-
-@dataclass
-class Launcher:
-    """How ranks are started: torchrun (one agent per node), mpiexec or srun (one task per rank)."""
-
-    kind: str = field(default="torchrun", metadata=_kind("choice", choices=LAUNCHERS))
-    port: int | None = field(default=None, metadata=_kind("port"))
-    srun_mpi: str | None = field(default=None, metadata=_kind("line"))
-    args: list[str] = field(default_factory=list, metadata=_kind("linelist"))
-
-
-@dataclass
-class Program:
-    """What every rank runs: ``python -m MODULE``, ``python SCRIPT`` or a whole COMMAND, plus args."""
-
-    python: str = field(default="python", metadata=_kind("path"))
-    module: str | None = field(default=None, metadata=_kind("module"))
-    script: str | None = field(default=None, metadata=_kind("path"))
-    command: list[str] | None = field(default=None, metadata=_kind("textlist"))
-    # The trainer's options as a TOML file, passed as --config (flags in args override it).
-    config: str | None = field(default=None, metadata=_kind("path"))
-    args: list[str] = field(default_factory=list, metadata=_kind("textlist"))
-
-    def argv(self) -> list[str]:
-        """The program's command line (without any launcher in front)."""
-        args = ["--config", self.config, *self.args] if self.config else self.args
-        if self.command:
-            return [*self.command, *args]
-        if self.script:
-            return [self.python, self.script, *args]
-        return [self.python, "-m", self.module or DEFAULT_PROGRAM_MODULE, *args]
-
-
-@dataclass
-class SchedulerOptions:
-    """Which scheduler, and the few options that only one scheduler understands."""
-
-    name: str = field(default="auto", metadata=_kind("choice", choices=SCHEDULERS))
-    directives: list[str] = field(default_factory=list, metadata=_kind("linelist"))
-    pbs_resources: str = field(
-        default="select", metadata=_kind("choice", choices=PBS_RESOURCE_STYLES)
-    )
-    sge_pe: str | None = field(default=None, metadata=_kind("line"))
-    # Jobs that must end successfully before this one starts (SLURM --dependency=afterok, PBS
-    # depend=afterok, LSF done(); Grid Engine's -hold_jid waits for them to end at all).
-    after: list[str] = field(default_factory=list, metadata=_kind("jobids"))
-
-
-STOP_SIGNALS = ("USR2", "TERM")  # never USR1: NCCL installs its own handler for it
-REQUEUE_METHODS = ("auto", "scontrol", "resubmit")
-
-
-@dataclass
-class Requeue:
-    """Surviving time limits and preemption: the scheduler signals the job ``lead`` before its
-    time limit, the ranks checkpoint and stop, and the job is requeued (at most ``max`` times)
-    and resumes from the checkpoint."""
-
-    enabled: bool | None = field(default=None, metadata=_kind("bool"))
-    signal: str = field(default="USR2", metadata=_kind("choice", choices=STOP_SIGNALS))
-    lead_s: int = field(default=300, metadata=_kind("time", key="lead"))
-    max: int = field(default=3, metadata=_kind("nonnegint", max=1000))
-    method: str = field(default="auto", metadata=_kind("choice", choices=REQUEUE_METHODS))
-
-    def active(self, program: Program) -> bool:
-        """On when set, else when the program is hpcbench's trainer (which checkpoints on the
-        signal); another program would be killed by a signal it does not expect."""
-        if self.enabled is not None:
-            return self.enabled
-        return (
-            not program.command
-            and not program.script
-            and ((program.module or DEFAULT_PROGRAM_MODULE) == DEFAULT_PROGRAM_MODULE)
-        )
-
-
-@dataclass
-class JobSpec:
-    """A whole job: resources, environment, launcher, program and scheduler options."""
-
-    resources: Resources = field(default_factory=Resources, metadata=_kind("table", cls=Resources))
-    environment: Environment = field(
-        default_factory=Environment, metadata=_kind("table", cls=Environment)
-    )
-    launcher: Launcher = field(default_factory=Launcher, metadata=_kind("table", cls=Launcher))
-    program: Program = field(default_factory=Program, metadata=_kind("table", cls=Program))
-    scheduler: SchedulerOptions = field(
-        default_factory=SchedulerOptions, metadata=_kind("table", cls=SchedulerOptions)
-    )
-    requeue: Requeue = field(default_factory=Requeue, metadata=_kind("table", cls=Requeue))
-    source: str | None = field(default=None, metadata=_kind("internal"))
-
-
-# ----------------------------------------------------------------------------------- parsing values
-
-
-def parse_time(value: Any) -> int:
-    """A SLURM-style time limit to seconds.
-
-    Accepts ``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS`` or an integer
-    number of minutes (as sbatch does).
-    """
-    if isinstance(value, bool):
-        raise ValueError("expected a time limit like '01:30:00' or '2-00:00:00'")
-    if isinstance(value, int):
-        seconds = value * 60
-    elif isinstance(value, str) and value.strip():
-        text = value.strip()
-        days = 0
-        with_days = "-" in text
-        if with_days:
-            day_text, text = text.split("-", 1)
-            if not day_text.isdigit():
-                raise ValueError("days before '-' must be a whole number")
-            days = int(day_text)
-        parts = text.split(":")
-        if not all(p.isdigit() for p in parts) or len(parts) > 3:
-            raise ValueError("expected MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
-        nums = [int(p) for p in parts]
-        if with_days:
-            h, m, s = (nums + [0, 0])[:3]  # D-HH, D-HH:MM, D-HH:MM:SS
-        elif len(nums) == 3:
-            h, m, s = nums  # HH:MM:SS
-        else:
-            h, m, s = 0, nums[0], (nums[1] if len(nums) == 2 else 0)  # MM or MM:SS
-        if s >= 60 or (m >= 60 and (with_days or len(nums) == 3)):
-            raise ValueError("minutes and seconds must be below 60")
-        if with_days and h >= 24:
-            raise ValueError("hours after 'D-' must be below 24")
-        seconds = ((days * 24 + h) * 60 + m) * 60 + s
-    else:
-        raise ValueError("expected a time limit like '01:30:00' or '2-00:00:00'")
-    if seconds <= 0:
-        raise ValueError("a time limit must be positive")
-    if seconds > MAX_TIME_S:
-        raise ValueError(
-            f"at most {format_time_slurm(MAX_TIME_S)} (about 68 years), the longest limit "
-            "every batch system takes"
-        )
-    return seconds
-
-
-def format_time_hms(seconds: int) -> str:
-    """Seconds as ``HH:MM:SS`` (hours may exceed 24), the form PBS and Grid Engine take."""
-    return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-
-def format_time_slurm(seconds: int) -> str:
-    """Seconds as SLURM's ``D-HH:MM:SS`` (or ``HH:MM:SS`` under a day)."""
-    days, rest = divmod(seconds, 86400)
-    hms = format_time_hms(rest)
-    return f"{days}-{hms}" if days else hms
-
-
-def parse_memory(value: Any) -> int:
-    """A memory size to whole megabytes: ``32G``, ``500M``, ``1.5T``, ``64GB`` or an integer (MB)."""
-    if isinstance(value, bool):
-        raise ValueError("expected a memory size like '32G' or '500M'")
-    if isinstance(value, int):
-        mb = value
-    elif isinstance(value, str) and len(value) <= 40 and (m := _MEMORY.match(value.strip())):
-        mb = float(m.group(1)) * _MEMORY_FACTOR_MB[m.group(2).upper()]
-    else:
-        raise ValueError("expected a memory size like '32G' or '500M'")
-    if mb > MAX_MEMORY_MB:
-        raise ValueError(f"at most {format_memory(MAX_MEMORY_MB)} per node")
-    mb = int(round(mb))
-    if mb <= 0:
-        raise ValueError("a memory size must be positive")
-    return mb
-
-
-def format_memory(mb: int, unit_suffix: str = "") -> str:
-    """Megabytes as the largest exact unit: 32768 -> '32G', 1500 -> '1500M' (+ suffix, e.g. 'b')."""
-    if mb % (1024 * 1024) == 0:
-        return f"{mb // (1024 * 1024)}T{unit_suffix}"
-    if mb % 1024 == 0:
-        return f"{mb // 1024}G{unit_suffix}"
-    return f"{mb}M{unit_suffix}"
 
 
 # ----------------------------------------------------------------------------------- validation
@@ -468,8 +165,8 @@ def _check_value(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) ->
             except ValueError as err:
                 raise ValueError(f"{name} {err}") from None
         return {k: str(v) for k, v in value.items()}
-    if kind == "choice":
-        choices = meta["choices"]
+    if kind in ("choice", "scheduler"):
+        choices = SCHEDULER_CHOICES if kind == "scheduler" else meta["choices"]
         if value not in choices:
             raise ValueError(f"expected one of {', '.join(choices)}")
         return value

@@ -14,9 +14,10 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hpcbench.schedulers.base import (
+from hpcbench.jobs.launchers import ShellVar, Word
+from hpcbench.jobs.schedulers.base import (
     CANCELLED,
     COMPLETED,
     FAILED,
@@ -28,11 +29,10 @@ from hpcbench.schedulers.base import (
     Scheduler,
     SchedulerError,
     run_command,
+    run_process,
 )
-
-if TYPE_CHECKING:
-    from hpcbench.launchers import Word
-    from hpcbench.spec import JobSpec
+from hpcbench.jobs.spec import JobSpec, SpecError
+from hpcbench.jobs.state import state_dir
 
 _STATE_MAP = {
     "PEND": PENDING,
@@ -94,8 +94,6 @@ class LsfScheduler(Scheduler):
         """bsub expands %J (job id) and %I (array index) in -o/-e and has no escape for them:
         a directory holding one would send the logs where hpcbench does not look."""
         if re.search(r"%[JI]", path):
-            from hpcbench.spec import SpecError
-
             raise SpecError(
                 f"resources.output_dir: {path!r} holds %J or %I, which LSF replaces in its log "
                 "paths (with no way to escape them): choose a directory without them"
@@ -115,8 +113,6 @@ class LsfScheduler(Scheduler):
         thousands of nodes their names overflow one argument's 128 KiB (``-z "hosts"``)."""
         if spec.resources.nodes == 1:
             return []
-        from hpcbench.launchers import ShellVar
-
         return ["blaunch", "-u", ShellVar('"$job_hosts_file"')]
 
     @classmethod
@@ -154,8 +150,6 @@ class LsfScheduler(Scheduler):
         self.check_ids(job_ids)
         if not job_ids:
             return {}
-        from hpcbench.schedulers.base import run_process
-
         # bjobs exits non-zero when one id is unknown ("Job <7> is not found"), yet lists the rest
         proc = run_process(["bjobs", "-a", "-noheader", "-o", BJOBS_FORMAT, *job_ids], "bjobs")
         found = parse_bjobs(proc.stdout, job_ids)
@@ -178,6 +172,4 @@ class LsfScheduler(Scheduler):
 
 
 def _cancel_mark(job_id: str) -> Path:
-    from hpcbench.state import state_dir
-
     return state_dir() / "lsf-cancelled" / "".join(c for c in job_id if c.isalnum() or c in "-_")

@@ -28,14 +28,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpcbench.launchers import ShellVar, path_word, quote_word
-from hpcbench.script_check import directive_of
-from hpcbench.spec import JobSpec, SpecError
+from hpcbench.jobs.launchers import ShellVar, path_word, quote_word
+from hpcbench.jobs.script_check import directive_of
+from hpcbench.jobs.spec import JobSpec, SpecError
 
 if TYPE_CHECKING:
     import submitit
 
-    from hpcbench.job import Job
+    from hpcbench.jobs.job import Job
 
 
 def _path(value: str) -> str:
@@ -185,6 +185,6 @@ def submit_training(
     p = spec.program
     args = (["--config", os.path.expanduser(p.config)] if p.config else []) + list(p.args)
     args += list(trainer_args or [])
-    from hpcbench.job import Job
+    from hpcbench.jobs.job import Job
 
     return Job.from_submitit(ex.submit(TrainingTask(), args))

@@ -16,14 +16,11 @@ of each template.
 
 from __future__ import annotations
 
-DIRECTIVE_PREFIXES = {
-    "slurm": "#SBATCH",
-    "pbs": "#PBS",
-    "sge": "#$",
-    "lsf": "#BSUB",
-    "moab": "#MSUB",
-    "flux": "#flux:",
-}
+from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
+
+# Batch systems hpcbench submits to declare their prefix in their own module
+# (``Scheduler.directive_prefix``); these are read by systems it does not drive.
+OTHER_DIRECTIVE_PREFIXES = {"moab": "#MSUB", "flux": "#flux:"}
 
 
 class ScriptCheckError(ValueError):
@@ -42,15 +39,10 @@ def header_length(lines: list[str]) -> int:
 
 
 def reading_rules() -> dict[str, str]:
-    """Every directive prefix to guard against: those above, and each scheduler class's own
-    (a scheduler added to :mod:`hpcbench.schedulers` is guarded without an edit here)."""
-    from hpcbench.schedulers import SCHEDULER_CLASSES
-
-    rules = dict(DIRECTIVE_PREFIXES)
-    rules.update(
-        {n: c.directive_prefix for n, c in SCHEDULER_CLASSES.items() if c.directive_prefix}
-    )
-    return rules
+    """Every directive prefix to guard against: each scheduler class's own (a scheduler added to
+    :mod:`hpcbench.jobs.schedulers` is guarded without an edit here) and those above."""
+    rules = {n: c.directive_prefix for n, c in SCHEDULER_CLASSES.items() if c.directive_prefix}
+    return {**rules, **OTHER_DIRECTIVE_PREFIXES}
 
 
 def directive_of(line: str) -> str | None:

@@ -1,0 +1,235 @@
+"""The job spec: one typed description of a job, plain data at the bottom of the submit side.
+
+A spec has six tables -- ``[resources]``, ``[environment]`` (with ``[environment.container]``),
+``[launcher]``, ``[program]``, ``[scheduler]`` and ``[requeue]`` -- described field by field in
+docs/job-spec.md. Each field's metadata says what kind of value it takes; :mod:`.spec_load` reads
+TOML and CLI flags into these classes by those kinds. This module imports nothing of hpcbench: the
+schedulers, the launchers and the renderer all stand on it.
+
+No torch, no third-party imports: this module runs on login nodes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+LAUNCHERS = ("torchrun", "mpiexec", "srun")
+CONTAINER_RUNTIMES = ("apptainer", "singularity")
+PBS_RESOURCE_STYLES = ("select", "nodes")
+DEFAULT_PROGRAM_MODULE = "hpcbench.train"
+
+# Upper bounds. A file name component is at most 255 bytes, and the job name becomes part of log
+# file names; one argument of a command line is at most 128 KiB on Linux (MAX_ARG_STRLEN).
+MAX_NAME_CHARS = 128
+MAX_LINE_CHARS = 4096
+MAX_TEXT_CHARS = 128 * 1024 - 1
+MAX_COUNTS = {"nodes": 100_000, "gpus_per_node": 64, "tasks_per_node": 1024, "cpus_per_task": 8192}
+_UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+# Short names for the fields people override most: load_spec(nodes=2), and the CLI's flags.
+FIELD_KEYWORDS = {
+    "nodes": "resources.nodes",
+    "gpus_per_node": "resources.gpus_per_node",
+    "tasks_per_node": "resources.tasks_per_node",
+    "cpus_per_task": "resources.cpus_per_task",
+    "memory": "resources.memory",
+    "time": "resources.time",
+    "partition": "resources.partition",
+    "account": "resources.account",
+    "qos": "resources.qos",
+    "constraint": "resources.constraint",
+    "exclusive": "resources.exclusive",
+    "job_name": "resources.job_name",
+    "output_dir": "resources.output_dir",
+    "modules": "environment.modules",
+    "venv": "environment.venv",
+    "conda_env": "environment.conda_env",
+    "container": "environment.container.image",
+    "binds": "environment.container.binds",
+    "variables": "environment.variables",
+    "setup": "environment.setup",
+    "launcher": "launcher.kind",
+    "port": "launcher.port",
+    "python": "program.python",
+    "module": "program.module",
+    "script": "program.script",
+    "command": "program.command",
+    "args": "program.args",
+    "scheduler": "scheduler.name",
+    "directives": "scheduler.directives",
+    "after": "scheduler.after",
+    "pbs_resources": "scheduler.pbs_resources",
+    "requeue": "requeue.enabled",
+    "max_requeues": "requeue.max",
+    "signal_lead": "requeue.lead",
+}
+
+
+class SpecError(ValueError):
+    """A job spec the user can fix; ``str(err)`` is one line naming the field and the value."""
+
+
+def _kind(kind: str, **extra: Any) -> dict[str, Any]:
+    return {"kind": kind, **extra}
+
+
+@dataclass
+class Resources:
+    """What the job asks the scheduler for. Counts are per node unless the name says otherwise."""
+
+    nodes: int = field(default=1, metadata=_kind("posint", max=MAX_COUNTS["nodes"]))
+    gpus_per_node: int = field(
+        default=0, metadata=_kind("nonnegint", max=MAX_COUNTS["gpus_per_node"])
+    )
+    tasks_per_node: int | None = field(
+        default=None, metadata=_kind("posint", max=MAX_COUNTS["tasks_per_node"])
+    )
+    cpus_per_task: int = field(default=1, metadata=_kind("posint", max=MAX_COUNTS["cpus_per_task"]))
+    memory_mb: int | None = field(default=None, metadata=_kind("memory", key="memory"))
+    time_s: int = field(default=3600, metadata=_kind("time", key="time"))
+    partition: str | None = field(default=None, metadata=_kind("line"))
+    account: str | None = field(default=None, metadata=_kind("line"))
+    qos: str | None = field(default=None, metadata=_kind("line"))
+    constraint: str | None = field(default=None, metadata=_kind("line"))
+    exclusive: bool = field(default=False, metadata=_kind("bool"))
+    job_name: str = field(default="hpcbench", metadata=_kind("line", max_len=MAX_NAME_CHARS))
+    output_dir: str = field(default="runs", metadata=_kind("outdir"))
+
+    @property
+    def ranks_per_node(self) -> int:
+        """Processes per node: tasks_per_node if given, else one per GPU, else one."""
+        return self.tasks_per_node or self.gpus_per_node or 1
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+    @property
+    def file_name(self) -> str:
+        """The job name reduced to characters safe in a file name (for log and run paths)."""
+        return _UNSAFE_FILENAME.sub("_", self.job_name).strip("._") or "job"
+
+    @property
+    def letter_first_name(self) -> str:
+        """``file_name`` starting with a letter, as PBS requires of job names."""
+        return self.file_name if self.file_name[0].isalpha() else f"j{self.file_name}"
+
+
+@dataclass
+class Container:
+    """An Apptainer/Singularity image every rank runs in."""
+
+    image: str = field(default="", metadata=_kind("path", required=True))
+    runtime: str = field(default="apptainer", metadata=_kind("choice", choices=CONTAINER_RUNTIMES))
+    binds: list[str] = field(default_factory=list, metadata=_kind("pathlist"))
+    options: list[str] = field(default_factory=list, metadata=_kind("linelist"))
+
+
+@dataclass
+class Environment:
+    """How the job's shell is prepared before launch."""
+
+    modules: list[str] = field(default_factory=list, metadata=_kind("linelist", noopt=True))
+    venv: str | None = field(default=None, metadata=_kind("path"))
+    conda_env: str | None = field(default=None, metadata=_kind("path"))
+    container: Container | None = field(default=None, metadata=_kind("table", cls=Container))
+    variables: dict[str, str] = field(default_factory=dict, metadata=_kind("envdict"))
+    # Shell lines run as written, before launch: the one place where the spec holds code on purpose.
+    setup: list[str] = field(default_factory=list, metadata=_kind("textlist"))
+
+
+@dataclass
+class Launcher:
+    """How ranks are started: torchrun (one agent per node), mpiexec or srun (one task per rank)."""
+
+    kind: str = field(default="torchrun", metadata=_kind("choice", choices=LAUNCHERS))
+    port: int | None = field(default=None, metadata=_kind("port"))
+    srun_mpi: str | None = field(default=None, metadata=_kind("line"))
+    args: list[str] = field(default_factory=list, metadata=_kind("linelist"))
+
+
+@dataclass
+class Program:
+    """What every rank runs: ``python -m MODULE``, ``python SCRIPT`` or a whole COMMAND, plus args."""
+
+    python: str = field(default="python", metadata=_kind("path"))
+    module: str | None = field(default=None, metadata=_kind("module"))
+    script: str | None = field(default=None, metadata=_kind("path"))
+    command: list[str] | None = field(default=None, metadata=_kind("textlist"))
+    # The trainer's options as a TOML file, passed as --config (flags in args override it).
+    config: str | None = field(default=None, metadata=_kind("path"))
+    args: list[str] = field(default_factory=list, metadata=_kind("textlist"))
+
+    def argv(self) -> list[str]:
+        """The program's command line (without any launcher in front)."""
+        args = ["--config", self.config, *self.args] if self.config else self.args
+        if self.command:
+            return [*self.command, *args]
+        if self.script:
+            return [self.python, self.script, *args]
+        return [self.python, "-m", self.module or DEFAULT_PROGRAM_MODULE, *args]
+
+
+@dataclass
+class SchedulerOptions:
+    """Which scheduler, and the few options that only one scheduler understands."""
+
+    # "auto" or a scheduler's name; the names are the registry's (:mod:`.schedulers`), checked
+    # when the spec is loaded
+    name: str = field(default="auto", metadata=_kind("scheduler"))
+    directives: list[str] = field(default_factory=list, metadata=_kind("linelist"))
+    pbs_resources: str = field(
+        default="select", metadata=_kind("choice", choices=PBS_RESOURCE_STYLES)
+    )
+    sge_pe: str | None = field(default=None, metadata=_kind("line"))
+    # Jobs that must end successfully before this one starts (SLURM --dependency=afterok, PBS
+    # depend=afterok, LSF done(); Grid Engine's -hold_jid waits for them to end at all).
+    after: list[str] = field(default_factory=list, metadata=_kind("jobids"))
+
+
+STOP_SIGNALS = ("USR2", "TERM")  # never USR1: NCCL installs its own handler for it
+REQUEUE_METHODS = ("auto", "scontrol", "resubmit")
+
+
+@dataclass
+class Requeue:
+    """Surviving time limits and preemption: the scheduler signals the job ``lead`` before its
+    time limit, the ranks checkpoint and stop, and the job is requeued (at most ``max`` times)
+    and resumes from the checkpoint."""
+
+    enabled: bool | None = field(default=None, metadata=_kind("bool"))
+    signal: str = field(default="USR2", metadata=_kind("choice", choices=STOP_SIGNALS))
+    lead_s: int = field(default=300, metadata=_kind("time", key="lead"))
+    max: int = field(default=3, metadata=_kind("nonnegint", max=1000))
+    method: str = field(default="auto", metadata=_kind("choice", choices=REQUEUE_METHODS))
+
+    def active(self, program: Program) -> bool:
+        """On when set, else when the program is hpcbench's trainer (which checkpoints on the
+        signal); another program would be killed by a signal it does not expect."""
+        if self.enabled is not None:
+            return self.enabled
+        return (
+            not program.command
+            and not program.script
+            and ((program.module or DEFAULT_PROGRAM_MODULE) == DEFAULT_PROGRAM_MODULE)
+        )
+
+
+@dataclass
+class JobSpec:
+    """A whole job: resources, environment, launcher, program and scheduler options."""
+
+    resources: Resources = field(default_factory=Resources, metadata=_kind("table", cls=Resources))
+    environment: Environment = field(
+        default_factory=Environment, metadata=_kind("table", cls=Environment)
+    )
+    launcher: Launcher = field(default_factory=Launcher, metadata=_kind("table", cls=Launcher))
+    program: Program = field(default_factory=Program, metadata=_kind("table", cls=Program))
+    scheduler: SchedulerOptions = field(
+        default_factory=SchedulerOptions, metadata=_kind("table", cls=SchedulerOptions)
+    )
+    requeue: Requeue = field(default_factory=Requeue, metadata=_kind("table", cls=Requeue))
+    source: str | None = field(default=None, metadata=_kind("internal"))

@@ -1,0 +1,253 @@
+"""Starting a training run: the set-up every rank agrees on, and the run's state.
+
+:func:`start` runs the checks the user's input can fail (run directory, TensorBoard, dataset,
+batch split, model: agreed by every rank before any collective of the model,
+:func:`hpcbench.train.failures.agree`), places the model with the strategy, builds the optimiser
+and its schedule, and resumes from a checkpoint when asked. What it makes is a
+:class:`Training`, the state every epoch of :mod:`.loop` reads and advances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from hpcbench.launch import usable_cores
+from hpcbench.train import checkpoint as ckpt
+from hpcbench.train import checkpointing
+from hpcbench.train.accelerate import (
+    batch_layout,
+    check_compile,
+    compiled,
+    make_deterministic,
+    resume_note,
+    to_channels_last,
+)
+from hpcbench.train.breakdown import StepBreakdown
+from hpcbench.train.config import TrainConfig
+from hpcbench.train.data import TrainData, ensure_dataset, wait_for_dataset
+from hpcbench.train.drills import Drill, drill_for
+from hpcbench.train.failures import agree
+from hpcbench.train.finite import Verdicts
+from hpcbench.train.metrics import Clock, PhaseWindows
+from hpcbench.train.models import build_model, load_weights
+from hpcbench.train.normalize import Normalizer
+from hpcbench.train.optim import make_optimizer, make_schedule
+from hpcbench.train.precision import Precision
+from hpcbench.train.replicas import Replicas, device_kind
+from hpcbench.train.results import prepare_run_dir
+from hpcbench.train.runtime import Runtime
+from hpcbench.train.stopping import StopRequest, Watchdog, mark
+from hpcbench.train.strategies import Strategy
+from hpcbench.train.tensorboard import NullBoard, check_board, open_board
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class Training:
+    """What set-up made and every epoch uses."""
+
+    config: TrainConfig
+    runtime: Runtime
+    strategy: Strategy
+    log: Log
+    clock: Clock
+    windows: PhaseWindows  # each phase's wall-clock bounds on this rank
+    data: TrainData
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    schedule: torch.optim.lr_scheduler.LRScheduler
+    criterion: nn.Module
+    norm: Normalizer
+    precision: Precision  # --precision: autocast and fp16 loss scaling
+    drill: Drill | None  # this rank's failure drill ($HPCBENCH_FAIL_AT)
+    stop: StopRequest  # the stop signals this process received
+    watchdog: Watchdog
+    checkpoint_dir: Path
+    fingerprint: dict[str, Any]
+    replicas: Replicas  # ranks on different kinds of device: re-synchronised from rank 0
+    setup_s: float = 0.0  # the slowest rank's set-up seconds
+    steps_done: int = 0  # training steps so far, over all epochs
+    board: NullBoard = field(default_factory=NullBoard)  # rank 0's --tensorboard log
+    start_epoch: int = 0  # where this run starts (after --resume)
+    start_step: int = 0
+    epochs: list[dict[str, Any]] = field(default_factory=list)  # the rows so far
+    losses: list[Any] = field(default_factory=list)  # each step's global mean loss so far
+    request_checked: float = 0.0  # when rank 0 last looked for the job's stop request
+    partial: dict[str, Any] | None = None  # a resumed epoch's meter and seconds so far
+    checkpoint_s: list[float] = field(default_factory=list)  # each checkpoint's seconds
+    resumed_from: str | None = None
+    verdicts: Verdicts = field(default_factory=Verdicts)  # steps' finite flags not yet read
+
+    @property
+    def lr(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+
+def set_up(
+    config: TrainConfig,
+    runtime: Runtime,
+    strategy: Strategy,
+    log: Log,
+    run_dir: tuple[Path, str] | None = None,
+) -> tuple[TrainData, nn.Module]:
+    """Every check the user's input can fail, agreed on by every rank before any collective of
+    the model: the run directory (rank 0 creates it and writes a probe file), the TensorBoard
+    package and directory (rank 0), the dataset, the batch split, the model."""
+    rank, world = runtime.rank, runtime.world_size
+
+    def place() -> None:
+        if rank == 0 and run_dir is not None:
+            prepare_run_dir(*run_dir)
+        if rank == 0:
+            check_board(config, run_dir[0] if run_dir else None)
+        ensure_dataset(config, rank, log)
+
+    agree(strategy, place)
+    wait_for_dataset(config)
+
+    def build() -> tuple[TrainData, nn.Module]:
+        torch.manual_seed(config.seed)
+        data = TrainData(config, rank, world)
+        shape, k = tuple(data.manifest.shape), data.manifest.num_classes
+        model = build_model(config.model, shape, k)
+        if config.weights is not None:
+            said = load_weights(model, config.weights, k)
+            if rank == 0:
+                log(said)
+        check_compile(config, runtime.device)
+        return data, to_channels_last(model, config)
+
+    return agree(strategy, build)
+
+
+def checkpoint_dir_of(config: TrainConfig, run_dir: Path) -> Path:
+    return (
+        Path(config.checkpoint_dir).expanduser().resolve()
+        if config.checkpoint_dir
+        else run_dir / "checkpoints"
+    )
+
+
+def start(
+    config: TrainConfig,
+    runtime: Runtime,
+    strategy: Strategy,
+    log: Log,
+    run_dir: tuple[Path, str] | None,
+    stop: StopRequest,
+) -> Training:
+    """Set-up, timed (the slowest rank's time) and windowed: the agreed checks, then the model
+    placed by the strategy, the optimiser and its schedule, then the checkpoint to resume from
+    (found and loaded on every rank; a bad one stops every rank together)."""
+    if runtime.rank == 0 and run_dir is None:
+        raise ValueError("rank 0 starts a run only with its run directory (run_dir_of)")
+    make_deterministic(config)
+    clock = Clock(runtime)
+    windows = PhaseWindows(clock)
+    with windows.phase("setup"):
+        t0 = clock()
+        data, model = set_up(config, runtime, strategy, log, run_dir)
+        model = strategy.setup(model, data.weight)
+        strategy.model = compiled(strategy.model, config)
+        optimizer = make_optimizer(config, model, data.global_batch)
+        t = Training(
+            config=config,
+            runtime=runtime,
+            strategy=strategy,
+            log=log,
+            clock=clock,
+            windows=windows,
+            data=data,
+            model=model,
+            optimizer=optimizer,
+            schedule=make_schedule(config, optimizer, data.steps),
+            criterion=nn.CrossEntropyLoss(),
+            norm=Normalizer(data.manifest, runtime.device, batch_layout(config)),
+            precision=Precision(config.precision, runtime.device),
+            drill=drill_for(runtime.rank),
+            stop=stop,
+            watchdog=Watchdog(config.hang_timeout, runtime.rank),
+            checkpoint_dir=strategy.broadcast_object(
+                checkpoint_dir_of(config, run_dir[0]) if run_dir is not None else None
+            ),
+            fingerprint=ckpt.fingerprint(config, data.global_batch, data.manifest.dataset_id),
+            replicas=Replicas.of(
+                strategy,
+                device_kind(runtime.device, drill_for(runtime.rank)),
+                config.resync_every,
+            ),
+        )
+        if config.step_breakdown:
+            strategy.breakdown = StepBreakdown(runtime.synchronize)
+        agree(strategy, lambda: resume(t))
+        strategy.barrier()
+        t.setup_s = float(strategy.all_reduce(np.array([clock() - t0]), "max")[0])
+    if runtime.rank == 0:
+        mark("ready", {"steps_done": t.steps_done})
+        stop.read_request_file()
+    t.board = open_board(config, runtime.rank, run_dir[0] if run_dir else None)
+    return t
+
+
+def resume(t: Training) -> None:
+    """Continue from the checkpoint ``--resume`` names, if any: weights, optimiser, schedule,
+    random generators (:func:`.checkpointing.load`), then the position and the progress so far."""
+    found = checkpointing.load(
+        t.config.resume,
+        t.checkpoint_dir,
+        t.fingerprint,
+        t.strategy,
+        t.optimizer,
+        t.schedule,
+        t.precision,
+        t.log,
+    )
+    if found is None:
+        return
+    progress = found.progress
+    t.start_epoch, t.start_step, t.steps_done = found.epoch, found.step, found.steps_done
+    t.epochs = list(progress["epochs"])
+    t.losses = list(progress["losses"])
+    t.partial = progress["partial"] if t.start_step else None
+    t.checkpoint_s = list(progress["checkpoint_s"])
+    t.replicas.load(progress.get("replicas"))
+    t.resumed_from = str(found.path)
+    note = resume_note(t.runtime.device, t.config.deterministic, progress.get("deterministic"))
+    if note is not None:
+        checkpointing.warn_on(t.runtime.rank)(note)
+    t.log(
+        f"resuming from {found.path}: epoch {t.start_epoch + 1}, step {t.start_step} "
+        f"({t.steps_done} steps done, written by {found.world_size} rank(s))"
+    )
+
+
+def announce(t: Training) -> None:
+    """The banner, and a note when the CPU ranks of this node want more threads than it has
+    cores."""
+    config, runtime, data, manifest = t.config, t.runtime, t.data, t.data.manifest
+    t.log(
+        f"hpcbench train: {t.strategy.name} on {runtime.world_size} rank(s), {runtime.device.type}, {runtime.threads} thread(s)/rank; "
+        f"{config.model} on {manifest.name} ({manifest.split('train').samples} train samples, "
+        f"{'x'.join(str(s) for s in manifest.shape)}); global batch {data.global_batch} "
+        f"({'/'.join(map(str, data.batch_sizes))} per rank), {data.steps} steps/epoch, {config.epochs} epoch(s)"
+    )
+    details = t.strategy.describe()
+    if details:
+        t.log(f"{t.strategy.name}: {details}")
+    if t.replicas.mixed:
+        t.log(f"replicas: {t.replicas.describe()}")
+    cores = usable_cores()
+    ranks = runtime.launch.local_world_size
+    if runtime.device.type == "cpu" and ranks * runtime.threads > cores:
+        t.log(
+            f"note: {ranks} rank(s) x {runtime.threads} thread(s) on {cores} core(s): "
+            "the node is oversubscribed; communication times include waiting for descheduled ranks"
+        )
