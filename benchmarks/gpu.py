@@ -271,7 +271,8 @@ def run_all(a: argparse.Namespace, runner: Runner) -> None:
                                str(bench / "report")], work)  # fmt: skip
     try:
         sys.path.insert(0, str(REPO))
-        from hpcbench.bench.analysis import analyse, load_results
+        from hpcbench.bench.analysis import analyse
+        from hpcbench.bench.results import load_results
 
         analysis = analyse(load_results(bench))
         runner.note("bench", {

@@ -151,8 +151,8 @@ def build_matrix_from(args: argparse.Namespace, trainer_args: list[str]) -> Any:
 
 
 def run(args: argparse.Namespace, program_args: list[str]) -> int:
-    from hpcbench.bench.analysis import AnalysisError
     from hpcbench.bench.matrix import MatrixError
+    from hpcbench.bench.results import AnalysisError
     from hpcbench.bench.runner import Bench, BenchError, plan
     from hpcbench.jobs.render import RenderError
     from hpcbench.jobs.schedulers import SchedulerError

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hpcbench.bench.figures import DPI
+
 
 @dataclass
 class Heading:
@@ -144,8 +146,6 @@ def esc(text: Any, keep: str = "") -> str:
 def _size(png: bytes) -> str:
     """``width``/``height`` attributes showing a figure at its size in inches (96 CSS px each),
     so that every figure's text has the same size on the page (CSS caps it at the page width)."""
-    from hpcbench.bench.figures import DPI
-
     if png[:8] != b"\x89PNG\r\n\x1a\n" or len(png) < 24:
         return ""
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")

@@ -13,11 +13,13 @@ import math
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hpcbench.atomic import current_umask
+from hpcbench.bench.energy import PowerTrace
+from hpcbench.bench.stats import est_ok, stat_ok
 
 PHASES = ("setup", "train", "val", "test")
 PHASE_COLOURS = {"setup": "#9e9e9e", "train": "#0072b2", "val": "#e69f00", "test": "#009e73"}
@@ -52,21 +54,6 @@ class Plot:
     missing: str = ""
 
 
-@dataclass
-class PowerTrace:
-    """The power of one energy run: per device (``label``: host and device), watts over seconds
-    since the run's first sample; ``phases``: (phase, start s, end s) on the same clock."""
-
-    config: str
-    run: str
-    series: list[tuple[str, list[float], list[float]]] = field(default_factory=list)
-    phases: list[tuple[str, float, float]] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------------------------------------
-# Small helpers
-
-
 def label(text: Any) -> str:
     """A string from user data made safe for matplotlib's text: ``$`` would start mathtext."""
     return str(text).replace("$", r"\$")
@@ -82,25 +69,6 @@ def accuracy_range(values: Sequence[float]) -> tuple[float, float]:
     top = min(100.0, hi + 2.0)
     bottom = max(0.0, min(lo - 2.0, top - ACCURACY_SPAN))
     return bottom, max(top, min(100.0, bottom + ACCURACY_SPAN))
-
-
-def stat_ok(stat: Any) -> bool:
-    """A STAT with at least one value and a median."""
-    return (
-        isinstance(stat, dict)
-        and bool(stat.get("n"))
-        and isinstance(stat.get("median"), (int, float))
-        and math.isfinite(stat["median"])
-    )
-
-
-def est_ok(est: Any) -> bool:
-    """An EST with a finite value."""
-    return (
-        isinstance(est, dict)
-        and isinstance(est.get("value"), (int, float))
-        and math.isfinite(est["value"])
-    )
 
 
 def _interval(d: dict[str, Any], centre: float, scale: float = 1.0) -> tuple[float, float]:
@@ -120,23 +88,6 @@ def _errors(items: Sequence[tuple[dict[str, Any], float]]) -> list[list[float]]:
         below.append(lo)
         above.append(hi)
     return [below, above]
-
-
-def watts_from_samples(samples: Sequence[Sequence[float]]) -> tuple[list[float], list[float]]:
-    """Cumulative joules ``[[unix s, J], ...]`` to power: the mean watts of each interval, placed
-    at the interval's midpoint, in seconds since the first sample. Intervals of zero length are
-    skipped (two readings in the same clock tick)."""
-    times, watts = [], []
-    pts = [(float(t), float(j)) for t, j in samples]
-    if len(pts) < 2:
-        return times, watts
-    t0 = pts[0][0]
-    for (ta, ja), (tb, jb) in zip(pts, pts[1:], strict=False):
-        if tb <= ta:
-            continue
-        times.append((ta + tb) / 2 - t0)
-        watts.append((jb - ja) / (tb - ta))
-    return times, watts
 
 
 def colour_of(analysis: dict[str, Any], name: str) -> str:

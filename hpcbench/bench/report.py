@@ -3,9 +3,9 @@ HTML page (figures embedded as PNG data URIs, CSS inline, no external URL, no Ja
 the figures as PNG files and the analysis tables as CSV.
 
 The numbers come from :func:`hpcbench.bench.analysis.analyse`; what the analysis dict does not
-hold (each run's status, error and job id, the provenance, the energy sources and samples) is
-read from the results directory's own files (``bench.json``, ``runs.json``, each run's
-``energy.json`` and ``metrics.json``). The report is built once as a list of blocks and written
+hold (each run's status, error and job id, the provenance, the energy sources and samples) comes
+from the :class:`~hpcbench.bench.results.Results` it was made from: the report opens no file of
+the results directory. The report is built once as a list of blocks and written
 twice, so both files say the same; every string from those files is user data, escaped for the
 format it lands in. Documented in docs/report.md.
 """
@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.atomic import write_atomically
-from hpcbench.bench.analysis import kind_name
+from hpcbench.bench import figures
+from hpcbench.bench.analysis import analyse
 from hpcbench.bench.document import (
     Block,
     Bullets,
@@ -32,6 +33,10 @@ from hpcbench.bench.document import (
     to_html,
     to_markdown,
 )
+from hpcbench.bench.energy import energy_sources, kind_name, power_traces
+from hpcbench.bench.results import TOTAL_PHASES, Results, load_results
+from hpcbench.bench.stats import est_ok, stat_ok
+from hpcbench.bench.tables import write_tables
 
 
 class ReportError(ValueError):
@@ -73,8 +78,6 @@ def _ci(d: dict[str, Any], scale: float = 1.0) -> str:
 
 def fmt_joules(stat: Any) -> str:
     """An energy STAT in J, kJ or MJ, whichever keeps the median below 10 000."""
-    from hpcbench.bench.figures import stat_ok
-
     if not stat_ok(stat):
         return "–"
     for unit, scale in (("MJ", 1e6), ("kJ", 1e3), ("J", 1.0)):
@@ -85,8 +88,6 @@ def fmt_joules(stat: Any) -> str:
 
 def fmt_stat(stat: Any, unit: str = "", scale: float = 1.0) -> str:
     """``median [lo, hi] unit, n = k`` of a STAT; ``–`` without values."""
-    from hpcbench.bench.figures import stat_ok
-
     if not stat_ok(stat):
         return "–"
     u = f" {unit}" if unit else ""
@@ -95,8 +96,6 @@ def fmt_stat(stat: Any, unit: str = "", scale: float = 1.0) -> str:
 
 def fmt_est(est: Any, unit: str = "", scale: float = 1.0) -> str:
     """``value [lo, hi] unit`` of an EST; ``–`` when undefined."""
-    from hpcbench.bench.figures import est_ok
-
     if not est_ok(est):
         return "–"
     u = f" {unit}" if unit else ""
@@ -110,138 +109,6 @@ def _when(t: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# The results directory's own files (what the analysis dict does not hold)
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ReportError(f"{path}: missing") from None
-    except (OSError, ValueError) as err:
-        raise ReportError(f"{path}: unreadable ({err})") from None
-
-
-def _read_optional(path: Path) -> Any:
-    """A run's JSON file, or None when it is absent or broken (the analysis reports those)."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _inside(results: Path, rel: Any) -> Path | None:
-    """``results/rel`` if it stays inside ``results`` (run_dir is data, not a free path)."""
-    from hpcbench.bench.analysis import inside
-
-    return inside(results, rel)
-
-
-def _runs(results: Path) -> list[dict[str, Any]]:
-    data = _read_json(results / "runs.json")
-    runs = data.get("runs") if isinstance(data, dict) else None
-    if not isinstance(runs, list):
-        raise ReportError(f"{results / 'runs.json'}: no list 'runs'")
-    return [r for r in runs if isinstance(r, dict)]
-
-
-def power_traces(results: Path, runs: Sequence[dict[str, Any]]) -> list:
-    """Per configuration, the power trace of its first completed energy run."""
-    from hpcbench.bench.figures import PowerTrace, watts_from_samples
-
-    traces: list[PowerTrace] = []
-    done: set[str] = set()
-    for r in sorted(runs, key=lambda r: (str(r.get("config")), r.get("rep") or 0)):
-        name = str(r.get("config"))
-        if r.get("kind") != "energy" or r.get("status") != "completed" or name in done:
-            continue
-        run_dir = _inside(results, r.get("run_dir"))
-        energy = _read_optional(run_dir / "energy.json") if run_dir else None
-        if not isinstance(energy, dict):
-            continue
-        trace = PowerTrace(name, f"energy run {r.get('rep')}")
-        t0 = None
-        for node in energy.get("nodes") or []:
-            for dev in node.get("devices") or []:
-                samples = dev.get("samples") or []
-                if dev.get("method") == "unavailable" or len(samples) < 2:
-                    continue
-                first = float(samples[0][0])
-                t0 = first if t0 is None else min(t0, first)
-        if t0 is None:
-            continue
-        for node in energy.get("nodes") or []:
-            for dev in node.get("devices") or []:
-                samples = dev.get("samples") or []
-                if dev.get("method") == "unavailable" or len(samples) < 2:
-                    continue
-                times, watts = watts_from_samples(samples)
-                shift = float(samples[0][0]) - t0
-                used = "" if dev.get("used", True) else ", unused"
-                trace.series.append(
-                    (
-                        f"{node.get('host')}:{dev.get('name')} ({dev.get('method')}{used})",
-                        [t + shift for t in times],
-                        watts,
-                    )
-                )
-        metrics = _read_optional(run_dir / "metrics.json")
-        for w in (metrics or {}).get("phase_windows") or []:
-            try:
-                trace.phases.append((str(w["phase"]), w["start"] - t0, w["end"] - t0))
-            except (KeyError, TypeError):
-                continue
-        traces.append(trace)
-        done.add(name)
-    return traces
-
-
-def energy_sources(results: Path, runs: Sequence[dict[str, Any]]) -> list[list[str]]:
-    """Every device any completed energy run sampled or could not: config, host, device, kind,
-    method, period, used, reason (one row per distinct device and method)."""
-    rows: list[list[str]] = []
-    seen: set[tuple[str, ...]] = set()
-    for r in runs:
-        if r.get("kind") != "energy" or r.get("status") != "completed":
-            continue
-        run_dir = _inside(results, r.get("run_dir"))
-        energy = _read_optional(run_dir / "energy.json") if run_dir else None
-        if not isinstance(energy, dict):
-            row = [
-                str(r.get("config")),
-                "–",
-                "–",
-                "–",
-                "unavailable",
-                "–",
-                "–",
-                f"no energy.json in {r.get('run_dir')}",
-            ]
-        else:
-            for node in energy.get("nodes") or []:
-                for dev in node.get("devices") or []:
-                    period = dev.get("interval_s", energy.get("interval_s"))
-                    row = [
-                        str(r.get("config")),
-                        str(node.get("host")),
-                        str(dev.get("name")),
-                        str(dev.get("kind")),
-                        str(dev.get("method")),
-                        f"{period:g}\u00a0s" if isinstance(period, (int, float)) else "–",
-                        "yes" if dev.get("used") else "no",
-                        str(dev.get("reason") or ""),
-                    ]
-                    if tuple(row) not in seen:
-                        seen.add(tuple(row))
-                        rows.append(row)
-            continue
-        if tuple(row) not in seen:
-            seen.add(tuple(row))
-            rows.append(row)
-    return rows
-
-
-# ---------------------------------------------------------------------------------------------
 # The report's sections
 
 _PHASE_WORDS = {"setup": "set-up", "train": "training", "val": "validation", "test": "test"}
@@ -249,10 +116,6 @@ _PHASE_WORDS = {"setup": "set-up", "train": "training", "val": "validation", "te
 
 def total_phases() -> tuple[str, ...]:
     """The phases the analysis sums into a run's total time ("train", "val", "test" ...)."""
-    try:
-        from hpcbench.bench.analysis import TOTAL_PHASES
-    except ImportError:
-        return ("setup", "train", "val", "test")
     return tuple(p.removesuffix("_s") for p in TOTAL_PHASES)
 
 
@@ -375,9 +238,7 @@ def _accuracy_table(analysis: dict[str, Any]) -> Table:
     )
 
 
-def _energy_blocks(
-    analysis: dict[str, Any], results: Path, runs: Sequence[dict[str, Any]], idle: Any
-) -> list[Block]:
+def _energy_blocks(analysis: dict[str, Any], results: Results, idle: Any) -> list[Block]:
     blocks: list[Block] = []
     rows, sources = [], []
     for c in analysis.get("configs", []):
@@ -484,7 +345,7 @@ def _energy_blocks(
     blocks.append(Heading(3, "Energy sources"))
     blocks.append(Para("Where each configuration's energy comes from (method, device, period):"))
     blocks.append(Bullets(sources))
-    src = energy_sources(results, runs)
+    src = energy_sources(results)
     blocks.append(Para("Per device, over every completed energy run:"))
     if src:
         blocks.append(
@@ -636,23 +497,22 @@ def _differences(analysis: dict[str, Any]) -> list[str]:
 
 
 def build_blocks(
-    results: Path,
+    results: Results,
     analysis: dict[str, Any],
     plots: Sequence[Any],
     tables: Sequence[Path],
     out_dir: Path,
 ) -> list[Block]:
     """The whole report as blocks (the order of docs/report.md)."""
-    bench = _read_json(results / "bench.json")
-    runs = _runs(results)
-    idle = _read_optional(results / "idle.json")
+    bench, idle = results.bench, results.idle
+    runs = [run.record for run in results.runs]
     matrix = bench.get("matrix") or {}
-    name = matrix.get("name") or results.name
+    name = matrix.get("name") or results.directory.name
     prov = bench.get("provenance") or {}
     blocks: list[Block] = [
         Heading(1, f"Benchmark report: {name}"),
         Para(
-            f"Results directory {results}; matrix created {bench.get('created', '–')}; "
+            f"Results directory {results.directory}; matrix created {bench.get('created', '–')}; "
             f"hpcbench {prov.get('hpcbench', '–')}, git {prov.get('git') or '–'}; report "
             f"written {_when(time.time())}.",
             "",
@@ -715,7 +575,7 @@ def build_blocks(
     blocks += [Heading(2, "Accuracy", "accuracy"), _accuracy_table(analysis)]
     if analysis.get("energy_asked", True):  # no energy run asked for: no section to fill
         blocks += [Heading(2, "Energy", "energy")]
-        blocks += _energy_blocks(analysis, results, runs, idle)
+        blocks += _energy_blocks(analysis, results, idle)
 
     blocks += [Heading(2, "Failed runs", "failed")] + _failed_blocks(runs)
     blocks += [Heading(2, "Provenance", "provenance")] + _provenance_blocks(bench, runs)
@@ -731,22 +591,22 @@ def build_blocks(
 
 
 def render_report(
-    results_dir: str | Path,
+    results: Results | str | Path,
     analysis: dict[str, Any],
     out_dir: str | Path,
     tables: Sequence[Path] = (),
 ) -> list[Path]:
     """Write the report of ``analysis`` (the dict of :func:`hpcbench.bench.analysis.analyse` for
-    ``results_dir``) into ``out_dir``: the figures, ``report.md`` and ``report.html``; ``tables``
-    are the CSV files already written there, listed in the report. Returns the paths written,
-    ``report.md`` and ``report.html`` first."""
-    from hpcbench.bench import figures
-
-    results, out = Path(results_dir), Path(out_dir)
+    ``results``, read by :func:`~hpcbench.bench.results.load_results` when given as a directory)
+    into ``out_dir``: the figures, ``report.md`` and ``report.html``; ``tables`` are the CSV files
+    already written there, listed in the report. Returns the paths written, ``report.md`` and
+    ``report.html`` first."""
+    if not isinstance(results, Results):
+        results = load_results(results)
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    runs = _runs(results)
     fig_dir = out / "figures"
-    plots = figures.render_all(analysis, power_traces(results, runs), fig_dir, total_phases())
+    plots = figures.render_all(analysis, power_traces(results), fig_dir, total_phases())
     for p in plots:  # a figure drawn by an earlier report but missing now must not linger
         if p.path is None:
             (fig_dir / f"{p.key}.png").unlink(missing_ok=True)
@@ -791,11 +651,10 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
         raise ReportError(
             "hpcbench report needs matplotlib: pip install 'hpcbench[report]'"
         ) from None
-    from hpcbench.bench import analysis as an
-
-    results = Path(results_dir)
-    out = Path(out_dir) if out_dir is not None else results / "report"
-    analysis = an.analyse(an.load_results(results))
+    directory = Path(results_dir)
+    out = Path(out_dir) if out_dir is not None else directory / "report"
+    results = load_results(directory)
+    analysis = analyse(results)
     claim_output(out)
-    tables = [Path(t) for t in an.write_tables(analysis, out / "tables")]
+    tables = [Path(t) for t in write_tables(analysis, out / "tables")]
     return render_report(results, analysis, out, tables)

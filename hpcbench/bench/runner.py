@@ -16,7 +16,6 @@ Nothing here imports torch: it runs on a login node.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import platform
 import re
@@ -32,12 +31,17 @@ from typing import Any
 from hpcbench import api
 from hpcbench.bench.machine_load import other_work
 from hpcbench.bench.matrix import RESERVED_TRAINER_FLAGS, Config, Matrix, MatrixError
+from hpcbench.bench.results import (
+    BENCH_FORMAT,
+    RUNS_FORMAT,
+    AnalysisError,
+    read_document,
+    run_metrics,
+)
 from hpcbench.data.manifest import write_json_atomically
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError, SchedulerUnreachable
 
-BENCH_FORMAT = "hpcbench-bench/1"
-RUNS_FORMAT = "hpcbench-runs/1"
 TIMING, ENERGY = "timing", "energy"
 FINISHED = ("completed", "failed")
 SUBMIT_RETRIES = (10.0, 30.0)  # seconds before asking a refusing scheduler again
@@ -422,12 +426,11 @@ class Bench:
     def _record_run_side(self, run: Run) -> None:
         """Add what the ranks saw (hosts, node lists, MPI, backend, torch) to bench.json's
         provenance, so the report states it once for the whole matrix."""
+        bench_file = self.results / "bench.json"
         try:
-            seen = json.loads((self.results / (run.run_dir or "") / "metrics.json").read_text())
-            ranks = seen["provenance"]
-            bench_file = self.results / "bench.json"
-            bench = json.loads(bench_file.read_text())
-        except (OSError, ValueError, KeyError, TypeError):
+            ranks = (run_metrics(self.results, run.run_dir) or {})["provenance"]
+            bench = read_document(bench_file, BENCH_FORMAT, "")
+        except (AnalysisError, KeyError, TypeError):
             return
         prov = bench.setdefault("provenance", {})
         changed = False
@@ -482,7 +485,7 @@ def _outcome(results: Path, run: Run) -> str:
         reason = _reason(run.error)
         return f" ({reason})" if reason else ""
     try:
-        metrics = json.loads((results / (run.run_dir or "") / "metrics.json").read_text())
+        metrics = run_metrics(results, run.run_dir) or {}
         ph, test = metrics["phases"], metrics.get("test") or {}
         acc = f", test accuracy {test['accuracy']:.3f}" if test.get("accuracy") is not None else ""
         return f" in {run.ended - run.started:.0f} s (train {ph['train_s']:.1f} s{acc})"
@@ -501,14 +504,9 @@ def _reason(error: str) -> str:
 
 def _read_json(path: Path, fmt: str) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BenchError(f"{path}: missing; this results directory is incomplete") from None
-    except (OSError, ValueError) as err:
-        raise BenchError(f"{path}: cannot be read as JSON ({err})") from None
-    if not isinstance(data, dict) or data.get("format") != fmt:
-        raise BenchError(f"{path}: not a {fmt} file")
-    return data
+        return read_document(path, fmt, "this results directory is incomplete")
+    except AnalysisError as err:
+        raise BenchError(str(err)) from None
 
 
 __all__ = ["BENCH_FORMAT", "Bench", "BenchError", "MatrixError", "Run", "plan", "provenance"]

@@ -6,6 +6,7 @@ from the same results gives the same numbers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -137,3 +138,22 @@ def significantly_different(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def overlap(a: Sequence[float], b: Sequence[float]) -> bool:
     """Whether two intervals ``[lo, hi]`` share at least one point."""
     return a[0] <= b[1] and b[0] <= a[1]
+
+
+def stat_ok(stat: Any) -> bool:
+    """A STAT with at least one value and a median."""
+    return (
+        isinstance(stat, dict)
+        and bool(stat.get("n"))
+        and isinstance(stat.get("median"), (int, float))
+        and math.isfinite(stat["median"])
+    )
+
+
+def est_ok(est: Any) -> bool:
+    """An EST with a finite value."""
+    return (
+        isinstance(est, dict)
+        and isinstance(est.get("value"), (int, float))
+        and math.isfinite(est["value"])
+    )

@@ -27,7 +27,8 @@ from tests.conftest import need_module, require
 need_module("matplotlib")
 np = need_module("numpy")
 
-from hpcbench.bench import figures, report  # noqa: E402
+from hpcbench.bench import energy, figures, report  # noqa: E402
+from hpcbench.bench.results import load_results  # noqa: E402
 
 HOSTILE = "<script>alert(1)</script>"
 HOSTILE_HOST = "<b>node2</b>"
@@ -470,7 +471,8 @@ def test_missing_figures_are_replaced_by_the_reason(results: Path, tmp_path: Pat
     for c in analysis["configs"]:
         c["speedup_vs_one_device"] = None
     analysis["baselines"]["one_device"] = None
-    shutil.rmtree(results / "runs")  # no energy.json to draw power from
+    for energy_file in (results / "runs").rglob("energy.json"):  # no power to draw
+        energy_file.unlink()
     report.render_report(results, analysis, out)
     assert sorted(p.name for p in (out / "figures").glob("*.png")) == [
         "accuracy.png",
@@ -501,16 +503,15 @@ def test_names_that_look_like_mathtext_are_drawn_as_text(tmp_path: Path) -> None
 
 
 def test_watts_from_cumulative_joules() -> None:
-    times, watts = figures.watts_from_samples(
+    times, watts = energy.watts_from_samples(
         [[10.0, 0.0], [10.5, 50.0], [10.5, 50.0], [11.5, 250.0]]
     )
     assert times == [0.25, 1.0] and watts == [100.0, 200.0]
-    assert figures.watts_from_samples([[1.0, 5.0]]) == ([], [])
+    assert energy.watts_from_samples([[1.0, 5.0]]) == ([], [])
 
 
 def test_power_trace_read_from_energy_json(results: Path) -> None:
-    runs = json.loads((results / "runs.json").read_text())["runs"]
-    traces = report.power_traces(results, runs)
+    traces = energy.power_traces(load_results(results))
     assert [t.config for t in traces] == sorted(c[0] for c in CONFIGS if c[2] == "cuda")
     t = next(t for t in traces if t.config == "1dev")
     labels = [s[0] for s in t.series]
@@ -683,7 +684,7 @@ def test_gpu_energy_beside_unreadable_rapl_is_in_the_report_table_and_summary(
 ) -> None:
     """A GPU node whose RAPL is root-only: the report's table per kind of device holds the GPU's
     joules and EDP, the CPU row says why it was not read, and the summary says the same."""
-    from hpcbench.bench.analysis import analyse, load_results
+    from hpcbench.bench.analysis import analyse
     from tests.unit.test_bench_analysis import BASE, _device, _two_configs
 
     rapl = "no RAPL powercap readable (/sys/class/powercap absent)"

@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 from hpcbench.bench import stats
-from hpcbench.bench.analysis import AnalysisError, analyse, compare, load_results, write_tables
+from hpcbench.bench.analysis import analyse, compare
+from hpcbench.bench.results import AnalysisError, load_results
+from hpcbench.bench.tables import write_tables
 
 # ----------------------------------------------------------------------------- a results directory
 
