@@ -13,7 +13,6 @@ format it lands in. Documented in docs/report.md.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,79 +32,15 @@ from hpcbench.bench.document import (
     to_html,
     to_markdown,
 )
-from hpcbench.bench.energy import energy_sources, kind_name, power_traces
+from hpcbench.bench.energy import power_traces
+from hpcbench.bench.formatting import fmt_est, fmt_stat, num, when
+from hpcbench.bench.report_energy import energy_blocks
 from hpcbench.bench.results import TOTAL_PHASES, Results, load_results
-from hpcbench.bench.stats import est_ok, stat_ok
 from hpcbench.bench.tables import write_tables
 
 
 class ReportError(ValueError):
     """A results directory the report cannot read; the message names the file."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Numbers as text
-
-
-def num(x: Any) -> str:
-    """A measurement with three significant digits (whole numbers from 1000 up)."""
-    if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
-        return "–"
-    ax = abs(x)
-    if ax >= 1000:
-        return f"{x:,.0f}".replace(",", " ")
-    if ax >= 100:
-        return f"{x:.0f}"
-    if ax >= 10:
-        return f"{x:.1f}"
-    if ax >= 1 or ax == 0:
-        return f"{x:.2f}"
-    return f"{x:#.3g}"
-
-
-def _ci(d: dict[str, Any], scale: float = 1.0) -> str:
-    """`` [lo, hi]``; nothing when there is no interval (one value: lo = hi)."""
-    ci = d.get("ci95")
-    if (
-        isinstance(ci, (list, tuple))
-        and len(ci) == 2
-        and all(isinstance(v, (int, float)) for v in ci)
-        and ci[0] != ci[1]
-    ):
-        return f" [{num(ci[0] * scale)}, {num(ci[1] * scale)}]"
-    return ""
-
-
-def fmt_joules(stat: Any) -> str:
-    """An energy STAT in J, kJ or MJ, whichever keeps the median below 10 000."""
-    if not stat_ok(stat):
-        return "–"
-    for unit, scale in (("MJ", 1e6), ("kJ", 1e3), ("J", 1.0)):
-        if abs(stat["median"]) >= 10 * scale or unit == "J":
-            return fmt_stat(stat, unit, 1.0 / scale)
-    return "–"
-
-
-def fmt_stat(stat: Any, unit: str = "", scale: float = 1.0) -> str:
-    """``median [lo, hi] unit, n = k`` of a STAT; ``–`` without values."""
-    if not stat_ok(stat):
-        return "–"
-    u = f" {unit}" if unit else ""
-    return f"{num(stat['median'] * scale)}{u}{_ci(stat, scale)}, n = {stat['n']}"
-
-
-def fmt_est(est: Any, unit: str = "", scale: float = 1.0) -> str:
-    """``value [lo, hi] unit`` of an EST; ``–`` when undefined."""
-    if not est_ok(est):
-        return "–"
-    u = f" {unit}" if unit else ""
-    return f"{num(est['value'] * scale)}{u}{_ci(est, scale)}"
-
-
-def _when(t: Any) -> str:
-    if not isinstance(t, (int, float)):
-        return "–"
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,162 +173,6 @@ def _accuracy_table(analysis: dict[str, Any]) -> Table:
     )
 
 
-def _energy_blocks(analysis: dict[str, Any], results: Results, idle: Any) -> list[Block]:
-    blocks: list[Block] = []
-    rows, sources = [], []
-    for c in analysis.get("configs", []):
-        e = c.get("energy") or {}
-        if e.get("available"):
-            used = "; ".join(str(s) for s in e.get("sources") or []) or "–"
-            sources.append(f"{c['name']}: {used}")
-        else:
-            sources.append(f"{c['name']}: unavailable: {e.get('reason') or 'no energy run'}")
-        rows.append(
-            [
-                str(c["name"]),
-                str(e.get("window") or "–"),
-                fmt_joules(e.get("used_j")),
-                fmt_joules(e.get("with_idle_j")),
-                fmt_joules(e.get("net_j")),
-                fmt_stat(e.get("per_sample_j"), "J"),
-                num(e.get("edp")),
-                num(e.get("edp_norm")),
-                num(e.get("edp_with_idle_norm")),
-                num(e.get("ed2p_norm")),
-            ]
-        )
-    blocks.append(
-        Para(
-            "Energy of one energy run (kept apart from the timing runs), median over the energy "
-            "runs with its 95 % bootstrap interval: used = the devices the run computed on; with "
-            "idle = every sampled device of its nodes, the allocated ones it left idle included; "
-            "net = used less the idle power of the used devices (idle.json) over the run's time, "
-            "the work's own energy; per sample = used ÷ training samples. EDP = energy × time "
-            "(J·s), ED²P = energy × time²; the columns marked / baseline divide by the one-device "
-            "baseline's (below 1 is better)."
-        )
-    )
-    blocks.append(
-        Table(
-            [
-                "configuration",
-                "window",
-                "used",
-                "with idle",
-                "net",
-                "per sample",
-                "EDP (J·s)",
-                "EDP / baseline",
-                "EDP with idle / baseline",
-                "ED²P / baseline",
-            ],
-            rows,
-            numeric=set(range(2, 10)),
-        )
-    )
-    kind_rows = []
-    for c in analysis.get("configs", []):
-        for kind, k in ((c.get("energy") or {}).get("by_kind") or {}).items():
-            kind_rows.append(
-                [
-                    str(c["name"]),
-                    kind_name(kind),
-                    fmt_joules(k.get("used_j")) if k["available"] else f"not read: {k['reason']}",
-                    fmt_stat(k.get("per_sample_j"), "J"),
-                    num(k.get("edp")),
-                    num(k.get("edp_norm")),
-                    num(k.get("ed2p")),
-                    num(k.get("ed2p_norm")),
-                ]
-            )
-    if kind_rows:
-        blocks.append(
-            Para(
-                "Per kind of device the runs computed on, the same figures for the devices of "
-                "that kind alone: a kind that could be read is reported even where another could "
-                "not (the totals above are then not known, never a sum that leaves a device out)."
-            )
-        )
-        blocks.append(
-            Table(
-                [
-                    "configuration",
-                    "kind",
-                    "used",
-                    "per sample",
-                    "EDP (J·s)",
-                    "EDP / baseline",
-                    "ED²P (J·s²)",
-                    "ED²P / baseline",
-                ],
-                kind_rows,
-                numeric=set(range(3, 8)),
-            )
-        )
-    why = []
-    for c in analysis.get("configs", []):
-        e = c.get("energy") or {}
-        if e.get("partial"):
-            why.append(f"{c['name']}: {e['partial']}")
-        if not e.get("available"):
-            continue
-        for key, what in (("with_idle_reason", "with idle"), ("net_reason", "net")):
-            if e.get(key):
-                why.append(f"{c['name']}: {what} unavailable: {e[key]}")
-    if why:
-        blocks.append(Bullets(why))
-    blocks.append(Heading(3, "Energy sources"))
-    blocks.append(Para("Where each configuration's energy comes from (method, device, period):"))
-    blocks.append(Bullets(sources))
-    src = energy_sources(results)
-    blocks.append(Para("Per device, over every completed energy run:"))
-    if src:
-        blocks.append(
-            Table(
-                ["configuration", "host", "device", "kind", "method", "period", "used", "reason"],
-                src,
-            )
-        )
-    else:
-        blocks.append(Para("No energy run completed, so no device was sampled.", "note"))
-    blocks.append(Heading(3, "Idle power"))
-    devices = idle.get("devices") if isinstance(idle, dict) else None
-    if devices:
-        blocks.append(
-            Para(
-                f"Measured before the matrix for {num(idle.get('seconds'))} s, sampled every "
-                f"{num(idle.get('interval_s'))} s."
-            )
-        )
-        blocks.append(
-            Table(
-                ["host", "device", "kind", "method", "idle power", "reason"],
-                [
-                    [
-                        str(d.get("host")),
-                        str(d.get("name")),
-                        str(d.get("kind")),
-                        str(d.get("method")),
-                        f"{num(d.get('watts'))} W" if d.get("watts") is not None else "–",
-                        str(d.get("reason") or ""),
-                    ]
-                    for d in devices
-                    if isinstance(d, dict)
-                ],
-                numeric={4},
-            )
-        )
-    else:
-        blocks.append(
-            Para(
-                "unavailable: no idle.json (the idle power was not measured before the matrix), "
-                "so net energies (above idle power) could not be computed.",
-                "note",
-            )
-        )
-    return blocks
-
-
 def _failed_blocks(runs: Sequence[dict[str, Any]]) -> list[Block]:
     failed = [r for r in runs if r.get("status") == "failed"]
     if not failed:
@@ -452,7 +231,7 @@ def _provenance_blocks(bench: dict[str, Any], runs: Sequence[dict[str, Any]]) ->
                 str(r.get("status")),
                 str(r.get("scheduler") or "–"),
                 str(r.get("job_id") or "–"),
-                _when(started),
+                when(started),
                 took,
                 str(r.get("run_dir") or "–"),
             ]
@@ -496,29 +275,9 @@ def _differences(analysis: dict[str, Any]) -> list[str]:
     return out
 
 
-def build_blocks(
-    results: Results,
-    analysis: dict[str, Any],
-    plots: Sequence[Any],
-    tables: Sequence[Path],
-    out_dir: Path,
-) -> list[Block]:
-    """The whole report as blocks (the order of docs/report.md)."""
-    bench, idle = results.bench, results.idle
-    runs = [run.record for run in results.runs]
-    matrix = bench.get("matrix") or {}
-    name = matrix.get("name") or results.directory.name
-    prov = bench.get("provenance") or {}
-    blocks: list[Block] = [
-        Heading(1, f"Benchmark report: {name}"),
-        Para(
-            f"Results directory {results.directory}; matrix created {bench.get('created', '–')}; "
-            f"hpcbench {prov.get('hpcbench', '–')}, git {prov.get('git') or '–'}; report "
-            f"written {_when(time.time())}.",
-            "",
-        ),
-        Heading(2, "Summary", "summary"),
-    ]
+def _summary_blocks(analysis: dict[str, Any], runs: Sequence[dict[str, Any]]) -> list[Block]:
+    """The summary's sentences, the baselines, failed and shared runs, the differences."""
+    blocks: list[Block] = []
     sentences = [str(s) for s in analysis.get("sentences") or []]
     blocks.append(Bullets(sentences) if sentences else Para("The analysis found nothing to say."))
     base = analysis.get("baselines") or {}
@@ -550,7 +309,12 @@ def build_blocks(
     if diffs:
         blocks += [Heading(3, "Against the one-device baseline"), Bullets(diffs)]
 
-    blocks.append(Heading(2, "Figures", "figures"))
+    return blocks
+
+
+def _figure_blocks(plots: Sequence[Any], out_dir: Path) -> list[Block]:
+    """Each figure, or the reason it could not be drawn."""
+    blocks: list[Block] = []
     for p in plots:
         blocks.append(Heading(3, p.title))
         if p.path is None:
@@ -559,6 +323,35 @@ def build_blocks(
             rel = p.path.relative_to(out_dir).as_posix()
             blocks.append(Image(p.title, p.caption, rel, p.png))
 
+    return blocks
+
+
+def build_blocks(
+    results: Results,
+    analysis: dict[str, Any],
+    plots: Sequence[Any],
+    tables: Sequence[Path],
+    out_dir: Path,
+) -> list[Block]:
+    """The whole report as blocks (the order of docs/report.md)."""
+    bench = results.bench
+    runs = [run.record for run in results.runs]
+    matrix = bench.get("matrix") or {}
+    name = matrix.get("name") or results.directory.name
+    prov = bench.get("provenance") or {}
+    blocks: list[Block] = [
+        Heading(1, f"Benchmark report: {name}"),
+        Para(
+            f"Results directory {results.directory}; matrix created {bench.get('created', '–')}; "
+            f"hpcbench {prov.get('hpcbench', '–')}, git {prov.get('git') or '–'}; report "
+            f"written {when(time.time())}.",
+            "",
+        ),
+        Heading(2, "Summary", "summary"),
+    ]
+    blocks += _summary_blocks(analysis, runs)
+    blocks.append(Heading(2, "Figures", "figures"))
+    blocks += _figure_blocks(plots, out_dir)
     blocks += [Heading(2, "Configurations", "configs"), _config_table(bench, analysis)]
     blocks += [Heading(2, "Time", "time"), _time_table(analysis)]
     blocks += [
@@ -575,7 +368,7 @@ def build_blocks(
     blocks += [Heading(2, "Accuracy", "accuracy"), _accuracy_table(analysis)]
     if analysis.get("energy_asked", True):  # no energy run asked for: no section to fill
         blocks += [Heading(2, "Energy", "energy")]
-        blocks += _energy_blocks(analysis, results, idle)
+        blocks += energy_blocks(analysis, results)
 
     blocks += [Heading(2, "Failed runs", "failed")] + _failed_blocks(runs)
     blocks += [Heading(2, "Provenance", "provenance")] + _provenance_blocks(bench, runs)
