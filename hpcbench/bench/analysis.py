@@ -48,6 +48,33 @@ def _speedup(name: str, base: str | None, times: dict[str, list[float]]) -> dict
     return stats.ratio_of_medians(times[base], times[name])
 
 
+def _scaling(
+    s_one: dict | None, s_one_train: dict | None, devices: int, comparable: bool
+) -> dict[str, Any]:
+    """Speedup over the one-device baseline (whole run, train loop) and, where the devices are
+    of the baseline's kind, parallel efficiency and the Karp–Flatt serial fraction."""
+    return {
+        "speedup_vs_one_device": s_one,
+        "speedup_train_vs_one_device": s_one_train,
+        "efficiency": stats.scaled(s_one, 1.0 / devices) if comparable else None,
+        "efficiency_train": stats.scaled(s_one_train, 1.0 / devices) if comparable else None,
+        "karp_flatt": stats.karp_flatt_est(s_one, devices) if comparable else None,
+        "karp_flatt_train": stats.karp_flatt_est(s_one_train, devices) if comparable else None,
+    }
+
+
+def _throughput(runs: list[Run]) -> dict[str, Any] | None:
+    """Training samples per second over the runs that report it."""
+    return stats.summarise(
+        [
+            float(r.metrics["throughput"]["train_samples_per_s"])
+            for r in runs
+            if r.metrics
+            and is_number((r.metrics.get("throughput") or {}).get("train_samples_per_s"))
+        ]
+    )
+
+
 def analyse(results: Results) -> dict[str, Any]:
     """The analysis of a results directory (JSON-able; the layout in docs/benchmarking.md)."""
     matrix = results.matrix
@@ -96,27 +123,9 @@ def analyse(results: Results) -> dict[str, Any]:
                 },
                 "time": {p: stats.summarise(phase_values[name][p]) for p in PHASES},
                 "speedup_vs_cpu": s_cpu,
-                "speedup_vs_one_device": s_one,
-                "speedup_train_vs_one_device": s_one_train,
-                "efficiency": stats.scaled(s_one, 1.0 / devices) if comparable else None,
-                "efficiency_train": stats.scaled(s_one_train, 1.0 / devices)
-                if comparable
-                else None,
-                "karp_flatt": stats.karp_flatt_est(s_one, devices) if comparable else None,
-                "karp_flatt_train": stats.karp_flatt_est(s_one_train, devices)
-                if comparable
-                else None,
+                **_scaling(s_one, s_one_train, devices, comparable),
                 "accuracy": _accuracy(timing[name]),
-                "throughput": stats.summarise(
-                    [
-                        float(r.metrics["throughput"]["train_samples_per_s"])
-                        for r in timing[name]
-                        if r.metrics
-                        and is_number(
-                            (r.metrics.get("throughput") or {}).get("train_samples_per_s")
-                        )
-                    ]
-                ),
+                "throughput": _throughput(timing[name]),
                 "energy": energy_block(completed(name, "energy"), idle),
             }
         )

@@ -210,23 +210,10 @@ def scaling(analysis: dict[str, Any], out_dir: Path) -> Plot:
     """Speedup against the one-device baseline over the device count, with the ideal line, and
     the parallel efficiency (whole run and train loop) per configuration. Only configurations on
     the baseline's kind of device: a speedup of GPUs over a CPU says nothing about scaling."""
-    from matplotlib.lines import Line2D
-
     title = "Speedup and efficiency"
     base = (analysis.get("baselines") or {}).get("one_device")
     all_configs = analysis.get("configs", [])
-    base_device = next((c.get("device") for c in all_configs if c.get("name") == base), None)
-    configs = [
-        c
-        for c in all_configs
-        if est_ok(c.get("speedup_vs_one_device"))
-        and (base_device is None or c.get("device") in (None, base_device))
-    ]
-    left_out = [
-        c["name"]
-        for c in all_configs
-        if est_ok(c.get("speedup_vs_one_device")) and c not in configs
-    ]
+    configs, left_out = _comparable(all_configs, base)
     caption = (
         f"Left: speedup of the median total time over the one-device baseline "
         f"({base or 'none'}) against the number of devices p; the dashed line is ideal linear "
@@ -257,6 +244,43 @@ def scaling(analysis: dict[str, Any], out_dir: Path) -> Plot:
     ax, ax2 = fig.subplots(1, 2, width_ratios=[1, 1.2])
     ps = [float(c.get("devices") or 1) for c in configs]
     pmax = max(max(ps), 2.0)
+    _speedup_axes(ax, configs, ps, pmax, analysis, base)
+    _efficiency_axes(ax2, configs)
+    path, png = _save(fig, out_dir, "scaling")
+    return Plot("scaling", title, caption, path, png)
+
+
+def _comparable(
+    all_configs: list[dict[str, Any]], base: str | None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The configurations with a speedup on the baseline's kind of device, and the names of
+    those with a speedup on another kind (left out of the figure)."""
+    base_device = next((c.get("device") for c in all_configs if c.get("name") == base), None)
+    configs = [
+        c
+        for c in all_configs
+        if est_ok(c.get("speedup_vs_one_device"))
+        and (base_device is None or c.get("device") in (None, base_device))
+    ]
+    left_out = [
+        c["name"]
+        for c in all_configs
+        if est_ok(c.get("speedup_vs_one_device")) and c not in configs
+    ]
+    return configs, left_out
+
+
+def _speedup_axes(
+    ax: Any,
+    configs: list[dict[str, Any]],
+    ps: list[float],
+    pmax: float,
+    analysis: dict[str, Any],
+    base: str | None,
+) -> None:
+    """Speedup over p: whole run (filled circles) and train loop (hollow squares), the ideal."""
+    from matplotlib.lines import Line2D
+
     ax.plot([1.0, pmax], [1.0, pmax], "--", color="grey", label="ideal (speedup = p)")
     # configurations with the same p side by side, not on top of each other
     dodge: dict[float, int] = {}
@@ -306,6 +330,9 @@ def scaling(analysis: dict[str, Any], out_dir: Path) -> Plot:
         ax.set_xticks(sorted({1, *(int(p) for p in ps)}))
     ax.set_title("Speedup")
 
+
+def _efficiency_axes(ax2: Any, configs: list[dict[str, Any]]) -> None:
+    """Parallel efficiency per configuration, whole run and train loop, against 100 %."""
     x = list(range(len(configs)))
     for offset, key, name, hatch in (
         (-0.2, "efficiency", "whole run", ""),
@@ -339,8 +366,6 @@ def scaling(analysis: dict[str, Any], out_dir: Path) -> Plot:
     ax2.set_ylim(0, max(130.0, ax2.get_ylim()[1] * 1.1))
     ax2.legend(loc="upper center", ncol=3)
     ax2.set_title("Efficiency")
-    path, png = _save(fig, out_dir, "scaling")
-    return Plot("scaling", title, caption, path, png)
 
 
 def accuracy(analysis: dict[str, Any], out_dir: Path) -> Plot:
@@ -460,6 +485,15 @@ def energy(analysis: dict[str, Any], out_dir: Path) -> Plot:
     scale, unit = (1e-3, "kJ") if max(values) >= 1e4 else (1.0, "J")
     fig = _new_figure(max(10.0, 2.0 + 1.6 * len(names)), 4.5)
     ax, ax2 = fig.subplots(1, 2)
+    _energy_axes(ax, configs, scale, unit)
+    _edp_axes(ax2, configs)
+    path, png = _save(fig, out_dir, "energy")
+    return Plot("energy", title, caption, path, png)
+
+
+def _energy_axes(ax: Any, configs: list[dict[str, Any]], scale: float, unit: str) -> None:
+    """Energy per run: used devices and with the idle ones, with their intervals."""
+    names = [c["name"] for c in configs]
     x = list(range(len(names)))
     for offset, key, name, colour in (
         (-0.2, "used_j", "used devices", "#0072b2"),
@@ -495,6 +529,11 @@ def energy(analysis: dict[str, Any], out_dir: Path) -> Plot:
     ax.legend(loc="upper center", ncol=2)
     ax.set_title("Energy")
 
+
+def _edp_axes(ax2: Any, configs: list[dict[str, Any]]) -> None:
+    """EDP per configuration, relative to the baseline where it is known."""
+    names = [c["name"] for c in configs]
+    x = list(range(len(names)))
     norm = any(isinstance((c.get("energy") or {}).get("edp_norm"), (int, float)) for c in configs)
     keys = (
         (("edp_norm", "used devices", "#0072b2"), ("edp_with_idle_norm", "with idle", "#e69f00"))
@@ -521,8 +560,6 @@ def energy(analysis: dict[str, Any], out_dir: Path) -> Plot:
     ax2.set_ylim(0, ax2.get_ylim()[1] * 1.25)
     ax2.legend(loc="upper center", ncol=3)
     ax2.set_title("Energy-delay product")
-    path, png = _save(fig, out_dir, "energy")
-    return Plot("energy", title, caption, path, png)
 
 
 def _mark_unavailable(ax, configs: Sequence[dict[str, Any]], key: str) -> None:

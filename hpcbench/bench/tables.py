@@ -40,120 +40,119 @@ def write_tables(analysis: dict[str, Any], out_dir: str | Path) -> list[Path]:
     ``differences.csv``."""
     out = Path(out_dir)
     cfgs = analysis["configs"]
-    paths = []
-    paths.append(
-        _write_csv(
-            out / "times.csv",
-            [
-                "config",
-                "phase",
-                "n",
-                "median_s",
-                "olympic_mean_s",
-                "mean_s",
-                "ci95_lo_s",
-                "ci95_hi_s",
-            ],
-            (
-                [c["name"], p, s["n"], s["median"], s["olympic_mean"], s["mean"], *s["ci95"]]
-                for c in cfgs
-                for p in PHASES
-                if (s := c["time"][p]) is not None
-            ),
-        )
+    return [
+        _times(out, cfgs),
+        _scaling(out, cfgs),
+        _accuracy(out, cfgs),
+        _energy(out, cfgs),
+        _energy_by_kind(out, cfgs),
+        _differences(out, analysis["differences"]),
+    ]
+
+
+def _stat_cells(stat: dict[str, Any] | None) -> list[Any]:
+    """median, ci95 low, ci95 high of a STAT; three empty cells without one."""
+    return [None, None, None] if stat is None else [stat["median"], *stat["ci95"]]
+
+
+def _times(out: Path, cfgs: list[dict[str, Any]]) -> Path:
+    """Each phase's time per configuration: n, median, olympic mean, mean, 95 % interval."""
+    header = ["config", "phase", "n", "median_s", "olympic_mean_s", "mean_s"]
+    return _write_csv(
+        out / "times.csv",
+        [*header, "ci95_lo_s", "ci95_hi_s"],
+        (
+            [c["name"], p, s["n"], s["median"], s["olympic_mean"], s["mean"], *s["ci95"]]
+            for c in cfgs
+            for p in PHASES
+            if (s := c["time"][p]) is not None
+        ),
     )
-    est_keys = (
-        "speedup_vs_cpu",
-        "speedup_vs_one_device",
-        "speedup_train_vs_one_device",
-        "efficiency",
-        "efficiency_train",
-        "karp_flatt",
-        "karp_flatt_train",
+
+
+SCALING_KEYS = (
+    "speedup_vs_cpu",
+    "speedup_vs_one_device",
+    "speedup_train_vs_one_device",
+    "efficiency",
+    "efficiency_train",
+    "karp_flatt",
+    "karp_flatt_train",
+)
+
+
+def _scaling(out: Path, cfgs: list[dict[str, Any]]) -> Path:
+    """Speedups, efficiencies and Karp–Flatt per configuration, each with its interval."""
+    return _write_csv(
+        out / "scaling.csv",
+        ["config", "devices"]
+        + [f"{k}{s}" for k in SCALING_KEYS for s in ("", "_ci95_lo", "_ci95_hi")],
+        ([c["name"], c["devices"]] + sum((_est(c[k]) for k in SCALING_KEYS), []) for c in cfgs),
     )
-    paths.append(
-        _write_csv(
-            out / "scaling.csv",
-            ["config", "devices"]
-            + [f"{k}{s}" for k in est_keys for s in ("", "_ci95_lo", "_ci95_hi")],
-            ([c["name"], c["devices"]] + sum((_est(c[k]) for k in est_keys), []) for c in cfgs),
-        )
-    )
-    acc_rows: list[list[Any]] = []
+
+
+def _accuracy(out: Path, cfgs: list[dict[str, Any]]) -> Path:
+    """The median validation accuracy per epoch, and the test accuracy, per configuration."""
+    rows: list[list[Any]] = []
     for c in cfgs:
-        acc_rows += [[c["name"], e, v] for e, v in c["accuracy"]["per_epoch"]]
+        rows += [[c["name"], e, v] for e, v in c["accuracy"]["per_epoch"]]
         if c["accuracy"]["final"]:
-            acc_rows.append([c["name"], "test", c["accuracy"]["final"]["median"]])
-    paths.append(_write_csv(out / "accuracy.csv", ["config", "epoch", "accuracy_median"], acc_rows))
-    stat_keys = ("used_j", "with_idle_j", "net_j", "per_sample_j")
-    float_keys = (
-        "edp",
-        "ed2p",
-        "edp_norm",
-        "ed2p_norm",
-        "edp_with_idle_norm",
-        "ed2p_with_idle_norm",
-    )
-    paths.append(
-        _write_csv(
-            out / "energy.csv",
-            ["config", "available", "reason"]
-            + [f"{k}{s}" for k in stat_keys for s in ("_median", "_ci95_lo", "_ci95_hi")]
-            + list(float_keys)
-            + ["window", "sources"],
-            (
-                [c["name"], c["energy"]["available"], c["energy"]["reason"]]
-                + sum(
-                    (
-                        [None, None, None]
-                        if (s := c["energy"][k]) is None
-                        else [s["median"], *s["ci95"]]
-                        for k in stat_keys
-                    ),
-                    [],
-                )
-                + [c["energy"][k] for k in float_keys]
-                + [c["energy"]["window"], "; ".join(c["energy"]["sources"])]
-                for c in cfgs
-            ),
-        )
-    )
-    paths.append(
-        _write_csv(
-            out / "energy_by_kind.csv",
-            ["config", "kind", "available", "reason"]
-            + [
-                f"{k}{s}"
-                for k in ("used_j", "per_sample_j")
-                for s in ("_median", "_ci95_lo", "_ci95_hi")
-            ]
-            + ["edp", "ed2p", "edp_norm", "ed2p_norm"],
-            (
-                [c["name"], kind, e["available"], e["reason"]]
-                + sum(
-                    (
-                        [None, None, None] if (s := e[k]) is None else [s["median"], *s["ci95"]]
-                        for k in ("used_j", "per_sample_j")
-                    ),
-                    [],
-                )
-                + [e[k] for k in ("edp", "ed2p", "edp_norm", "ed2p_norm")]
-                for c in cfgs
-                for kind, e in (c["energy"].get("by_kind") or {}).items()
-            ),
-        )
-    )
-    paths.append(
-        _write_csv(
-            out / "differences.csv",
-            ["a", "b", "metric", "ratio", "significant"],
-            (
-                [d["a"], d["b"], d["metric"], d["ratio"], d["significant"]]
-                for d in analysis["differences"]
-            ),
-        )
-    )
-    return paths
+            rows.append([c["name"], "test", c["accuracy"]["final"]["median"]])
+    return _write_csv(out / "accuracy.csv", ["config", "epoch", "accuracy_median"], rows)
 
 
-# ----------------------------------------------------------------------------- compare
+ENERGY_STATS = ("used_j", "with_idle_j", "net_j", "per_sample_j")
+ENERGY_FLOATS = (
+    "edp",
+    "ed2p",
+    "edp_norm",
+    "ed2p_norm",
+    "edp_with_idle_norm",
+    "ed2p_with_idle_norm",
+)
+
+
+def _energy(out: Path, cfgs: list[dict[str, Any]]) -> Path:
+    """Each configuration's energy figures, EDP and ED²P, window and sources."""
+    return _write_csv(
+        out / "energy.csv",
+        ["config", "available", "reason"]
+        + [f"{k}{s}" for k in ENERGY_STATS for s in ("_median", "_ci95_lo", "_ci95_hi")]
+        + list(ENERGY_FLOATS)
+        + ["window", "sources"],
+        (
+            [c["name"], c["energy"]["available"], c["energy"]["reason"]]
+            + sum((_stat_cells(c["energy"][k]) for k in ENERGY_STATS), [])
+            + [c["energy"][k] for k in ENERGY_FLOATS]
+            + [c["energy"]["window"], "; ".join(c["energy"]["sources"])]
+            for c in cfgs
+        ),
+    )
+
+
+def _energy_by_kind(out: Path, cfgs: list[dict[str, Any]]) -> Path:
+    """The energy figures per kind of device (gpu, cpu, dram) of each configuration."""
+    stats = ("used_j", "per_sample_j")
+    floats = ("edp", "ed2p", "edp_norm", "ed2p_norm")
+    return _write_csv(
+        out / "energy_by_kind.csv",
+        ["config", "kind", "available", "reason"]
+        + [f"{k}{s}" for k in stats for s in ("_median", "_ci95_lo", "_ci95_hi")]
+        + list(floats),
+        (
+            [c["name"], kind, e["available"], e["reason"]]
+            + sum((_stat_cells(e[k]) for k in stats), [])
+            + [e[k] for k in floats]
+            for c in cfgs
+            for kind, e in (c["energy"].get("by_kind") or {}).items()
+        ),
+    )
+
+
+def _differences(out: Path, differences: list[dict[str, Any]]) -> Path:
+    """The differences from the one-device baseline and whether each is significant."""
+    return _write_csv(
+        out / "differences.csv",
+        ["a", "b", "metric", "ratio", "significant"],
+        ([d["a"], d["b"], d["metric"], d["ratio"], d["significant"]] for d in differences),
+    )
