@@ -27,8 +27,12 @@ from typing import Any
 import numpy as np
 
 from hpcbench.atomic import write_atomically
+from hpcbench.data.files import printable
 from hpcbench.predict import stages
+from hpcbench.predict.config import PredictConfig, PredictError
 from hpcbench.predict.inputs import UNKNOWN, Items
+from hpcbench.predict.model import LoadedModel
+from hpcbench.predict.rank import warn
 
 FORMAT = "hpcbench-predict/1"
 
@@ -211,3 +215,66 @@ def summary(document: dict[str, Any], paths: tuple[Path, Path]) -> str:
         lines.append(f"{len(skipped)} unreadable image(s) skipped (listed in predict.json)")
     lines.append(f"predictions: {paths[0]}; report: {paths[1]}")
     return "\n".join(lines)
+
+
+def finish(
+    config: PredictConfig,
+    mode: str,
+    world: int,
+    loaded: LoadedModel,
+    items: Items,
+    collector: Collector,
+    elapsed: float,
+    rank_rows: list[dict[str, Any]],
+    planned: tuple[Any, Any] | None,
+) -> dict[str, Any]:
+    """Rank 0's end of a run in any mode: warn of skipped images, write ``predict.json`` and the
+    predictions CSV, print the summary; the document."""
+    classes = loaded.format.classes
+    if collector.missing:
+        raise PredictError(f"{collector.missing} image(s) never reached the sink")
+    for i, why in sorted(collector.reasons.items())[:20]:
+        where = printable(items.paths[i] if items.paths else items.names[i])
+        warn(f"hpcbench predict: warning: {where}: unreadable image, skipped ({printable(why)})")
+    if len(collector.reasons) > 20:
+        warn(f"hpcbench predict: warning: {len(collector.reasons) - 20} more unreadable image(s)")
+    done = int((collector.status == 0).sum())
+    document: dict[str, Any] = {
+        "format": FORMAT,
+        "mode": mode,
+        "world_size": world,
+        "checkpoint": str(loaded.path),
+        "model": loaded.model_name,
+        "input": items.description,
+        "batch_size": config.batch_size,
+        "measured": {
+            "items": done,
+            "seconds": elapsed,
+            "items_per_s": done / elapsed if elapsed > 0 else None,
+        },
+        "stages": stage_report(rank_rows, elapsed),
+        "ranks": rank_rows,
+        "metrics": metrics(collector, classes),
+        "skipped": [
+            {"item": items.names[i], "reason": why} for i, why in sorted(collector.reasons.items())
+        ],
+    }
+    if planned is not None:
+        the_plan, prof = planned
+        document["plan"] = the_plan.as_dict()
+        if prof is not None:
+            document["profile"] = prof.as_dict()
+            x = (
+                the_plan.one_process_items_per_s
+                if the_plan.alone
+                else the_plan.predicted_items_per_s
+            )
+            document["measured"]["vs_predicted"] = (
+                (done / elapsed) / x if x and elapsed > 0 else None
+            )
+    run_dir = Path(config.run_dir()).expanduser().resolve()
+    csv_text = predictions_csv(collector, classes, config.top_k, loaded.format.class_ids)
+    paths = write(run_dir, csv_text, document)
+    document["files"] = {"predictions": str(paths[0]), "report": str(paths[1])}
+    print(summary(document, paths), flush=True)
+    return document
