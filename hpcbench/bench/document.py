@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpcbench.bench.figures import DPI
+from hpcbench.bench.plotting import DPI
 
 
 @dataclass

@@ -8,126 +8,31 @@ why (taken from the analysis where it gives one), which the report prints in its
 
 from __future__ import annotations
 
-import io
 import math
-import os
-import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcbench.atomic import current_umask
 from hpcbench.bench.energy import PowerTrace
+from hpcbench.bench.plotting import (
+    PALETTE,
+    RC,
+    Plot,
+    accuracy_range,
+    colour_of,
+    errors,
+    interval,
+    label,
+    mark_unavailable,
+    new_figure,
+    save,
+    xticks,
+)
 from hpcbench.bench.stats import est_ok, stat_ok
 
 PHASES = ("setup", "train", "val", "test")
 PHASE_COLOURS = {"setup": "#9e9e9e", "train": "#0072b2", "val": "#e69f00", "test": "#009e73"}
-# Okabe–Ito: distinguishable with the common colour-vision deficiencies, and in greyscale print.
-PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000")
-DPI = 150
-RC = {
-    "font.size": 11,
-    "axes.titlesize": 12,
-    "axes.labelsize": 11,
-    "legend.fontsize": 9,
-    "xtick.labelsize": 10,
-    "ytick.labelsize": 10,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "savefig.bbox": "tight",
-}
 MAX_POWER_PANELS = 6
-
-
-@dataclass(frozen=True)
-class Plot:
-    """One figure of the report: drawn (``path`` and ``png``) or missing (``missing`` says why)."""
-
-    key: str
-    title: str
-    caption: str
-    path: Path | None = None
-    png: bytes = b""
-    missing: str = ""
-
-
-def label(text: Any) -> str:
-    """A string from user data made safe for matplotlib's text: ``$`` would start mathtext."""
-    return str(text).replace("$", r"\$")
-
-
-ACCURACY_SPAN = 25.0  # percentage points the accuracy axis shows at least
-
-
-def accuracy_range(values: Sequence[float]) -> tuple[float, float]:
-    """The accuracy axis (in %): at least :data:`ACCURACY_SPAN` points, inside 0..100, so that a
-    2-point gap between curves looks like 2 points and not like the whole axis."""
-    lo, hi = min(values), max(values)
-    top = min(100.0, hi + 2.0)
-    bottom = max(0.0, min(lo - 2.0, top - ACCURACY_SPAN))
-    return bottom, max(top, min(100.0, bottom + ACCURACY_SPAN))
-
-
-def _interval(d: dict[str, Any], centre: float, scale: float = 1.0) -> tuple[float, float]:
-    """Distances below and above ``centre`` of the 95 % interval (0, 0 without one)."""
-    ci = d.get("ci95")
-    if not (isinstance(ci, (list, tuple)) and len(ci) == 2) or None in ci:
-        return 0.0, 0.0
-    lo, hi = float(ci[0]) * scale, float(ci[1]) * scale
-    return max(0.0, centre - lo), max(0.0, hi - centre)
-
-
-def _errors(items: Sequence[tuple[dict[str, Any], float]]) -> list[list[float]]:
-    """matplotlib's yerr (2 × n) from (STAT or EST, plotted centre) pairs."""
-    below, above = [], []
-    for d, centre in items:
-        lo, hi = _interval(d, centre) if d else (0.0, 0.0)
-        below.append(lo)
-        above.append(hi)
-    return [below, above]
-
-
-def colour_of(analysis: dict[str, Any], name: str) -> str:
-    """A configuration's colour, the same in every figure (its place in the matrix)."""
-    names = [c.get("name") for c in analysis.get("configs", [])]
-    i = names.index(name) if name in names else len(names)
-    return PALETTE[i % len(PALETTE)]
-
-
-def _new_figure(width: float, height: float):
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), layout="constrained")
-
-
-def _save(fig, out_dir: Path, key: str) -> tuple[Path, bytes]:
-    """The figure as PNG bytes, written to ``out_dir/key.png`` through a temporary file."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, facecolor="white")
-    png = buf.getvalue()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{key}.png"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=out_dir)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(png)
-        os.chmod(tmp, 0o644 & ~current_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path, png
-
-
-def _xticks(ax, names: Sequence[str]) -> None:
-    ax.set_xticks(range(len(names)))
-    long = len(names) > 5 or max((len(n) for n in names), default=0) > 12
-    ax.set_xticklabels(
-        [label(n) for n in names], rotation=30 if long else 0, ha="right" if long else "center"
-    )
 
 
 def _configs_with_runs(analysis: dict[str, Any]) -> list[dict[str, Any]]:
@@ -163,7 +68,7 @@ def phase_times(
     if not configs:
         return Plot("phase_times", title, caption, missing=_no_runs(analysis))
     names = [c["name"] for c in configs]
-    fig = _new_figure(max(6.5, 1.5 + 1.1 * len(names)), 4.5)
+    fig = new_figure(max(6.5, 1.5 + 1.1 * len(names)), 4.5)
     ax = fig.add_subplot()
     bottom = [0.0] * len(names)
     for phase in inside + outside:
@@ -189,20 +94,20 @@ def phase_times(
     ax.errorbar(
         range(len(names)),
         totals,
-        yerr=_errors([(c["time"]["total"], t) for c, t in zip(configs, totals, strict=True)]),
+        yerr=errors([(c["time"]["total"], t) for c, t in zip(configs, totals, strict=True)]),
         fmt="o",
         color="black",
         markersize=4,
         capsize=4,
         label="total (median, 95 % CI)",
     )
-    _xticks(ax, names)
+    xticks(ax, names)
     ax.set_xlabel("configuration")
     ax.set_ylabel("time per run (s)")
     ax.set_ylim(0, max(bottom) * 1.08)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_title(title)
-    path, png = _save(fig, out_dir, "phase_times")
+    path, png = save(fig, out_dir, "phase_times")
     return Plot("phase_times", title, caption, path, png)
 
 
@@ -240,13 +145,13 @@ def scaling(analysis: dict[str, Any], out_dir: Path) -> Plot:
             )
         return Plot("scaling", title, caption, missing=why)
     configs.sort(key=lambda c: (c.get("devices") or 0, c["name"]))
-    fig = _new_figure(11.0, 4.8)
+    fig = new_figure(11.0, 4.8)
     ax, ax2 = fig.subplots(1, 2, width_ratios=[1, 1.2])
     ps = [float(c.get("devices") or 1) for c in configs]
     pmax = max(max(ps), 2.0)
     _speedup_axes(ax, configs, ps, pmax, analysis, base)
     _efficiency_axes(ax2, configs)
-    path, png = _save(fig, out_dir, "scaling")
+    path, png = save(fig, out_dir, "scaling")
     return Plot("scaling", title, caption, path, png)
 
 
@@ -297,7 +202,7 @@ def _speedup_axes(
         ax.errorbar(
             [x - width / 2],
             [v],
-            yerr=_errors([(s, v)]),
+            yerr=errors([(s, v)]),
             fmt="o",
             color=colour,
             capsize=4,
@@ -309,7 +214,7 @@ def _speedup_axes(
             ax.errorbar(
                 [x + width / 2],
                 [tv],
-                yerr=_errors([(t, tv)]),
+                yerr=errors([(t, tv)]),
                 fmt="s",
                 mfc="white",
                 color=colour,
@@ -342,7 +247,7 @@ def _efficiency_axes(ax2: Any, configs: list[dict[str, Any]]) -> None:
         for c in configs:
             e = c.get(key)
             v = float(e["value"]) * 100 if est_ok(e) else 0.0
-            lo, hi = _interval(e, v, 100.0) if est_ok(e) else (0.0, 0.0)
+            lo, hi = interval(e, v, 100.0) if est_ok(e) else (0.0, 0.0)
             vals.append(v)
             below.append(lo)
             above.append(hi)
@@ -360,7 +265,7 @@ def _efficiency_axes(ax2: Any, configs: list[dict[str, Any]]) -> None:
             label=name,
         )
     ax2.axhline(100, ls="--", color="grey", label="ideal (100 %)")
-    _xticks(ax2, [f"{c['name']} (p = {c.get('devices')})" for c in configs])
+    xticks(ax2, [f"{c['name']} (p = {c.get('devices')})" for c in configs])
     ax2.set_ylabel("parallel efficiency (%)")
     ax2.set_xlabel("configuration")
     ax2.set_ylim(0, max(130.0, ax2.get_ylim()[1] * 1.1))
@@ -396,7 +301,7 @@ def accuracy(analysis: dict[str, Any], out_dir: Path) -> Plot:
                 "(no run completed, or validation was switched off with --val-every)."
             ),
         )
-    fig = _new_figure(7.5, 4.5)
+    fig = new_figure(7.5, 4.5)
     ax = fig.add_subplot()
     markers = "osD^v<>P"
     for i, (name, pts) in enumerate(rows):
@@ -416,7 +321,7 @@ def accuracy(analysis: dict[str, Any], out_dir: Path) -> Plot:
         ax.set_xticks(epochs)
     ax.legend(loc="lower right")
     ax.set_title(title)
-    path, png = _save(fig, out_dir, "accuracy")
+    path, png = save(fig, out_dir, "accuracy")
     return Plot("accuracy", title, caption, path, png)
 
 
@@ -436,7 +341,7 @@ def power(traces: Sequence[PowerTrace], analysis: dict[str, Any], out_dir: Path)
     shown = traces[:MAX_POWER_PANELS]
     if len(traces) > len(shown):
         caption += f" The first {len(shown)} of {len(traces)} configurations are shown."
-    fig = _new_figure(10.0, 2.6 * len(shown) + 0.6)
+    fig = new_figure(10.0, 2.6 * len(shown) + 0.6)
     axes = fig.subplots(len(shown), 1, squeeze=False)[:, 0]
     shade = {"setup": "#bdbdbd", "train": "#56b4e9", "val": "#e69f00", "test": "#009e73"}
     for ax, trace in zip(axes, shown, strict=True):
@@ -459,7 +364,7 @@ def power(traces: Sequence[PowerTrace], analysis: dict[str, Any], out_dir: Path)
         ax.set_title(f"{label(trace.config)}  ({label(trace.run)})", loc="left")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     axes[-1].set_xlabel("time since the first sample (s)")
-    path, png = _save(fig, out_dir, "power")
+    path, png = save(fig, out_dir, "power")
     return Plot("power", title, caption, path, png)
 
 
@@ -483,11 +388,11 @@ def energy(analysis: dict[str, Any], out_dir: Path) -> Plot:
         float(s["median"]) for c in have for s in (c["energy"].get("used_j"),) if stat_ok(s)
     ] + [float(s["median"]) for c in have for s in (c["energy"].get("with_idle_j"),) if stat_ok(s)]
     scale, unit = (1e-3, "kJ") if max(values) >= 1e4 else (1.0, "J")
-    fig = _new_figure(max(10.0, 2.0 + 1.6 * len(names)), 4.5)
+    fig = new_figure(max(10.0, 2.0 + 1.6 * len(names)), 4.5)
     ax, ax2 = fig.subplots(1, 2)
     _energy_axes(ax, configs, scale, unit)
     _edp_axes(ax2, configs)
-    path, png = _save(fig, out_dir, "energy")
+    path, png = save(fig, out_dir, "energy")
     return Plot("energy", title, caption, path, png)
 
 
@@ -507,7 +412,7 @@ def _energy_axes(ax: Any, configs: list[dict[str, Any]], scale: float, unit: str
                 else None
             )
             v = float(s["median"]) * scale if stat_ok(s) else 0.0
-            lo, hi = _interval(s, v, scale) if stat_ok(s) else (0.0, 0.0)
+            lo, hi = interval(s, v, scale) if stat_ok(s) else (0.0, 0.0)
             vals.append(v)
             below.append(lo)
             above.append(hi)
@@ -521,8 +426,8 @@ def _energy_axes(ax: Any, configs: list[dict[str, Any]], scale: float, unit: str
                 capsize=3,
                 label=name,
             )
-    _mark_unavailable(ax, configs, "available")
-    _xticks(ax, names)
+    mark_unavailable(ax, configs, "available")
+    xticks(ax, names)
     ax.set_ylabel(f"energy per run ({unit})")
     ax.set_xlabel("configuration")
     ax.set_ylim(0, ax.get_ylim()[1] * 1.25)
@@ -554,21 +459,12 @@ def _edp_axes(ax2: Any, configs: list[dict[str, Any]]) -> None:
         ax2.set_ylabel("EDP relative to the baseline")
     else:
         ax2.set_ylabel("EDP (J·s)")
-    _mark_unavailable(ax2, configs, "available")
-    _xticks(ax2, names)
+    mark_unavailable(ax2, configs, "available")
+    xticks(ax2, names)
     ax2.set_xlabel("configuration")
     ax2.set_ylim(0, ax2.get_ylim()[1] * 1.25)
     ax2.legend(loc="upper center", ncol=3)
     ax2.set_title("Energy-delay product")
-
-
-def _mark_unavailable(ax, configs: Sequence[dict[str, Any]], key: str) -> None:
-    from matplotlib.transforms import blended_transform_factory
-
-    trans = blended_transform_factory(ax.transData, ax.transAxes)
-    for i, c in enumerate(configs):
-        if not (c.get("energy") or {}).get(key):
-            ax.text(i, 0.02, "n/a", ha="center", va="bottom", color="#b00020", transform=trans)
 
 
 def _no_runs(analysis: dict[str, Any]) -> str:

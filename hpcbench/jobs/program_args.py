@@ -21,7 +21,7 @@ from hpcbench.jobs.spec import JobSpec, SpecError
 
 #: the module a job runs -> the module whose ``build_parser()`` reads its arguments
 PARSERS = {
-    "hpcbench.train": "hpcbench.train.config",
+    "hpcbench.train": "hpcbench.train.command_line",
     "hpcbench.predict": "hpcbench.predict.config",
 }
 

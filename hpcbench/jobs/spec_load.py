@@ -366,7 +366,8 @@ def _check_program_config(program: Program, where: str) -> None:
             "from the directory you submit from, where the job starts)"
         )
     if program.module == DEFAULT_PROGRAM_MODULE:
-        from hpcbench.train.config import ConfigError, read_toml  # stdlib only: no torch here
+        from hpcbench.train.config import ConfigError  # stdlib only: no torch here
+        from hpcbench.train.config_file import read_toml
 
         try:
             read_toml(str(path))

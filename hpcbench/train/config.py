@@ -1,7 +1,8 @@
 """The trainer's options, each declared once: a field of :class:`TrainConfig` whose metadata holds
 its help text, choices, group and rule. From these come the command line (:func:`build_parser`,
-whose ``--help`` prints every default from the field itself), the checks (:meth:`TrainConfig.check`,
-one line naming the flag) and the TOML file of ``--config`` (:func:`read_toml`, :func:`to_toml`).
+whose ``--help`` prints every default from the field itself: :mod:`.command_line`), the checks
+(:meth:`TrainConfig.check`, one line naming the flag) and the TOML file of ``--config``
+(:func:`~.config_file.read_toml`, :func:`~.config_file.to_toml`: :mod:`.config_file`).
 
 A configuration file holds the options as top-level keys, named as the flags without their dashes
 (``global-batch-size`` or ``global_batch_size``); flags given on the command line override it.
@@ -14,8 +15,6 @@ G/W, or its ``--rank-weights`` share); ``--batch-size-per-rank B`` makes the glo
 
 from __future__ import annotations
 
-import argparse
-import difflib
 import math
 import os
 import sys
@@ -23,15 +22,13 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+    pass
 
-from hpcbench.argparsing import Parser
 
 STRATEGIES = ("auto", "single", "ddp", "mpi", "dp")
 OPTIMIZERS = ("sgd", "adamw")
@@ -512,10 +509,11 @@ HINTS = typing.get_type_hints(TrainConfig)
 
 
 def flag(f: Field) -> str:
+    """The option's flag: ``--global-batch-size`` for ``global_batch_size``."""
     return "--" + f.name.replace("_", "-")
 
 
-def _kind(f: Field) -> type:
+def kind_of(f: Field) -> type:
     """int, float, str, bool or list: the option's type without its None, from the annotation."""
     hint = HINTS[f.name]
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
@@ -532,229 +530,3 @@ def shown(value: Any) -> str:
     if isinstance(value, list):
         return ",".join(f"{w:g}" for w in value)
     return str(value)
-
-
-# ---- the command line ---------------------------------------------------------------------------
-def _weights(text: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers like 1,4,4, got {text!r}"
-        ) from None
-
-
-CLI_TYPES: dict[type, Callable[[str], Any]] = {int: int, float: float, str: str, list: _weights}
-METAVARS: dict[type, str] = {int: "N", float: "X", list: "W,W,…"}
-
-
-def launch_rank() -> int:
-    """This process's rank as the launcher set it (0 when started alone)."""
-    from hpcbench.launch import detect_launch
-
-    return detect_launch().rank
-
-
-class _Parser(Parser):
-    """Every rank parses the same options and fails alike: only rank 0 prints the usage error,
-    so ``mpiexec -n 64`` shows it once; each rank exits 2."""
-
-    def error(self, message: str) -> NoReturn:
-        if launch_rank() != 0:
-            self.exit(2)
-        super().error(message)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """One flag per option; only the flags given land in the namespace (the defaults come from
-    :class:`TrainConfig`, after ``--config``)."""
-    p = _Parser(
-        prog="python -m hpcbench.train",
-        description="Train an image classifier with one process, PyTorch DDP or MPI (mpi4py), "
-        "timing every phase. Rank, world size and device come from the launcher "
-        "(torchrun, mpiexec, srun) or default to one process.",
-        argument_default=argparse.SUPPRESS,
-        # A job script is read once and runs for hours: "--output" must not silently mean
-        # --output-dir (nor a benchmark's reserved flags be reached by a prefix): the Parser
-        # takes no abbreviations.
-    )
-    p.add_argument(
-        "--config",
-        metavar="FILE",
-        help="read the options from this TOML file (top-level keys named as the flags without "
-        "dashes); flags given here override it",
-    )
-    defaults = TrainConfig()
-    groups = {name: p.add_argument_group(name) for name in GROUPS}
-    exclusive: dict[str, Any] = {}
-    for f in OPTIONS:
-        meta = f.metadata
-        group = groups[meta["group"]]
-        if meta["exclusive"]:
-            if meta["exclusive"] not in exclusive:
-                exclusive[meta["exclusive"]] = group.add_mutually_exclusive_group()
-            group = exclusive[meta["exclusive"]]
-        default = shown(getattr(defaults, f.name))
-        if meta["unset"] is not None:
-            default += f", meaning {meta['unset']}"
-        text = f"{meta['help']} (default: {default})".replace("%", "%%")
-        kind = _kind(f)
-        if kind is bool:
-            group.add_argument(flag(f), action=argparse.BooleanOptionalAction, help=text)
-        else:
-            group.add_argument(
-                flag(f),
-                type=CLI_TYPES[kind],
-                choices=meta["choices"],
-                metavar=(meta["metavar"] or METAVARS.get(kind))
-                if meta["choices"] is None
-                else None,
-                help=text,
-            )
-    return p
-
-
-def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    """The checked configuration: ``--config``'s file, then the flags given. A ConfigError not on
-    rank 0 is marked as reported (rank 0, which read the same options, prints it)."""
-    given = vars(build_parser().parse_args(argv))
-    path = given.pop("config", None)
-    try:
-        return configure(given, path)
-    except ConfigError as err:
-        if launch_rank() != 0:
-            err.hpcbench_reported = True  # type: ignore[attr-defined]
-        raise
-
-
-def configure(given: Mapping[str, Any], path: str | None = None) -> TrainConfig:
-    """The checked configuration from a file's options (if ``path``) overridden by ``given``
-    (field name -> value). A given option also drops the file's other members of its exclusive
-    group: ``--batch-size-per-rank`` on the command line replaces a file's global batch."""
-    values: dict[str, Any] = {}
-    names: dict[str, str] = {}  # options from the file are named by file and key in errors
-    if path is not None:
-        for key, (name, value) in read_toml(path).items():
-            values[name], names[name] = value, f"{path}: {key}"
-    by_name = {f.name: f for f in OPTIONS}
-    for name, value in given.items():
-        group = by_name[name].metadata["exclusive"]
-        for other in OPTIONS:
-            if group and other.metadata["exclusive"] == group:
-                values.pop(other.name, None)
-                names.pop(other.name, None)
-        values[name] = value
-        names.pop(name, None)
-    config = TrainConfig(**values)
-    config.check(names)
-    return config
-
-
-# ---- the file -------------------------------------------------------------------------------------
-TOML_KINDS: dict[type, str] = {
-    int: "a whole number",
-    float: "a number",
-    str: "a string",
-    bool: "true or false",
-    list: "a list of numbers",
-}
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _as_float(value: float) -> float:
-    """A TOML number as a float; a whole number beyond float's range as an infinity (which the
-    option's rule then refuses)."""
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
-
-
-def _from_toml(kind: type, value: Any) -> tuple[bool, Any]:
-    """(whether ``value`` fits the option's kind, the value as the option holds it)."""
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool), value
-    if kind is float:
-        return _number(value), _as_float(value) if _number(value) else value
-    if kind is list:
-        ok = isinstance(value, list) and all(_number(v) for v in value)
-        return ok, [_as_float(v) for v in value] if ok else value
-    return isinstance(value, kind), value
-
-
-def read_toml(path: str) -> dict[str, tuple[str, Any]]:
-    """The options a TOML file sets: key as written -> (field name, value); a ConfigError naming
-    the file (and the key) for a file that cannot be read, is not TOML, or holds an unknown key or
-    a value of the wrong type. Values are checked against their rules later, with the flags."""
-    where = f"--config {path}"
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: no such file") from None
-    except OSError as err:
-        raise ConfigError(f"{where}: cannot read it ({err.strerror or err})") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{where}: not UTF-8 text (byte {err.start})") from None
-    try:
-        table = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError) as err:  # ValueError: an integer too long
-        reason = " ".join(str(err).split())
-        raise ConfigError(f"{where}: not valid TOML ({reason})") from None
-    by_name = {f.name: f for f in OPTIONS}
-    found: dict[str, tuple[str, Any]] = {}
-    seen: dict[str, str] = {}
-    for key, value in table.items():
-        name = key.replace("-", "_")
-        f = by_name.get(name)
-        if f is None:
-            close = difflib.get_close_matches(name, list(by_name), n=1)
-            hint = (
-                f"; did you mean {close[0]!r}?"
-                if close
-                else " (the options of --help, without dashes)"
-            )
-            raise ConfigError(f"{path}: unknown option {key!r}{hint}")
-        if name in seen:
-            raise ConfigError(f"{path}: {seen[name]!r} and {key!r} are the same option")
-        kind = _kind(f)
-        ok, converted = _from_toml(kind, value)
-        if not ok:
-            got = repr(value)
-            got = got if len(got) <= 60 else got[:57] + "..."
-            raise ConfigError(f"{path}: {key} must be {TOML_KINDS[kind]}, got {got}")
-        seen[name] = key
-        found[key] = (name, converted)
-    return found
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    escaped = "".join(
-        "\\" + ch
-        if ch in '"\\'
-        else f"\\u{ord(ch):04x}"
-        if ord(ch) < 0x20 or ord(ch) == 0x7F
-        else ch
-        for ch in str(value)
-    )
-    return f'"{escaped}"'
-
-
-def to_toml(config: TrainConfig) -> str:
-    """``config`` as a file for ``--config``: every option that is set, one per line."""
-    lines = ["# hpcbench train options: python -m hpcbench.train --config FILE"]
-    for f in OPTIONS:
-        value = getattr(config, f.name)
-        if value is not None:
-            lines.append(f"{f.name} = {_toml_value(value)}")
-    return "\n".join(lines) + "\n"

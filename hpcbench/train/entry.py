@@ -24,7 +24,7 @@ def run_training(argv: list[str] | None = None, stop: StopRequest | None = None)
     """``stop``: the stop signals' record, installed as early as possible by the caller, who
     keeps it (a signal after the run then changes nothing); else one is installed here for the
     run and the previous handlers are put back on return."""
-    from hpcbench.train.config import parse_args
+    from hpcbench.train.command_line import parse_args
     from hpcbench.train.stopping import StopRequest
 
     own = stop is None

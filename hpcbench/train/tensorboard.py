@@ -18,7 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hpcbench.train.config import ConfigError, TrainConfig, to_toml
+from hpcbench.train.config import ConfigError, TrainConfig
+from hpcbench.train.config_file import to_toml
 from hpcbench.train.results import prepare_run_dir
 
 MISSING = "--tensorboard: needs the tensorboard package (pip install 'hpcbench[tensorboard]')"

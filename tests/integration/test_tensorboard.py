@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hpcbench.train.config import TrainConfig, build_parser, parse_args, to_toml
+from hpcbench.train.command_line import build_parser, parse_args
+from hpcbench.train.config import TrainConfig
+from hpcbench.train.config_file import to_toml
 from hpcbench.train.tensorboard import END_TAGS, EPOCH_TAGS, MISSING
 from tests.conftest import need_module
 from tests.integration.test_trainer import REPO, launch, run

@@ -15,7 +15,8 @@ from hpcbench.train.accelerate import (  # noqa: E402
     make_deterministic,
     resume_note,
 )
-from hpcbench.train.config import ConfigError, TrainConfig, parse_args  # noqa: E402
+from hpcbench.train.command_line import parse_args  # noqa: E402
+from hpcbench.train.config import ConfigError, TrainConfig  # noqa: E402
 
 
 def test_deterministic_sets_pytorch_cudnn_and_cublas(monkeypatch):

@@ -394,7 +394,8 @@ def test_the_thread_reads_at_start_and_stop_and_releases_nvml(monkeypatch):
 
 # ---- the trainer's side -----------------------------------------------------------------------
 def test_energy_options_are_checked():
-    from hpcbench.train.config import ConfigError, configure
+    from hpcbench.train.command_line import configure
+    from hpcbench.train.config import ConfigError
 
     assert configure({}).energy == "off" and configure({}).energy_interval == 0.5
     assert configure({"energy": "on", "energy_interval": 0.01}).energy_interval == 0.01
@@ -410,7 +411,7 @@ def test_only_local_rank_0_of_a_node_samples(monkeypatch, tmp_path):
     """Four ranks on one node: one sampler, on local rank 0; the others only wait."""
     torch = need_module("torch")  # the trainer's side needs it
     from hpcbench.launch import LaunchInfo
-    from hpcbench.train.config import configure
+    from hpcbench.train.command_line import configure
     from hpcbench.train.energy import RunEnergy
     from hpcbench.train.runtime import Runtime
 

@@ -29,7 +29,8 @@ from hpcbench.jobs.render import RenderError
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 from hpcbench.jobs.spec import MAX_LINE_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS, JobSpec, SpecError
 from hpcbench.jobs.spec_load import load_spec as load_spec_file
-from hpcbench.train.config import ConfigError, parse_args
+from hpcbench.train.command_line import parse_args
+from hpcbench.train.config import ConfigError
 from tests.conftest import need_module
 
 SWEEP = settings(

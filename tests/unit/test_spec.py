@@ -204,7 +204,7 @@ def test_cli_error_is_one_line_exit_2_and_writes_nothing(workdir):
 def test_a_program_config_is_passed_first_and_args_still_override(tmp_path, monkeypatch):
     from hpcbench.jobs.launchers import shell_join, torchrun_words
     from hpcbench.jobs.schedulers.slurm import srun_words
-    from hpcbench.train.config import parse_args
+    from hpcbench.train.command_line import parse_args
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train run.toml").write_text('lr = 0.05\nepochs = 7\nmodel = "mlp"\n')
@@ -237,7 +237,7 @@ def test_a_trainer_config_with_an_unknown_option_is_refused_at_load(tmp_path, mo
 
 
 def test_the_reference_job_reads_the_reference_training_options(monkeypatch):
-    from hpcbench.train.config import parse_args
+    from hpcbench.train.command_line import parse_args
     from tests.conftest import REPO
 
     monkeypatch.chdir(REPO)

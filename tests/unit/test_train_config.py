@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.train.config import ConfigError, TrainConfig, parse_args, to_toml
+from hpcbench.train.command_line import parse_args
+from hpcbench.train.config import ConfigError, TrainConfig
+from hpcbench.train.config_file import to_toml
 from tests.conftest import need_module
 
 FIELDS = dataclasses.fields(TrainConfig)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hpcbench.train.config import ConfigError, TrainConfig, parse_args
+from hpcbench.train.command_line import parse_args
+from hpcbench.train.config import ConfigError, TrainConfig
 from hpcbench.train.data import split_batch
 from tests.conftest import need_module
 

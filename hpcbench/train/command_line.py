@@ -1,0 +1,127 @@
+"""The trainer's command line: one flag per option of :class:`~.config.TrainConfig`, ``--config``'s
+file under the flags given (:func:`configure`), and a usage error printed once by rank 0."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
+
+from hpcbench.argparsing import Parser
+from hpcbench.train.config import GROUPS, OPTIONS, ConfigError, TrainConfig, flag, kind_of, shown
+from hpcbench.train.config_file import read_toml
+
+
+def _weights(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers like 1,4,4, got {text!r}"
+        ) from None
+
+
+CLI_TYPES: dict[type, Callable[[str], Any]] = {int: int, float: float, str: str, list: _weights}
+METAVARS: dict[type, str] = {int: "N", float: "X", list: "W,W,…"}
+
+
+def launch_rank() -> int:
+    """This process's rank as the launcher set it (0 when started alone)."""
+    from hpcbench.launch import detect_launch
+
+    return detect_launch().rank
+
+
+class _Parser(Parser):
+    """Every rank parses the same options and fails alike: only rank 0 prints the usage error,
+    so ``mpiexec -n 64`` shows it once; each rank exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        if launch_rank() != 0:
+            self.exit(2)
+        super().error(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """One flag per option; only the flags given land in the namespace (the defaults come from
+    :class:`TrainConfig`, after ``--config``)."""
+    p = _Parser(
+        prog="python -m hpcbench.train",
+        description="Train an image classifier with one process, PyTorch DDP or MPI (mpi4py), "
+        "timing every phase. Rank, world size and device come from the launcher "
+        "(torchrun, mpiexec, srun) or default to one process.",
+        argument_default=argparse.SUPPRESS,
+        # A job script is read once and runs for hours: "--output" must not silently mean
+        # --output-dir (nor a benchmark's reserved flags be reached by a prefix): the Parser
+        # takes no abbreviations.
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="read the options from this TOML file (top-level keys named as the flags without "
+        "dashes); flags given here override it",
+    )
+    defaults = TrainConfig()
+    groups = {name: p.add_argument_group(name) for name in GROUPS}
+    exclusive: dict[str, Any] = {}
+    for f in OPTIONS:
+        meta = f.metadata
+        group = groups[meta["group"]]
+        if meta["exclusive"]:
+            if meta["exclusive"] not in exclusive:
+                exclusive[meta["exclusive"]] = group.add_mutually_exclusive_group()
+            group = exclusive[meta["exclusive"]]
+        default = shown(getattr(defaults, f.name))
+        if meta["unset"] is not None:
+            default += f", meaning {meta['unset']}"
+        text = f"{meta['help']} (default: {default})".replace("%", "%%")
+        kind = kind_of(f)
+        if kind is bool:
+            group.add_argument(flag(f), action=argparse.BooleanOptionalAction, help=text)
+        else:
+            group.add_argument(
+                flag(f),
+                type=CLI_TYPES[kind],
+                choices=meta["choices"],
+                metavar=(meta["metavar"] or METAVARS.get(kind))
+                if meta["choices"] is None
+                else None,
+                help=text,
+            )
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> TrainConfig:
+    """The checked configuration: ``--config``'s file, then the flags given. A ConfigError not on
+    rank 0 is marked as reported (rank 0, which read the same options, prints it)."""
+    given = vars(build_parser().parse_args(argv))
+    path = given.pop("config", None)
+    try:
+        return configure(given, path)
+    except ConfigError as err:
+        if launch_rank() != 0:
+            err.hpcbench_reported = True  # type: ignore[attr-defined]
+        raise
+
+
+def configure(given: Mapping[str, Any], path: str | None = None) -> TrainConfig:
+    """The checked configuration from a file's options (if ``path``) overridden by ``given``
+    (field name -> value). A given option also drops the file's other members of its exclusive
+    group: ``--batch-size-per-rank`` on the command line replaces a file's global batch."""
+    values: dict[str, Any] = {}
+    names: dict[str, str] = {}  # options from the file are named by file and key in errors
+    if path is not None:
+        for key, (name, value) in read_toml(path).items():
+            values[name], names[name] = value, f"{path}: {key}"
+    by_name = {f.name: f for f in OPTIONS}
+    for name, value in given.items():
+        group = by_name[name].metadata["exclusive"]
+        for other in OPTIONS:
+            if group and other.metadata["exclusive"] == group:
+                values.pop(other.name, None)
+                names.pop(other.name, None)
+        values[name] = value
+        names.pop(name, None)
+    config = TrainConfig(**values)
+    config.check(names)
+    return config

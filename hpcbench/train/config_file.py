@@ -1,0 +1,126 @@
+"""The trainer's options as a TOML file (``--config``): every option a top-level key named as its
+flag without the dashes, read with each value checked (:func:`read_toml`) and written back
+(:func:`to_toml`)."""
+
+from __future__ import annotations
+
+import difflib
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+from hpcbench.train.config import OPTIONS, ConfigError, TrainConfig, kind_of
+
+TOML_KINDS: dict[type, str] = {
+    int: "a whole number",
+    float: "a number",
+    str: "a string",
+    bool: "true or false",
+    list: "a list of numbers",
+}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _as_float(value: float) -> float:
+    """A TOML number as a float; a whole number beyond float's range as an infinity (which the
+    option's rule then refuses)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def _from_toml(kind: type, value: Any) -> tuple[bool, Any]:
+    """(whether ``value`` fits the option's kind, the value as the option holds it)."""
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool), value
+    if kind is float:
+        return _number(value), _as_float(value) if _number(value) else value
+    if kind is list:
+        ok = isinstance(value, list) and all(_number(v) for v in value)
+        return ok, [_as_float(v) for v in value] if ok else value
+    return isinstance(value, kind), value
+
+
+def read_toml(path: str) -> dict[str, tuple[str, Any]]:
+    """The options a TOML file sets: key as written -> (field name, value); a ConfigError naming
+    the file (and the key) for a file that cannot be read, is not TOML, or holds an unknown key or
+    a value of the wrong type. Values are checked against their rules later, with the flags."""
+    where = f"--config {path}"
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file") from None
+    except OSError as err:
+        raise ConfigError(f"{where}: cannot read it ({err.strerror or err})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {err.start})") from None
+    try:
+        table = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError) as err:  # ValueError: an integer too long
+        reason = " ".join(str(err).split())
+        raise ConfigError(f"{where}: not valid TOML ({reason})") from None
+    by_name = {f.name: f for f in OPTIONS}
+    found: dict[str, tuple[str, Any]] = {}
+    seen: dict[str, str] = {}
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        f = by_name.get(name)
+        if f is None:
+            close = difflib.get_close_matches(name, list(by_name), n=1)
+            hint = (
+                f"; did you mean {close[0]!r}?"
+                if close
+                else " (the options of --help, without dashes)"
+            )
+            raise ConfigError(f"{path}: unknown option {key!r}{hint}")
+        if name in seen:
+            raise ConfigError(f"{path}: {seen[name]!r} and {key!r} are the same option")
+        kind = kind_of(f)
+        ok, converted = _from_toml(kind, value)
+        if not ok:
+            got = repr(value)
+            got = got if len(got) <= 60 else got[:57] + "..."
+            raise ConfigError(f"{path}: {key} must be {TOML_KINDS[kind]}, got {got}")
+        seen[name] = key
+        found[key] = (name, converted)
+    return found
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    escaped = "".join(
+        "\\" + ch
+        if ch in '"\\'
+        else f"\\u{ord(ch):04x}"
+        if ord(ch) < 0x20 or ord(ch) == 0x7F
+        else ch
+        for ch in str(value)
+    )
+    return f'"{escaped}"'
+
+
+def to_toml(config: TrainConfig) -> str:
+    """``config`` as a file for ``--config``: every option that is set, one per line."""
+    lines = ["# hpcbench train options: python -m hpcbench.train --config FILE"]
+    for f in OPTIONS:
+        value = getattr(config, f.name)
+        if value is not None:
+            lines.append(f"{f.name} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
