@@ -44,6 +44,16 @@ def _job_options() -> argparse.ArgumentParser:
         action="store_true",
         help="the spec's [smoke] form: the same job in minutes (tiny model, built-in data)",
     )
+    _resource_options(p)
+    _environment_options(p)
+    _launch_options(p)
+    _scheduler_options(p)
+    _requeue_options(p)
+    return p
+
+
+def _resource_options(p: argparse.ArgumentParser) -> None:
+    """Resources, overriding the spec file's."""
     g = p.add_argument_group("resources (override the spec file)")
     g.add_argument("-N", "--nodes", metavar="N")
     g.add_argument("--gpus-per-node", metavar="G")
@@ -60,6 +70,10 @@ def _job_options() -> argparse.ArgumentParser:
     g.add_argument("--exclusive", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("-J", "--job-name")
     g.add_argument("-o", "--output-dir", metavar="DIR", help="where logs and run directories go")
+
+
+def _environment_options(p: argparse.ArgumentParser) -> None:
+    """How the job's shell is prepared."""
     g = p.add_argument_group("environment")
     g.add_argument(
         "--load",
@@ -82,6 +96,10 @@ def _job_options() -> argparse.ArgumentParser:
     )
     g.add_argument("--env", dest="variables", action="append", type=_env_pair, metavar="NAME=VALUE")
     g.add_argument("--setup", action="append", metavar="LINE", help="shell line run before launch")
+
+
+def _launch_options(p: argparse.ArgumentParser) -> None:
+    """How ranks start and what they run."""
     g = p.add_argument_group("launch and program")
     g.add_argument("--launcher", choices=LAUNCHERS)
     g.add_argument("--port", metavar="PORT", help="rendezvous port (default: derived from job id)")
@@ -98,6 +116,10 @@ def _job_options() -> argparse.ArgumentParser:
         metavar="TEXT",
         help="extra scheduler directive",
     )
+
+
+def _scheduler_options(p: argparse.ArgumentParser) -> None:
+    """Which scheduler, and its options."""
     g = p.add_argument_group("scheduler")
     g.add_argument(
         "--scheduler",
@@ -121,6 +143,10 @@ def _job_options() -> argparse.ArgumentParser:
         metavar="DIR",
         help="directory of templates overriding the built-in ones (repeatable)",
     )
+
+
+def _requeue_options(p: argparse.ArgumentParser) -> None:
+    """Surviving time limits and preemption."""
     g = p.add_argument_group("time limits and preemption (docs/resilience.md)")
     g.add_argument(
         "--requeue",
@@ -135,7 +161,6 @@ def _job_options() -> argparse.ArgumentParser:
         metavar="LIMIT",
         help="signal this long before the time limit, e.g. 5 or 00:05:00 (default 5 minutes)",
     )
-    return p
 
 
 def build_parser() -> argparse.ArgumentParser:

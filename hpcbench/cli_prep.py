@@ -90,23 +90,34 @@ def add_parser(sub: Any) -> None:
     )
     ps = prep.add_subparsers(dest="prep_action", required=True, metavar="SOURCE")
 
-    def file_source(name: str, metavar: str, help_text: str, description: str) -> Any:
-        p = ps.add_parser(name, help=help_text, description=description)
-        p.add_argument("source", metavar=metavar)
-        p.add_argument("out", metavar="OUT")
-        if name != "folder":
-            p.add_argument(
-                "--image-root",
-                metavar="DIR",
-                help=f"where file names resolve (default: the {metavar}'s directory)",
-            )
-        return p
+    _file_sources(ps)
+    _other_actions(ps)
 
-    p = file_source(
-        "folder", "DIR", "one sub-directory per class", "Convert an ImageFolder-style tree."
+
+def _file_source(
+    ps: Any, name: str, metavar: str, help_text: str, description: str
+) -> argparse.ArgumentParser:
+    """A conversion from a file or folder of images: SOURCE, OUT and where names resolve."""
+    p = ps.add_parser(name, help=help_text, description=description)
+    p.add_argument("source", metavar=metavar)
+    p.add_argument("out", metavar="OUT")
+    if name != "folder":
+        p.add_argument(
+            "--image-root",
+            metavar="DIR",
+            help=f"where file names resolve (default: the {metavar}'s directory)",
+        )
+    return p
+
+
+def _file_sources(ps: Any) -> None:
+    """``prep folder``, ``prep json`` and ``prep csv``."""
+    p = _file_source(
+        ps, "folder", "DIR", "one sub-directory per class", "Convert an ImageFolder-style tree."
     )
     _conversion_options(p, False)
-    p = file_source(
+    p = _file_source(
+        ps,
         "json",
         "JSON",
         "COCO/Herbarium-style metadata JSON",
@@ -119,8 +130,8 @@ def add_parser(sub: Any) -> None:
     )
     _unlabeled_test_options(p, "metadata JSON with images and no annotations (or a CSV)")
     _conversion_options(p, False)
-    p = file_source(
-        "csv", "CSV", "rows of file,label", "Convert images listed in a CSV of file,label rows."
+    p = _file_source(
+        ps, "csv", "CSV", "rows of file,label", "Convert images listed in a CSV of file,label rows."
     )
     p.add_argument(
         "--split-column",
@@ -131,6 +142,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--label-column", metavar="NAME")
     _unlabeled_test_options(p, "CSV of image paths (or a metadata JSON)")
     _conversion_options(p, False)
+
+
+def _other_actions(ps: Any) -> None:
+    """``prep arrays``, ``prep synthetic``, ``prep verify`` and ``prep info``."""
     p = ps.add_parser(
         "arrays", help="numpy .npy/.npz images and labels", description="Convert numpy arrays."
     )

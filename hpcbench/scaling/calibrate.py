@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from hpcbench.predict.pipeline import sleepy_barrier
+
 SIZES = [4, 64, 1024, 16 << 10, 128 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
 
@@ -144,7 +146,6 @@ def calibrate(options: Options) -> dict[str, Any] | None:
     from mpi4py import MPI
 
     from hpcbench.launch import detect_launch
-    from hpcbench.predict.pipeline import sleepy_barrier
     from hpcbench.train.runtime import make_runtime
 
     comm = MPI.COMM_WORLD
@@ -178,46 +179,10 @@ def calibrate(options: Options) -> dict[str, Any] | None:
         for p in build_model(options.model, options.shape, options.classes).parameters()
         if p.requires_grad
     ]
-    sizes = sizes_up_to(sum(parameters))
-    order = spread_order(node_of)
-    timings: dict[str, list[list[float]]] = {}
-    torch_ready = False
-    for backend in options.backends:
-        rows: list[list[float]] = []
-        if backend != "mpi" and not torch_ready:
-            _torch_init(backend, runtime)
-            torch_ready = True
-        for p in ranks_per_count(world):
-            members = order[:p]
-            sub_group = None
-            if backend != "mpi":
-                import torch.distributed as dist
-
-                sub_group = dist.new_group(ranks=sorted(members))  # every rank creates it
-            got: dict[int, float] = {}
-            if rank in members and backend == "mpi":
-                got = time_mpi(comm, MPI, members, sizes)
-            elif rank in members:
-                got = {s: time_torch(sub_group, s, runtime.device) for s in sizes}
-            sleepy_barrier(comm)
-            everyone = comm.gather(got, root=0)
-            if rank == 0:
-                for size in sizes:
-                    values = [g[size] for g in everyone if size in g]
-                    rows.append([p, size, max(values)])
-        timings[backend] = rows
-    if torch_ready:
-        import torch.distributed as dist
-
-        dist.destroy_process_group()
+    timings = _time_allreduce(options, comm, MPI, runtime, node_of, sum(parameters))
     if rank != 0:
         return None
-    compute: dict[str, Any] = {"batches": options.batches, "step_s": [], "backward_share": 0.0}
-    shares = []
-    for batch in options.batches:
-        compute["step_s"].append(max(c[batch][0] for c in computed if c))
-        shares += [c[batch][1] for c in computed if c]
-    compute["backward_share"] = statistics.median(shares)
+    compute = _compute_record(options, computed)
     return {
         "format": 1,
         "model": options.model,
@@ -240,6 +205,57 @@ def calibrate(options: Options) -> dict[str, Any] | None:
         "allreduce": timings,
         "measured_at": time.time(),
     }
+
+
+def _time_allreduce(
+    options: Options, comm: Any, MPI: Any, runtime: Any, node_of: list[int], model_bytes: int
+) -> dict[str, list[list[float]]]:
+    """Per backend, rows of (ranks, bytes, the slowest rank's seconds) of an all-reduce among
+    the first p ranks of a spread order (nodes taken in turn), for every p and size up to the
+    model's; rank 0 holds the rows."""
+    import torch.distributed as dist
+
+    rank, world = comm.Get_rank(), comm.Get_size()
+    sizes = sizes_up_to(model_bytes)
+    order = spread_order(node_of)
+    timings: dict[str, list[list[float]]] = {}
+    torch_ready = False
+    for backend in options.backends:
+        rows: list[list[float]] = []
+        if backend != "mpi" and not torch_ready:
+            _torch_init(backend, runtime)
+            torch_ready = True
+        for p in ranks_per_count(world):
+            members = order[:p]
+            sub_group = None
+            if backend != "mpi":
+                sub_group = dist.new_group(ranks=sorted(members))  # every rank creates it
+            got: dict[int, float] = {}
+            if rank in members and backend == "mpi":
+                got = time_mpi(comm, MPI, members, sizes)
+            elif rank in members:
+                got = {s: time_torch(sub_group, s, runtime.device) for s in sizes}
+            sleepy_barrier(comm)
+            everyone = comm.gather(got, root=0)
+            if rank == 0:
+                for size in sizes:
+                    values = [g[size] for g in everyone if size in g]
+                    rows.append([p, size, max(values)])
+        timings[backend] = rows
+    if torch_ready:
+        dist.destroy_process_group()
+    return timings
+
+
+def _compute_record(options: Options, computed: list[dict[int, Any]]) -> dict[str, Any]:
+    """The slowest computing rank's step time per batch size, and the median backward share."""
+    compute: dict[str, Any] = {"batches": options.batches, "step_s": [], "backward_share": 0.0}
+    shares = []
+    for batch in options.batches:
+        compute["step_s"].append(max(c[batch][0] for c in computed if c))
+        shares += [c[batch][1] for c in computed if c]
+    compute["backward_share"] = statistics.median(shares)
+    return compute
 
 
 def time_mpi(comm: Any, mpi: Any, members: list[int], sizes: list[int]) -> dict[int, float]:
