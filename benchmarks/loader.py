@@ -34,10 +34,10 @@ import numpy as np
 import torch
 from PIL import Image
 
-from data_prep import ConvertOptions, convert, synthetic
-from data_prep.convert import parse_size
 from hpcbench.data import Manifest, ShardedDataset
 from hpcbench.data.shards import OpenShard
+from hpcbench.data_prep import ConvertOptions, convert, synthetic
+from hpcbench.data_prep.convert import parse_size
 
 BATCH = 64
 FOLDER_TARGET = 30  # reader (float32) / ImageFolder

@@ -80,7 +80,7 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=4500)
     ap.add_argument("--model", default="small_cnn")
     args = ap.parse_args()
-    from data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
 
     with tempfile.TemporaryDirectory(prefix="hpcbench-precision-") as tmp:
         data = Path(tmp) / "shapes"

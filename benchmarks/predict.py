@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="keep the images and model here")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
-    from data_prep.synthetic import write_image_folder
+    from hpcbench.data_prep.synthetic import write_image_folder
 
     with tempfile.TemporaryDirectory(prefix="hpcbench-predict-") as tmp:
         work = args.work or Path(tmp)

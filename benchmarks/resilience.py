@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=24)
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
-    from data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
 
     variants: dict[str, tuple[Path, list[str]]] = {}
     if args.baseline:

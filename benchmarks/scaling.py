@@ -137,7 +137,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--slurm", action="store_true", help="on the SLURM test cluster, 2 nodes")
     args = ap.parse_args()
-    from data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
     from hpcbench.scaling.predictions import predictions
 
     shared = Path(os.environ.get("HPCBENCH_SHARED_TMP", tempfile.gettempdir()))

@@ -241,8 +241,8 @@ def main() -> int:
         help="more trainer options for the ddp and mpi runs only (e.g. --grad-compression bf16)",
     )
     args = ap.parse_args()
-    from data_prep import ConvertOptions, convert, synthetic
-    from data_prep.convert import parse_size
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep.convert import parse_size
     from hpcbench.train.models import build_model
 
     small, large = (int(x) for x in args.batches.split(","))

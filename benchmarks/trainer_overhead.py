@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def make_data(root: Path, shape: tuple[int, int, int], samples: int) -> Path:
-    from data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
 
     out = root / "data"
     c, h, w = shape

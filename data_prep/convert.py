@@ -36,9 +36,6 @@ from typing import Any
 
 import numpy as np
 
-from data_prep.images import RESIZE_POLICIES, UnreadableImage
-from data_prep.source import Source, Target
-from data_prep.split import cap_per_class, given_split, parse_fractions, stratified_split
 from hpcbench import __version__
 from hpcbench.data.files import printable
 from hpcbench.data.manifest import (
@@ -51,6 +48,9 @@ from hpcbench.data.manifest import (
     SplitInfo,
 )
 from hpcbench.data.shards import write_shard
+from hpcbench.data_prep.images import RESIZE_POLICIES, UnreadableImage
+from hpcbench.data_prep.source import Source, Target
+from hpcbench.data_prep.split import cap_per_class, given_split, parse_fractions, stratified_split
 
 log = logging.getLogger(__name__)
 DEFAULT_SHARD_MB = 64.0  # MosaicML Streaming's default shard size

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep.images import IMAGE_EXTENSIONS
-from data_prep.source import FileSource
 from hpcbench.data.manifest import DataError
+from hpcbench.data_prep.images import IMAGE_EXTENSIONS
+from hpcbench.data_prep.source import FileSource
 
 Key = tuple[int, int]
 

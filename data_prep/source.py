@@ -14,15 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from data_prep.images import UnreadableImage, load_image
 from hpcbench.data.files import open_regular
+from hpcbench.data_prep.images import UnreadableImage, load_image
 
 
 @dataclass(frozen=True)
 class Target:
     size: tuple[int, int]  # width, height
     mode: str  # "L" or "RGB"
-    policy: str  # resize policy, see data_prep.images
+    policy: str  # resize policy, see hpcbench.data_prep.images
 
     @property
     def channels(self) -> int:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep.images import UnreadableImage
-from data_prep.source import Source, Target
 from hpcbench.data import synthetic as shapes
+from hpcbench.data_prep.images import UnreadableImage
+from hpcbench.data_prep.source import Source, Target
 
 RENDER_BATCH = 64
 

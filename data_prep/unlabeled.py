@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep.source import FileSource, image_directories
 from hpcbench.data.files import open_regular
 from hpcbench.data.manifest import UNLABELED, DataError
+from hpcbench.data_prep.source import FileSource, image_directories
 
 PATH_NAMES = ("file", "path", "filename", "file_name", "image", "image_path")
 

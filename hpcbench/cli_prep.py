@@ -198,8 +198,8 @@ def _unlabeled_test_options(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _options(args: argparse.Namespace) -> Any:
-    from data_prep.convert import ConvertOptions, parse_megabytes, parse_size
     from hpcbench.data.manifest import DataError
+    from hpcbench.data_prep.convert import ConvertOptions, parse_megabytes, parse_size
 
     if args.split and getattr(args, "split_column", None):
         raise DataError(
@@ -286,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import data_prep
+    from hpcbench import data_prep
     from hpcbench.data.manifest import Manifest
 
     action = args.prep_action

@@ -5,8 +5,8 @@ order as ``hpcbench prep`` would):
 
 - an image folder with one sub-directory per class (labelled), or with the images directly in it
   (no labels);
-- a CSV of ``file,label`` rows (:func:`data_prep.csv_table`);
-- a metadata JSON (:func:`data_prep.metadata_json`); one with ``images`` but no ``annotations``
+- a CSV of ``file,label`` rows (:func:`hpcbench.data_prep.csv_table`);
+- a metadata JSON (:func:`hpcbench.data_prep.metadata_json`); one with ``images`` but no ``annotations``
   (a test set's) lists its images without labels;
 - an hpcbench dataset directory (``manifest.json`` + HDF5 shards): the samples of ``--split``.
 
@@ -88,7 +88,7 @@ def _map_labels(
 
 def _flat_folder(root: Path) -> Items | None:
     """The images directly in ``root`` when it has no sub-directories (no labels)."""
-    from data_prep.images import IMAGE_EXTENSIONS
+    from hpcbench.data_prep.images import IMAGE_EXTENSIONS
 
     try:
         with os.scandir(root) as it:
@@ -195,7 +195,7 @@ def _list(config: Any, model_classes: list[str]) -> Items:
             flat = _flat_folder(path)
             if flat is not None:
                 return flat
-            from data_prep import image_folder
+            from hpcbench.data_prep import image_folder
 
             source = image_folder(path)
             where = str(path)
@@ -203,12 +203,12 @@ def _list(config: Any, model_classes: list[str]) -> Items:
             unlabelled = _unlabelled_json(path)
             if unlabelled is not None:
                 return unlabelled
-            from data_prep import metadata_json
+            from hpcbench.data_prep import metadata_json
 
             source = metadata_json(path)
             where = str(path)
         else:
-            from data_prep import csv_table
+            from hpcbench.data_prep import csv_table
 
             source = csv_table(
                 path, path_column=config.path_column, label_column=config.label_column

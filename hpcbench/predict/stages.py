@@ -102,7 +102,7 @@ def read_unit(items: Items, number: int, ids: np.ndarray) -> Unit:
     """Files: [ids, status, lengths, bytes, reasons]; a dataset: [ids, samples]."""
     if items.kind == "dataset":
         return Unit(RAW_SAMPLES, number, [ids, items.read_dataset(ids)])
-    from data_prep.images import UnreadableImage, read_image_bytes
+    from hpcbench.data_prep.images import UnreadableImage, read_image_bytes
 
     status = np.zeros(len(ids), dtype=np.int8)
     chunks: list[bytes] = []
@@ -125,7 +125,7 @@ def prepare_unit(unit: Unit, fmt: InputFormat, items: Items, strict: bool) -> Un
         return Unit(PREPARED, unit.number, [ids, np.zeros(len(ids), np.int8),
                                             _samples_to_format(unit.arrays[1], items, fmt),
                                             _reasons([])])  # fmt: skip
-    from data_prep.images import UnreadableImage, decode_image
+    from hpcbench.data_prep.images import UnreadableImage, decode_image
 
     _, status, lengths, blob, reason_blob = unit.arrays
     status = status.copy()
@@ -157,7 +157,7 @@ def _samples_to_format(samples: np.ndarray, items: Items, fmt: InputFormat) -> n
     manifest = items.dataset
     if tuple(manifest.shape) == fmt.shape and manifest.dtype == fmt.dtype:
         return samples
-    from data_prep.images import array_to_chw
+    from hpcbench.data_prep.images import array_to_chw
 
     pixels = samples if manifest.dtype == "uint8" else np.clip(np.rint(samples.astype(np.float32) * 255), 0, 255).astype(np.uint8)  # fmt: skip
     out = np.empty((len(samples), *fmt.shape), dtype=fmt.stored_dtype)

@@ -5,5 +5,5 @@ data it reads (:mod:`.data`), the models (:mod:`.models`), the strategies that k
 one model (:mod:`.strategies`), the run itself (:mod:`.loop`), and what it writes
 (:mod:`.results`). The submit side imports it only inside the function a submitit task runs
 (:func:`hpcbench.jobs.submitit_jobs.train_task`), so login nodes never import torch; nothing in
-:mod:`hpcbench.data`, :mod:`data_prep` or :mod:`hpcbench.jobs.schedulers` imports it.
+:mod:`hpcbench.data`, :mod:`hpcbench.data_prep` or :mod:`hpcbench.jobs.schedulers` imports it.
 """

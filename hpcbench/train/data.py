@@ -188,7 +188,7 @@ def ensure_dataset(config: TrainConfig, rank: int, log: Callable[[str], None]) -
             f"--data {config.data}: no dataset there (make one with 'hpcbench prep …')"
         )
     if rank == 0:
-        from data_prep import ConvertOptions, convert, synthetic
+        from hpcbench.data_prep import ConvertOptions, convert, synthetic
 
         log(f"generating the built-in synthetic dataset into {root} (once)")
         convert(

@@ -76,7 +76,7 @@ def monkeypatch_session():
 @pytest.fixture(scope="session")
 def cluster_data(tmp_path_factory) -> Path:
     """450 synthetic 16×16 samples, on the filesystem every test node shares (this host's)."""
-    from data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
 
     root = tmp_path_factory.mktemp("clusterdata") / "shapes"
     convert(synthetic(450, 9), root, ConvertOptions(size=(16, 16), grayscale=True, progress=False))

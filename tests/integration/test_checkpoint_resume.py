@@ -44,7 +44,7 @@ STEPS = 16  # 2 epochs x 8 steps
 
 def small_shapes(root: Path) -> Path:
     """900 synthetic 16x12 grayscale samples of 9 classes in ``root``/shapes."""
-    from data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
 
     out = root / "shapes"
     convert(synthetic(900, 9), out, ConvertOptions(size=(16, 12), grayscale=True, progress=False))

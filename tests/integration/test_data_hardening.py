@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from data_prep import ConvertOptions, convert, synthetic
 from hpcbench.data import DataError, Manifest
+from hpcbench.data_prep import ConvertOptions, convert, synthetic
 from tests.conftest import hpcbench
 from tests.integration.test_data_prep import make_folder
 

@@ -19,8 +19,15 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from data_prep import ConvertOptions, convert, csv_table, from_arrays, image_folder, metadata_json
 from hpcbench.data import DataError, Manifest, verify_dataset
+from hpcbench.data_prep import (
+    ConvertOptions,
+    convert,
+    csv_table,
+    from_arrays,
+    image_folder,
+    metadata_json,
+)
 from tests.conftest import hpcbench, mpiexec_available, require
 
 CLASSES = ["cat", "dog", "fox"]

@@ -29,7 +29,7 @@ ARGS = ["--epochs", "3", "--global-batch-size", "16", "--progress", "none"]
 
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory):
-    from data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
 
     root = tmp_path_factory.mktemp("energy") / "shapes"
     convert(synthetic(900, 9), root, ConvertOptions(size=(16, 12), grayscale=True, progress=False))

@@ -149,7 +149,7 @@ def test_result_is_rank_0_metrics_or_the_failing_ranks_traceback(workdir):
     """The one job handle: ``result()`` waits, then reads the trainer's metrics.json from the
     job's run directory; a failed job raises JobFailed carrying the failing rank's traceback."""
     require(mpiexec_available() and have_module("torch"), "mpiexec and torch")
-    from data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
 
     data = workdir / "tiny"
     convert(synthetic(180, 3), data, ConvertOptions(size=(12, 12), progress=False, workers=1))

@@ -38,8 +38,8 @@ def run(args: list[str], cwd: Path, ranks: int = 1, timeout: float = 300, **extr
 def trained(tmp_path_factory) -> Path:
     """Image folders (96x72 JPEGs), the training folder as a 24x24 RGB dataset, a checkpoint."""
     require(have_module("torch") and have_module("mpi4py") and mpiexec_available(), "torch and MPI")
-    from data_prep import ConvertOptions, convert, image_folder
-    from data_prep.synthetic import write_image_folder
+    from hpcbench.data_prep import ConvertOptions, convert, image_folder
+    from hpcbench.data_prep.synthetic import write_image_folder
 
     root = tmp_path_factory.mktemp("predict")
     write_image_folder(root / "train-images", 270, size=(96, 72))
@@ -147,7 +147,7 @@ def test_an_hdf5_dataset_is_classified_alike_at_3_4_and_6_ranks(trained):
 def test_credits_bound_each_ranks_memory_behind_a_slow_predictor(trained, tmp_path):
     """Readers could read everything at once; with a predictor 10x slower than them, the credits
     must hold every rank to the bound the plan states (while far more data flows through)."""
-    from data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
 
     big = tmp_path / "big"  # 3x256x256 samples (192 KiB): 1.5 MiB units of 8, 72 MiB in all
     convert(synthetic(384, 9), big, ConvertOptions(size=(256, 256), grayscale=False,

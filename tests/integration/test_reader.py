@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from data_prep import ConvertOptions, convert, synthetic
 from hpcbench.data import Manifest, ShardedDataset, shards
 from hpcbench.data.sampler import rank_pieces
 from hpcbench.data.shards import OpenShard
+from hpcbench.data_prep import ConvertOptions, convert, synthetic
 from tests.conftest import need_module
 
 torch = need_module("torch")

@@ -44,7 +44,7 @@ def test_the_option_is_in_help_and_round_trips_through_a_config_file(tmp_path):
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory):
     need_module("torch")
-    from data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
 
     root = tmp_path_factory.mktemp("tb") / "shapes"
     convert(synthetic(900, 9), root, ConvertOptions(size=(16, 12), grayscale=True, progress=False))

@@ -73,7 +73,7 @@ def run(
 
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory):
-    from data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
 
     root = tmp_path_factory.mktemp("eq") / "shapes"
     convert(synthetic(900, 9), root, ConvertOptions(size=(16, 12), grayscale=True, progress=False))
@@ -182,7 +182,7 @@ def test_mixed_precision_and_compressed_gradients_match_one_process(
 # ---- end to end -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def learnable(tmp_path_factory):
-    from data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
 
     root = tmp_path_factory.mktemp("e2e") / "shapes"
     convert(

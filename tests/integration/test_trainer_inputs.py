@@ -24,7 +24,7 @@ QUICK = ["--epochs", "2", "--global-batch-size", "16", "--max-steps", "6", "--pr
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    from data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
 
     root = tmp_path_factory.mktemp("inputs") / "shapes"
     convert(synthetic(300, 9), root, ConvertOptions(size=(16, 12), grayscale=True, progress=False))

@@ -48,7 +48,7 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
         "hpcbench.api.submit",
         "hpcbench.jobs.spec_load.load_spec",
         "hpcbench.data.reader.ShardedDataset",
-        "data_prep.convert",
+        "hpcbench.data_prep.convert",
         "hpcbench.train.entry.run_training",
         "hpcbench.train.config.TrainConfig",
         "hpcbench.predict.run_prediction",

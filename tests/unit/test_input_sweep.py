@@ -928,7 +928,7 @@ def test_a_bad_trainer_option_is_one_line_naming_the_flag(case, monkeypatch, cap
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
     need_module("h5py")
-    from data_prep import ConvertOptions, convert, synthetic
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
 
     root = tmp_path_factory.mktemp("sweep") / "ds"
     options = ConvertOptions(

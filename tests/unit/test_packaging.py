@@ -35,13 +35,14 @@ def test_wheel_contains_templates_and_renders_from_install(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for template in ("base.sh.j2", "slurm.sbatch.j2", "pbs.qsub.j2", "sge.qsub.j2", "local.sh.j2"):
         assert f"hpcbench/templates/{template}" in names
-    sources = [
-        p.relative_to(REPO).as_posix()
-        for d in ("hpcbench", "data_prep")
-        for p in (REPO / d).rglob("*.py")
+    sources = [p.relative_to(REPO).as_posix() for p in (REPO / "hpcbench").rglob("*.py")]
+    sources += [
+        f"hpcbench/{p.relative_to(REPO).as_posix()}" for p in (REPO / "data_prep").rglob("*.py")
     ]
     missing = [s for s in sources if s not in names]
     assert not missing, f"modules left out of the wheel: {missing}"
+    # the converters ship inside the hpcbench namespace: no top-level package to shadow a user's
+    assert not [n for n in names if n.split("/")[0] not in ("hpcbench",) and n.endswith(".py")]
     target = tmp_path / "site"
     subprocess.run(
         [
@@ -62,6 +63,8 @@ def test_wheel_contains_templates_and_renders_from_install(tmp_path):
         "import hpcbench, hpcbench.jobs.render as r; from hpcbench.jobs.spec_load import build_spec;"
         f"assert hpcbench.__file__.startswith({str(target)!r}), hpcbench.__file__;"
         f"assert str(r.builtin_template_dir()).startswith({str(target)!r});"
+        "import hpcbench.data_prep.convert;"
+        f"assert hpcbench.data_prep.__file__.startswith({str(target)!r});"
         "print(r.render_script(build_spec({}), 'slurm'))"
     )
     result = subprocess.run(
