@@ -16,7 +16,6 @@ naming the image.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from hpcbench.data.files import open_regular
 from hpcbench.data.manifest import DataError
 from hpcbench.data_prep.source import FileSource, image_directories
 from hpcbench.data_prep.split import split_named
+from hpcbench.jsonfile import JsonFileError, parse_json
 
 
 def metadata_json(
@@ -36,15 +36,13 @@ def metadata_json(
     path = Path(path)
     try:
         with os.fdopen(open_regular(path), "rb") as fh:
-            data = json.loads(fh.read())
+            data = parse_json(fh.read(), path)
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
     except OSError as err:
         raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
-    except RecursionError:
-        raise DataError(f"{path}: not valid metadata (JSON nested too deeply)") from None
-    except (ValueError, UnicodeDecodeError) as err:
-        raise DataError(f"{path}: not valid JSON ({err})") from None
+    except JsonFileError as err:
+        raise DataError(str(err)) from None
     root = Path(image_root) if image_root is not None else path.parent
     try:
         images = {int(im["id"]): str(im["file_name"]) for im in data["images"]}

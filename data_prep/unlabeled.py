@@ -17,7 +17,6 @@ the manifest flags the split unlabeled, and nothing computes an accuracy on it.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import re
 from dataclasses import replace
@@ -28,6 +27,7 @@ import numpy as np
 from hpcbench.data.files import open_regular
 from hpcbench.data.manifest import UNLABELED, DataError
 from hpcbench.data_prep.source import FileSource, image_directories
+from hpcbench.jsonfile import JsonFileError, parse_json
 
 PATH_NAMES = ("file", "path", "filename", "file_name", "image", "image_path")
 
@@ -47,11 +47,9 @@ ID_NAMES = ("id", "image_id")  # a listing's own id of an image: JSON keys, CSV 
 
 def _json_names(path: Path, raw: bytes) -> tuple[list[str], list[str]]:
     try:
-        data = json.loads(raw)
-    except RecursionError:
-        raise DataError(f"{path}: not valid metadata (JSON nested too deeply)") from None
-    except (ValueError, UnicodeDecodeError) as err:
-        raise DataError(f"{path}: not valid JSON ({err})") from None
+        data = parse_json(raw, path)
+    except JsonFileError as err:
+        raise DataError(str(err)) from None
     if isinstance(data, dict):
         if data.get("annotations"):
             raise DataError(

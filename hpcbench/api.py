@@ -27,6 +27,7 @@ from hpcbench.jobs.render import render_script
 from hpcbench.jobs.schedulers.base import JobRecord
 from hpcbench.jobs.spec import FIELD_KEYWORDS, JobSpec, SpecError
 from hpcbench.jobs.spec_load import load_spec as _load_spec
+from hpcbench.jsonfile import parse_json
 
 if TYPE_CHECKING:
     import submitit
@@ -129,11 +130,9 @@ def lead_warning(spec: JobSpec, cwd: str | Path | None = None) -> str | None:
     if newest is None:
         return None
     try:
-        import json
-
-        measured = json.loads(newest[1].read_text()).get("checkpoints") or {}
+        measured = parse_json(newest[1].read_bytes(), newest[1]).get("checkpoints") or {}
         slowest = float(measured.get("max_s") or 0.0)
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, ValueError, TypeError, AttributeError):  # JsonFileError is a ValueError
         return None
     if slowest <= 0 or spec.requeue.lead_s >= slowest:
         return None

@@ -1,38 +1,51 @@
-"""Reading a JSON file that hpcbench wrote, with every failure one line naming the file.
+"""Reading JSON that a file holds, with every failure one line naming the file.
 
-A missing file, one that cannot be read, text that is not UTF-8, JSON that does not parse, a
-number of more than 4300 digits and nesting too deep for the parser each become a
-:class:`JsonFileError` whose message is ``"<path>: <what went wrong>"``; callers re-raise it as
-their own error class.
+:func:`parse_json` turns bytes or text read from a file into its content: text that is not UTF-8,
+JSON that does not parse, a number of more than 4300 digits and nesting too deep for the parser
+each become a :class:`JsonFileError` saying ``"<path>: not valid JSON (<why>)"``.
+:func:`read_json` reads the file first (a missing or unreadable file is one line too). Callers
+read the bytes their own way where they must (regular files only, a size limit) and re-raise the
+error as their own class.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 
 class JsonFileError(ValueError):
-    """A JSON file that cannot be read; ``str(err)`` is one line naming the file."""
+    """JSON that cannot be read; ``str(err)`` is one line naming the file."""
+
+
+def parse_json(
+    raw: bytes | str, path: str | Path, parse_constant: Callable[[str], Any] | None = None
+) -> Any:
+    """The content of ``raw``, read from ``path``; ``parse_constant`` as :func:`json.loads`
+    takes it (to refuse NaN and Infinity)."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError as err:
+        raise JsonFileError(f"{path}: not valid JSON (not UTF-8 text, byte {err.start})") from None
+    try:
+        return json.loads(text, parse_constant=parse_constant)
+    except json.JSONDecodeError as err:
+        raise JsonFileError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    except ValueError as err:  # json's own int() (over 4300 digits), or parse_constant's refusal
+        raise JsonFileError(f"{path}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise JsonFileError(f"{path}: not valid JSON (nested too deeply)") from None
 
 
 def read_json(path: Path, missing_hint: str = "") -> Any:
     """The content of the JSON file ``path``; ``missing_hint`` follows "missing" when it is not
     there (what its absence means)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise JsonFileError(f"{path}: missing; {missing_hint}") from None
     except OSError as err:
         raise JsonFileError(f"{path}: cannot read ({err.strerror or err})") from None
-    except UnicodeDecodeError as err:
-        raise JsonFileError(f"{path}: not JSON (not UTF-8 text, byte {err.start})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise JsonFileError(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
-    except ValueError as err:  # json's own int(): a number of more than 4300 digits
-        raise JsonFileError(f"{path}: not JSON ({err})") from None
-    except RecursionError:
-        raise JsonFileError(f"{path}: not JSON that hpcbench wrote (nested too deeply)") from None
+    return parse_json(raw, path)

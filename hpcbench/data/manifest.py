@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpcbench.atomic import write_atomically
+from hpcbench.jsonfile import JsonFileError, parse_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -233,13 +234,9 @@ class Manifest:
         except ValueError as err:
             raise DataError(f"{path}: {err}; not a manifest") from None
         try:
-            data = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise DataError(f"{path}: not valid JSON (not UTF-8 text)") from None
-        except RecursionError:
-            raise DataError(f"{path}: not a manifest (JSON nested too deeply)") from None
-        except ValueError as err:
-            raise DataError(f"{path}: not valid JSON ({err})") from None
+            data = parse_json(raw, path)
+        except JsonFileError as err:
+            raise DataError(str(err)) from None
         manifest = cls.from_dict(data, str(path))
         manifest.root = root
         _check_shard_links(manifest, root)

@@ -10,7 +10,6 @@ failing rank's traceback. Nothing here imports torch: it runs on login nodes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from hpcbench.jobs.follow import LogFollower
 from hpcbench.jobs.logs import RankError, first_rank_error
 from hpcbench.jobs.schedulers import get as get_scheduler
 from hpcbench.jobs.schedulers.base import JobRecord, JobStatus, Scheduler, tail
+from hpcbench.jsonfile import JsonFileError, parse_json
 
 METRICS_FILE = "metrics.json"  # what rank 0 of the trainer writes into the run directory
 
@@ -158,7 +158,7 @@ class Job:
         assert self.record is not None
         path = self.record.run_dir / METRICS_FILE
         try:
-            data = json.loads(path.read_text())
+            data = parse_json(path.read_bytes(), path)
         except FileNotFoundError:
             raise JobFailed(
                 f"job {self.job_id} completed but wrote no {METRICS_FILE} in {self.record.run_dir}"
@@ -166,8 +166,10 @@ class Job:
                 f"{self.record.stdout_path})",
                 status,
             ) from None
-        except (OSError, ValueError) as err:
+        except OSError as err:
             raise JobFailed(f"job {self.job_id}: cannot read {path}: {err}", status) from None
+        except JsonFileError as err:
+            raise JobFailed(f"job {self.job_id}: {err}", status) from None
         if not isinstance(data, dict):
             raise JobFailed(f"job {self.job_id}: {path} is not a JSON object", status)
         return data

@@ -10,6 +10,7 @@ from pathlib import Path
 from hpcbench.atomic import write_atomically
 from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError
 from hpcbench.jobs.state import state_dir
+from hpcbench.jsonfile import JsonFileError, parse_json
 
 _FIELDS = ("job_id", "scheduler", "script", "stdout", "stderr", "run_dir")
 
@@ -34,10 +35,10 @@ def record(job: JobRecord) -> None:
 
 def _read(path: Path) -> JobRecord:
     try:
-        data = json.loads(path.read_text())
+        data = parse_json(path.read_bytes(), path)
     except OSError as err:
         raise SchedulerError(f"job record {path}: cannot read it: {err.strerror}") from None
-    except ValueError:
+    except JsonFileError:
         data = None
     if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in _FIELDS):
         raise SchedulerError(f"job record {path} is damaged (not the JSON hpcbench writes)")

@@ -17,7 +17,6 @@ decodes and predicts the same units, so their predictions agree.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from hpcbench.data.manifest import MANIFEST_NAME, DataError
+from hpcbench.jsonfile import JsonFileError, read_json
 from hpcbench.predict.config import PredictError
 
 UNKNOWN = -1  # the label of an item whose class is not known
@@ -112,8 +112,8 @@ def _flat_folder(root: Path) -> Items | None:
 
 def _unlabelled_json(path: Path) -> Items | None:
     try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        data = read_json(path)
+    except JsonFileError:
         return None  # the converter's reader says what is wrong
     if (
         not isinstance(data, dict)

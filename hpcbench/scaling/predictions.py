@@ -3,12 +3,12 @@ and as the table ``hpcbench predict-scaling`` prints."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpcbench.jsonfile import JsonFileError, parse_json
 from hpcbench.scaling.model import (
     Compute,
     LinkFit,
@@ -63,12 +63,11 @@ def load(path: Path) -> Calibration:
         raise ValueError(f"{constant} is not a number a calibration holds")
 
     try:
-        raw = read_regular(path, MAX_BYTES)
-        record = json.loads(raw, parse_constant=refuse)
+        record = parse_json(read_regular(path, MAX_BYTES), path, parse_constant=refuse)
     except FileNotFoundError:
         raise CalibrationError(f"{path}: no such calibration file") from None
-    except RecursionError:
-        raise CalibrationError(f"{path}: not a calibration (JSON nested too deeply)") from None
+    except JsonFileError as err:
+        raise CalibrationError(f"{err}: not a calibration file") from None
     except (OSError, ValueError) as err:
         why = getattr(err, "strerror", None) or err
         raise CalibrationError(f"{path}: not a calibration file ({why})") from None

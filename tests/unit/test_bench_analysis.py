@@ -655,7 +655,7 @@ def test_bad_input_gives_one_line_naming_the_file(tmp_path):
     (root / "runs.json").write_text(json.dumps({"format": "something-else/2", "runs": []}))
     _one_line_error(root, r"runs\.json: format is 'something-else/2', not 'hpcbench-runs/1'")
     (root / "runs.json").write_text("{not json")
-    _one_line_error(root, r"runs\.json: not JSON")
+    _one_line_error(root, r"runs\.json: not valid JSON")
 
     root = _small(tmp_path / "s", two_train=52.0)
     metrics = root / "runs/1dev/timing-02/metrics.json"

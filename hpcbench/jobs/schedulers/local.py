@@ -46,6 +46,7 @@ from hpcbench.jobs.schedulers.base import (
 )
 from hpcbench.jobs.spec import JobSpec
 from hpcbench.jobs.state import state_dir
+from hpcbench.jsonfile import JsonFileError, parse_json
 
 # $1 script, $2 exit-status file; stdout and stderr are the job's logs, opened by hpcbench. When
 # the script ends, what it left running in the job's session (a background server, a stray
@@ -284,14 +285,14 @@ class LocalScheduler(Scheduler):
         """The job's record, None when there is none; a damaged one is an error."""
         path = self._record(job_id)
         try:
-            data = json.loads(path.read_text())
+            data = parse_json(path.read_bytes(), path)
         except FileNotFoundError:
             return None
         except OSError as err:
             raise SchedulerError(
                 f"local job {job_id}: cannot read {path}: {err.strerror}"
             ) from None
-        except ValueError:
+        except JsonFileError:
             data = None
         if not isinstance(data, dict) or not isinstance(data.get("pid", 0), int | None):
             raise SchedulerError(
