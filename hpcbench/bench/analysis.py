@@ -12,13 +12,33 @@ statistics by :mod:`hpcbench.bench.stats`; the method is in docs/benchmarking.md
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from hpcbench.bench import stats
 from hpcbench.bench.energy import energy_block, idle_watts, kind_name, normalise_energy
 from hpcbench.bench.results import PHASES, Results, Run, is_number, load_results, phase_times
+
+
+class Baselines(TypedDict):
+    cpu: str | None
+    one_device: str | None
+
+
+class Analysis(TypedDict, total=False):
+    """What :func:`analyse` returns, JSON-able (its layout in docs/benchmarking.md): per
+    configuration (``configs``) its times, speedups, efficiency, Karp–Flatt, accuracy, throughput
+    and energy; the differences from the one-device baseline and the sentences saying it. The
+    tables, the figures and the report read it; each configuration stays a dict of the same
+    layout."""
+
+    name: str | None
+    baselines: Baselines
+    configs: list[dict[str, Any]]
+    differences: list[dict[str, Any]]
+    energy_asked: bool
+    sentences: list[str]
 
 
 def _accuracy(runs: list[Run]) -> dict[str, Any]:
@@ -75,7 +95,7 @@ def _throughput(runs: list[Run]) -> dict[str, Any] | None:
     )
 
 
-def analyse(results: Results) -> dict[str, Any]:
+def analyse(results: Results) -> Analysis:
     """The analysis of a results directory (JSON-able; the layout in docs/benchmarking.md)."""
     matrix = results.matrix
     base_cpu = matrix.get("baseline_cpu")
@@ -131,7 +151,7 @@ def analyse(results: Results) -> dict[str, Any]:
         )
     normalise_energy(configs, base_one)
     differences = _differences(configs, base_one)
-    analysis = {
+    analysis: Analysis = {
         "name": matrix.get("name"),
         "baselines": {"cpu": base_cpu, "one_device": base_one},
         "configs": configs,
@@ -215,7 +235,7 @@ def too_short(cfg: dict[str, Any]) -> str | None:
     return None
 
 
-def sentences(analysis: dict[str, Any]) -> list[str]:
+def sentences(analysis: Analysis) -> list[str]:
     """The analysis in words: speed against each baseline, efficiency, energy and its sources;
     each comparison that the noise does not carry says so, and so does a configuration whose
     times are too short to compare."""

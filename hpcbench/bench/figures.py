@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hpcbench.bench.analysis import Analysis
 from hpcbench.bench.energy import PowerTrace
 from hpcbench.bench.plotting import (
     PALETTE,
@@ -35,7 +36,7 @@ PHASE_COLOURS = {"setup": "#9e9e9e", "train": "#0072b2", "val": "#e69f00", "test
 MAX_POWER_PANELS = 6
 
 
-def _configs_with_runs(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+def _configs_with_runs(analysis: Analysis) -> list[dict[str, Any]]:
     return [c for c in analysis.get("configs", []) if stat_ok(c.get("time", {}).get("total"))]
 
 
@@ -44,7 +45,7 @@ def _configs_with_runs(analysis: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def phase_times(
-    analysis: dict[str, Any], out_dir: Path, total: Sequence[str] = ("train", "val", "test")
+    analysis: Analysis, out_dir: Path, total: Sequence[str] = ("train", "val", "test")
 ) -> Plot:
     """Stacked bars of the median seconds per phase per configuration (the phases of the total
     first, then those outside it, hatched), with the total's median and 95 % interval."""
@@ -111,7 +112,7 @@ def phase_times(
     return Plot("phase_times", title, caption, path, png)
 
 
-def scaling(analysis: dict[str, Any], out_dir: Path) -> Plot:
+def scaling(analysis: Analysis, out_dir: Path) -> Plot:
     """Speedup against the one-device baseline over the device count, with the ideal line, and
     the parallel efficiency (whole run and train loop) per configuration. Only configurations on
     the baseline's kind of device: a speedup of GPUs over a CPU says nothing about scaling."""
@@ -180,7 +181,7 @@ def _speedup_axes(
     configs: list[dict[str, Any]],
     ps: list[float],
     pmax: float,
-    analysis: dict[str, Any],
+    analysis: Analysis,
     base: str | None,
 ) -> None:
     """Speedup over p: whole run (filled circles) and train loop (hollow squares), the ideal."""
@@ -273,7 +274,7 @@ def _efficiency_axes(ax2: Any, configs: list[dict[str, Any]]) -> None:
     ax2.set_title("Efficiency")
 
 
-def accuracy(analysis: dict[str, Any], out_dir: Path) -> Plot:
+def accuracy(analysis: Analysis, out_dir: Path) -> Plot:
     """The median validation accuracy per epoch, one line per configuration."""
     title = "Validation accuracy per epoch"
     caption = (
@@ -325,7 +326,7 @@ def accuracy(analysis: dict[str, Any], out_dir: Path) -> Plot:
     return Plot("accuracy", title, caption, path, png)
 
 
-def power(traces: Sequence[PowerTrace], analysis: dict[str, Any], out_dir: Path) -> Plot:
+def power(traces: Sequence[PowerTrace], analysis: Analysis, out_dir: Path) -> Plot:
     """Power over time per device, one panel per configuration (its first completed energy run),
     phases shaded."""
     title = "Power over time"
@@ -368,7 +369,7 @@ def power(traces: Sequence[PowerTrace], analysis: dict[str, Any], out_dir: Path)
     return Plot("power", title, caption, path, png)
 
 
-def energy(analysis: dict[str, Any], out_dir: Path) -> Plot:
+def energy(analysis: Analysis, out_dir: Path) -> Plot:
     """Energy per run (measured devices, and with the idle draw of the unused ones) and the
     energy-delay product relative to the baseline."""
     title = "Energy and energy-delay product"
@@ -467,14 +468,14 @@ def _edp_axes(ax2: Any, configs: list[dict[str, Any]]) -> None:
     ax2.set_title("Energy-delay product")
 
 
-def _no_runs(analysis: dict[str, Any]) -> str:
+def _no_runs(analysis: Analysis) -> str:
     n = sum((c.get("runs") or {}).get("failed", 0) for c in analysis.get("configs", []))
     return "No time figure: no run completed" + (
         f" ({n} failed; see Failed runs)." if n else " yet."
     )
 
 
-def _no_energy(analysis: dict[str, Any], what: str) -> str:
+def _no_energy(analysis: Analysis, what: str) -> str:
     reasons, partial = [], []
     for c in analysis.get("configs", []):
         e = c.get("energy") or {}
@@ -492,7 +493,7 @@ def _no_energy(analysis: dict[str, Any], what: str) -> str:
 
 
 def render_all(
-    analysis: dict[str, Any],
+    analysis: Analysis,
     traces: Sequence[PowerTrace],
     out_dir: Path,
     total: Sequence[str] = ("train", "val", "test"),

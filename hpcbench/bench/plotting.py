@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.atomic import current_umask
+from hpcbench.bench.analysis import Analysis
 
 # Okabe–Ito: distinguishable with the common colour-vision deficiencies, and in greyscale print.
 PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000")
@@ -80,7 +81,7 @@ def errors(items: Sequence[tuple[dict[str, Any], float]]) -> list[list[float]]:
     return [below, above]
 
 
-def colour_of(analysis: dict[str, Any], name: str) -> str:
+def colour_of(analysis: Analysis, name: str) -> str:
     """A configuration's colour, the same in every figure (its place in the matrix)."""
     names = [c.get("name") for c in analysis.get("configs", [])]
     i = names.index(name) if name in names else len(names)

@@ -20,7 +20,7 @@ from typing import Any
 
 from hpcbench.atomic import write_atomically
 from hpcbench.bench import figures
-from hpcbench.bench.analysis import analyse
+from hpcbench.bench.analysis import Analysis, analyse
 from hpcbench.bench.document import (
     Block,
     Bullets,
@@ -62,7 +62,7 @@ def _total_words() -> str:
     return text
 
 
-def _config_table(bench: dict[str, Any], analysis: dict[str, Any]) -> Table:
+def _config_table(bench: dict[str, Any], analysis: Analysis) -> Table:
     by_name = {c.get("name"): c for c in analysis.get("configs", [])}
     rows = []
     for c in (bench.get("matrix") or {}).get("configs") or []:
@@ -98,7 +98,7 @@ def _config_table(bench: dict[str, Any], analysis: dict[str, Any]) -> Table:
     )
 
 
-def _time_table(analysis: dict[str, Any]) -> Table:
+def _time_table(analysis: Analysis) -> Table:
     rows = []
     for c in analysis.get("configs", []):
         t = c.get("time") or {}
@@ -122,7 +122,7 @@ def _time_table(analysis: dict[str, Any]) -> Table:
     )
 
 
-def _scaling_table(analysis: dict[str, Any]) -> Table:
+def _scaling_table(analysis: Analysis) -> Table:
     rows = []
     for c in analysis.get("configs", []):
         rows.append(
@@ -153,7 +153,7 @@ def _scaling_table(analysis: dict[str, Any]) -> Table:
     )
 
 
-def _accuracy_table(analysis: dict[str, Any]) -> Table:
+def _accuracy_table(analysis: Analysis) -> Table:
     rows = []
     for c in analysis.get("configs", []):
         acc = c.get("accuracy") or {}
@@ -257,7 +257,7 @@ def _provenance_blocks(bench: dict[str, Any], runs: Sequence[dict[str, Any]]) ->
     ]
 
 
-def _differences(analysis: dict[str, Any]) -> list[str]:
+def _differences(analysis: Analysis) -> list[str]:
     out = []
     for d in analysis.get("differences") or []:
         ratio = d.get("ratio")
@@ -275,7 +275,7 @@ def _differences(analysis: dict[str, Any]) -> list[str]:
     return out
 
 
-def _summary_blocks(analysis: dict[str, Any], runs: Sequence[dict[str, Any]]) -> list[Block]:
+def _summary_blocks(analysis: Analysis, runs: Sequence[dict[str, Any]]) -> list[Block]:
     """The summary's sentences, the baselines, failed and shared runs, the differences."""
     blocks: list[Block] = []
     sentences = [str(s) for s in analysis.get("sentences") or []]
@@ -328,7 +328,7 @@ def _figure_blocks(plots: Sequence[Any], out_dir: Path) -> list[Block]:
 
 def build_blocks(
     results: Results,
-    analysis: dict[str, Any],
+    analysis: Analysis,
     plots: Sequence[Any],
     tables: Sequence[Path],
     out_dir: Path,
@@ -385,7 +385,7 @@ def build_blocks(
 
 def render_report(
     results: Results | str | Path,
-    analysis: dict[str, Any],
+    analysis: Analysis,
     out_dir: str | Path,
     tables: Sequence[Path] = (),
 ) -> list[Path]:

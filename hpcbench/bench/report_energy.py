@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from hpcbench.bench.analysis import Analysis
 from hpcbench.bench.document import Block, Bullets, Heading, Para, Table
 from hpcbench.bench.energy import energy_sources, kind_name
 from hpcbench.bench.formatting import fmt_joules, fmt_stat, num
 from hpcbench.bench.results import Results
 
 
-def energy_blocks(analysis: dict[str, Any], results: Results) -> list[Block]:
+def energy_blocks(analysis: Analysis, results: Results) -> list[Block]:
     """The section's blocks, in the order docs/report.md gives."""
     configs = analysis.get("configs", [])
     return [

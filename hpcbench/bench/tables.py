@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.atomic import write_atomically
+from hpcbench.bench.analysis import Analysis
 from hpcbench.bench.results import PHASES
 
 
@@ -34,7 +35,7 @@ def _est(est: dict[str, Any] | None) -> list[Any]:
     return [None, None, None] if est is None else [est["value"], *est["ci95"]]
 
 
-def write_tables(analysis: dict[str, Any], out_dir: str | Path) -> list[Path]:
+def write_tables(analysis: Analysis, out_dir: str | Path) -> list[Path]:
     """The analysis as CSV files in ``out_dir`` (each written to a temporary name and renamed):
     ``times.csv``, ``scaling.csv``, ``accuracy.csv``, ``energy.csv``, ``energy_by_kind.csv``,
     ``differences.csv``."""
