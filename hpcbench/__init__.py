@@ -4,15 +4,43 @@ This package is imported on login nodes and laptops: it must stay light (no torc
 What a notebook needs is in :mod:`hpcbench.api`.
 """
 
+from __future__ import annotations
+
 import os as _os
+import sys as _sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
 
 __version__ = "0.1.0"
 
-# The wheel ships the repository's data_prep/ and templates/ inside this package. Imported from a
-# source checkout that is not installed (PYTHONPATH=the checkout), the package finds them at the
-# top of the repository instead, where they live.
-_checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-if not _os.path.isdir(_os.path.join(__path__[0], "data_prep")) and _os.path.isfile(
-    _os.path.join(_checkout, "data_prep", "__init__.py")
-):
-    __path__.append(_checkout)
+
+class _CheckoutFolders:
+    """The wheel ships the repository's ``data_prep/`` and ``templates/`` inside this package
+    (``hpcbench.data_prep``, ``hpcbench.templates``). Imported from a source checkout that is not
+    installed (``PYTHONPATH`` = the checkout), these two names are found where they live, at the
+    top of the repository; nothing else of the checkout becomes part of the package."""
+
+    def __init__(self, checkout: str) -> None:
+        self.folders = {
+            f"{__name__}.{name}": _os.path.join(checkout, name)
+            for name in ("data_prep", "templates")
+        }
+
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> ModuleSpec | None:
+        folder = self.folders.get(fullname)
+        if folder is None or not _os.path.isfile(_os.path.join(folder, "__init__.py")):
+            return None
+        from importlib.util import spec_from_file_location
+
+        init = _os.path.join(folder, "__init__.py")
+        return spec_from_file_location(fullname, init, submodule_search_locations=[folder])
+
+
+if not _os.path.isdir(_os.path.join(__path__[0], "data_prep")):
+    _sys.meta_path.append(
+        _CheckoutFolders(_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
+    )

@@ -17,26 +17,39 @@ from typing import Any
 
 
 class JsonFileError(ValueError):
-    """JSON that cannot be read; ``str(err)`` is one line naming the file."""
+    """JSON that cannot be read; ``str(err)`` is one line naming the file, ``why`` the reason
+    alone (for a caller that words its own line)."""
+
+    def __init__(self, message: str, why: str = "") -> None:
+        super().__init__(message)
+        self.why = why or message
+
+
+def _not_json(path: str | Path, why: str) -> JsonFileError:
+    return JsonFileError(f"{path}: not valid JSON ({why})", why)
 
 
 def parse_json(
     raw: bytes | str, path: str | Path, parse_constant: Callable[[str], Any] | None = None
 ) -> Any:
     """The content of ``raw``, read from ``path``; ``parse_constant`` as :func:`json.loads`
-    takes it (to refuse NaN and Infinity)."""
+    takes it (to refuse NaN and Infinity). Bytes are decoded as :func:`json.loads` decodes them:
+    UTF-8 (with or without a byte-order mark), UTF-16 or UTF-32, told apart by their first bytes."""
+    if isinstance(raw, bytes):
+        encoding = json.detect_encoding(raw)
+        try:
+            raw = raw.decode(encoding, "surrogatepass")
+        except UnicodeDecodeError as err:
+            name = "UTF-8" if encoding.startswith("utf-8") else encoding.upper()
+            raise _not_json(path, f"not {name} text, byte {err.start}") from None
     try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-    except UnicodeDecodeError as err:
-        raise JsonFileError(f"{path}: not valid JSON (not UTF-8 text, byte {err.start})") from None
-    try:
-        return json.loads(text, parse_constant=parse_constant)
+        return json.loads(raw, parse_constant=parse_constant)
     except json.JSONDecodeError as err:
-        raise JsonFileError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+        raise _not_json(path, f"{err.msg} at line {err.lineno}") from None
     except ValueError as err:  # json's own int() (over 4300 digits), or parse_constant's refusal
-        raise JsonFileError(f"{path}: not valid JSON ({err})") from None
+        raise _not_json(path, str(err)) from None
     except RecursionError:
-        raise JsonFileError(f"{path}: not valid JSON (nested too deeply)") from None
+        raise _not_json(path, "nested too deeply") from None
 
 
 def read_json(path: Path, missing_hint: str = "") -> Any:

@@ -384,18 +384,18 @@ def build_blocks(
 
 
 def render_report(
-    results: Results | str | Path,
+    results_dir: Results | str | Path,
     analysis: Analysis,
     out_dir: str | Path,
     tables: Sequence[Path] = (),
 ) -> list[Path]:
     """Write the report of ``analysis`` (the dict of :func:`hpcbench.bench.analysis.analyse` for
-    ``results``, read by :func:`~hpcbench.bench.results.load_results` when given as a directory)
+    ``results_dir``: its :class:`~hpcbench.bench.results.Results`, or the directory, then read by
+    :func:`~hpcbench.bench.results.load_results`)
     into ``out_dir``: the figures, ``report.md`` and ``report.html``; ``tables`` are the CSV files
     already written there, listed in the report. Returns the paths written, ``report.md`` and
     ``report.html`` first."""
-    if not isinstance(results, Results):
-        results = load_results(results)
+    results = results_dir if isinstance(results_dir, Results) else load_results(results_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fig_dir = out / "figures"

@@ -64,7 +64,7 @@ def builtin_template_dir() -> Path:
             return path
     except (ModuleNotFoundError, TypeError):
         pass
-    return Path(__file__).resolve().parent.parent / "templates"
+    return Path(__file__).resolve().parents[2] / "templates"  # hpcbench/jobs/ -> the checkout
 
 
 def user_template_dirs(template_dirs: Sequence[str | Path] | None = None) -> list[Path]:

@@ -8,8 +8,10 @@ docs/predict.md describes the options, the sizing and the per-stage report.
 
 Modules: :mod:`.config` (options), :mod:`.model` (checkpoint -> model and input format),
 :mod:`.inputs` (what to classify), :mod:`.stages` (the work per unit, and its wire format),
-:mod:`.profile` (calibration), :mod:`.plan` (sizing), :mod:`.pipeline` (the MPI roles),
-:mod:`.results` (predictions.csv, predict.json), :mod:`.entry` (one run).
+:mod:`.entry` (one run: the mode chosen, the set-up shared), the modes :mod:`.single`,
+:mod:`.data_parallel` and :mod:`.pipelined` (with :mod:`.profile`: calibration, :mod:`.plan`:
+sizing, :mod:`.pipeline`: the MPI roles), :mod:`.rank` (what every rank does alike) and
+:mod:`.results` (predictions.csv, predict.json).
 
 From Python::
 

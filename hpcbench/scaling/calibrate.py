@@ -37,8 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from hpcbench.predict.pipeline import sleepy_barrier
-
 SIZES = [4, 64, 1024, 16 << 10, 128 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
 
@@ -146,6 +144,7 @@ def calibrate(options: Options) -> dict[str, Any] | None:
     from mpi4py import MPI
 
     from hpcbench.launch import detect_launch
+    from hpcbench.predict.pipeline import sleepy_barrier
     from hpcbench.train.runtime import make_runtime
 
     comm = MPI.COMM_WORLD
@@ -214,6 +213,8 @@ def _time_allreduce(
     the first p ranks of a spread order (nodes taken in turn), for every p and size up to the
     model's; rank 0 holds the rows."""
     import torch.distributed as dist
+
+    from hpcbench.predict.pipeline import sleepy_barrier
 
     rank, world = comm.Get_rank(), comm.Get_size()
     sizes = sizes_up_to(model_bytes)

@@ -67,7 +67,7 @@ def load(path: Path) -> Calibration:
     except FileNotFoundError:
         raise CalibrationError(f"{path}: no such calibration file") from None
     except JsonFileError as err:
-        raise CalibrationError(f"{err}: not a calibration file") from None
+        raise CalibrationError(f"{path}: not a calibration file ({err.why})") from None
     except (OSError, ValueError) as err:
         why = getattr(err, "strerror", None) or err
         raise CalibrationError(f"{path}: not a calibration file ({why})") from None

@@ -57,7 +57,7 @@ def _train(config: TrainConfig, stop: StopRequest) -> dict[str, Any]:
         strategy = make_strategy(choose(config, runtime), config, runtime)
         energy = RunEnergy.start(config, runtime, strategy)
         run_dir = run_dir_of(config) if rank == 0 else None
-        results = loop.run(config, runtime, strategy, log, run_dir, stop)
+        results = loop.run(config, runtime, strategy, log, run_dir=run_dir, stop=stop)
         joules = energy.finish(strategy, results["phase_windows"]) if energy else None
         if run_dir is not None:
             paths = write_results(run_dir[0], results)

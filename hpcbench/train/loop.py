@@ -129,7 +129,8 @@ def run(
     runtime: Runtime,
     strategy: Strategy,
     log: Log = print,
-    run_dir: tuple[Path, str] | None = None,
+    *,
+    run_dir: tuple[Path, str] | None,
     stop: StopRequest | None = None,
 ) -> dict[str, Any]:
     """Train, validate, test; return the results (:func:`hpcbench.train.results.final_results`).

@@ -104,6 +104,8 @@ def set_up(
     rank, world = runtime.rank, runtime.world_size
 
     def place() -> None:
+        if rank == 0 and run_dir is None:  # a caller's mistake, agreed on like any set-up error
+            raise ValueError("rank 0 starts a run only with its run directory (run_dir_of)")
         if rank == 0 and run_dir is not None:
             prepare_run_dir(*run_dir)
         if rank == 0:
@@ -147,8 +149,6 @@ def start(
     """Set-up, timed (the slowest rank's time) and windowed: the agreed checks, then the model
     placed by the strategy, the optimiser and its schedule, then the checkpoint to resume from
     (found and loaded on every rank; a bad one stops every rank together)."""
-    if runtime.rank == 0 and run_dir is None:
-        raise ValueError("rank 0 starts a run only with its run directory (run_dir_of)")
     make_deterministic(config)
     clock = Clock(runtime)
     windows = PhaseWindows(clock)

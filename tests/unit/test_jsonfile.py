@@ -54,3 +54,17 @@ def test_a_job_record_nested_too_deeply_is_damaged_not_a_traceback(tmp_path: Pat
     path.write_text(DEEP)
     with pytest.raises(SchedulerError, match=r"job record .*42\.json is damaged"):
         registry.lookup("42", "slurm")
+
+
+def test_a_byte_order_mark_and_utf16_are_read_as_json_reads_them(tmp_path: Path):
+    """Windows tools save metadata JSON with a byte-order mark, or as UTF-16: json.loads reads
+    both from bytes, and so must the converters and calibration readers that go through here."""
+    for encoding in ("utf-8-sig", "utf-16", "utf-32"):
+        path = tmp_path / f"{encoding}.json"
+        path.write_bytes('{"images": ["é"]}'.encode(encoding))
+        assert read_json(path) == {"images": ["é"]}
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'{"a": "\xc3"}')
+    with pytest.raises(JsonFileError, match=r"not valid JSON \(not UTF-8 text, byte 7\)") as err:
+        read_json(bad)
+    assert err.value.why == "not UTF-8 text, byte 7"
