@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import os as _os
 import sys as _sys
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from importlib.machinery import ModuleSpec
+from importlib.machinery import ModuleSpec  # loaded at start-up already: costs nothing
 
 __version__ = "0.1.0"
 
@@ -34,9 +31,9 @@ class _CheckoutFolders:
         folder = self.folders.get(fullname)
         if folder is None or not _os.path.isfile(_os.path.join(folder, "__init__.py")):
             return None
+        init = _os.path.join(folder, "__init__.py")
         from importlib.util import spec_from_file_location
 
-        init = _os.path.join(folder, "__init__.py")
         return spec_from_file_location(fullname, init, submodule_search_locations=[folder])
 
 
