@@ -56,6 +56,11 @@ def _stat_cells(stat: dict[str, Any] | None) -> list[Any]:
     return [None, None, None] if stat is None else [stat["median"], *stat["ci95"]]
 
 
+def _stat_header(keys: tuple[str, ...]) -> list[str]:
+    """The three columns of each STAT in ``keys``: median, ci95 low, ci95 high."""
+    return [f"{k}{s}" for k in keys for s in ("_median", "_ci95_lo", "_ci95_hi")]
+
+
 def _times(out: Path, cfgs: list[dict[str, Any]]) -> Path:
     """Each phase's time per configuration: n, median, olympic mean, mean, 95 % interval."""
     header = ["config", "phase", "n", "median_s", "olympic_mean_s", "mean_s"]
@@ -118,7 +123,7 @@ def _energy(out: Path, cfgs: list[dict[str, Any]]) -> Path:
     return _write_csv(
         out / "energy.csv",
         ["config", "available", "reason"]
-        + [f"{k}{s}" for k in ENERGY_STATS for s in ("_median", "_ci95_lo", "_ci95_hi")]
+        + _stat_header(ENERGY_STATS)
         + list(ENERGY_FLOATS)
         + ["window", "sources"],
         (
@@ -137,9 +142,7 @@ def _energy_by_kind(out: Path, cfgs: list[dict[str, Any]]) -> Path:
     floats = ("edp", "ed2p", "edp_norm", "ed2p_norm")
     return _write_csv(
         out / "energy_by_kind.csv",
-        ["config", "kind", "available", "reason"]
-        + [f"{k}{s}" for k in stats for s in ("_median", "_ci95_lo", "_ci95_hi")]
-        + list(floats),
+        ["config", "kind", "available", "reason"] + _stat_header(stats) + list(floats),
         (
             [c["name"], kind, e["available"], e["reason"]]
             + sum((_stat_cells(e[k]) for k in stats), [])

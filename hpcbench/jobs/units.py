@@ -14,8 +14,6 @@ _MEMORY_FACTOR_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
 # and of megabytes per node (2 PiB, beyond any node); larger values are typos.
 MAX_TIME_S = 2**31 - 1
 MAX_MEMORY_MB = 2**31 - 1
-# MAX_TIME_S as a spec writes a time limit (D-HH:MM:SS)
-_MAX_TIME_TEXT = "24855-03:14:07"
 
 
 def parse_time(value: Any) -> int:
@@ -58,7 +56,7 @@ def parse_time(value: Any) -> int:
         raise ValueError("a time limit must be positive")
     if seconds > MAX_TIME_S:
         raise ValueError(
-            f"at most {_MAX_TIME_TEXT} (about 68 years), the longest limit every batch system takes"
+            f"at most {_max_time_text()} (about 68 years), the longest limit every batch system takes"
         )
     return seconds
 
@@ -66,6 +64,12 @@ def parse_time(value: Any) -> int:
 def format_time_hms(seconds: int) -> str:
     """Seconds as ``HH:MM:SS`` (hours may exceed 24), the form PBS and Grid Engine take."""
     return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _max_time_text() -> str:
+    """MAX_TIME_S as a spec writes a time limit (D-HH:MM:SS)."""
+    days, rest = divmod(MAX_TIME_S, 86400)
+    return f"{days}-{format_time_hms(rest)}"
 
 
 def parse_memory(value: Any) -> int:
