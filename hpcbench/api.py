@@ -24,7 +24,7 @@ from hpcbench.atomic import write_atomically
 from hpcbench.jobs import schedulers
 from hpcbench.jobs.job import Job, JobFailed
 from hpcbench.jobs.render import render_script
-from hpcbench.jobs.schedulers.base import JobRecord
+from hpcbench.jobs.schedulers.base import JobRecord, Scheduler
 from hpcbench.jobs.spec import FIELD_KEYWORDS, JobSpec, SpecError
 from hpcbench.jobs.spec_load import load_spec as _load_spec
 from hpcbench.jsonfile import parse_json
@@ -107,9 +107,30 @@ def submit(
             f"cannot write the script copy {err.filename or script}: {err.strerror}"
         ) from None
     job_id = sched.submit(script, spec, workdir)
+    if spec.array is not None:
+        return _array_job(spec, sched, job_id, script, workdir)
     out, err = sched.log_paths(spec, job_id, workdir)
     record = JobRecord(job_id, name, script, out, err, sched.run_dir(spec, job_id, workdir))
     return Job(record, sched, _remember(record))
+
+
+def _array_job(spec: JobSpec, sched: Scheduler, array_id: str, script: Path, cwd: Path) -> Job:
+    """The handle of an array job; every task is remembered as a job of its own (its logs, its
+    run directory as its ``.run`` file names it), and the array with the list of them."""
+    array = spec.array
+    assert array is not None
+    tasks, problems = [], []
+    for k in range(1, array.size + 1):
+        task_id = sched.task_id(array_id, k)
+        out, err = sched.task_log_paths(spec, task_id, k, cwd)
+        run_name = (cwd / array.tasks_dir / f"{k}.run").read_text().strip()
+        task = JobRecord(task_id, sched.name, script, out, err, cwd / array.runs_dir / run_name)
+        problems.append(_remember(task))
+        tasks.append(task_id)
+    first = sched.task_log_paths(spec, tasks[0], 1, cwd)
+    record = JobRecord(array_id, sched.name, script, *first, cwd / array.runs_dir, tuple(tasks))
+    problem = _remember(record) or next((p for p in problems if p), "")
+    return Job(record, sched, problem)
 
 
 def lead_warning(spec: JobSpec, cwd: str | Path | None = None) -> str | None:

@@ -13,7 +13,7 @@ from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 from hpcbench.jobs.spec import FIELD_KEYWORDS, LAUNCHERS
 
 if TYPE_CHECKING:
-    from hpcbench.jobs.schedulers.base import Scheduler
+    from hpcbench.jobs.schedulers.base import JobStatus, Scheduler
 
 
 def _env_pair(text: str) -> tuple[str, str]:
@@ -221,10 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cancel", help="cancel jobs", description="Cancel jobs.")
     c.add_argument("job_ids", nargs="+", metavar="JOB")
     c.add_argument("--scheduler", choices=SCHEDULER_CHOICES)
-    from hpcbench import cli_bench, cli_prep
+    from hpcbench import cli_bench, cli_prep, cli_sweep
 
     cli_prep.add_parser(sub)
     cli_bench.add_parsers(sub)
+    cli_sweep.add_parsers(sub)
     return parser
 
 
@@ -268,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
         from hpcbench import cli_prep
 
         return cli_prep.run(args)
+    if args.action == "sweep":
+        from hpcbench import cli_sweep
+
+        return cli_sweep.run(args)
     if args.action in ("bench", "report", "compare", "predict-scaling"):
         from hpcbench import cli_bench
 
@@ -352,6 +357,7 @@ def _jobs_command(args: argparse.Namespace) -> int:
     says (jobs submitted from here), else the one whose ids look like it (this machine's first)."""
     from hpcbench import api
     from hpcbench.jobs import registry, schedulers
+    from hpcbench.jobs.schedulers.base import array_status
 
     named = args.scheduler not in (None, "auto")
     by_scheduler: dict[str, list[str]] = {}
@@ -364,15 +370,19 @@ def _jobs_command(args: argparse.Namespace) -> int:
         for found in recent:
             by_scheduler.setdefault(found.scheduler, []).append(found.job_id)
         job_ids = []
+    arrays: dict[str, tuple[str, ...]] = {}  # an array's id -> its tasks' (from its record)
     for job_id in job_ids:
         api.check_job_id(job_id, args.scheduler if named else None)
+        found = registry.lookup(job_id, args.scheduler if named else None)
         if named:
             name = args.scheduler
-        elif (found := registry.lookup(job_id)) is not None:
+        elif found is not None:
             name = found.scheduler
         else:
             name = schedulers.for_job_id(job_id)
-        by_scheduler.setdefault(name, []).append(job_id)
+        if found is not None and found.tasks:
+            arrays[job_id] = found.tasks
+        by_scheduler.setdefault(name, []).extend(arrays.get(job_id) or [job_id])
     unknown = 0
     for name, ids in by_scheduler.items():
         sched = schedulers.get(name)
@@ -380,11 +390,19 @@ def _jobs_command(args: argparse.Namespace) -> int:
         if args.action == "cancel":
             _cancel(sched, ids)
             continue
-        for job_id, st in sched.statuses(ids).items():
-            code = "" if st.exit_code is None else f" exit={st.exit_code}"
-            print(f"{job_id}\t{st.state}{code}{chr(9) + st.reason if st.reason else ''}")
+        found_states = sched.statuses(ids)
+        for job_id, st in found_states.items():
+            _print_status(job_id, st)
             unknown += st.state == "UNKNOWN" and bool(args.job_ids)
+        for array_id, tasks in arrays.items():
+            if all(t in found_states for t in tasks):
+                _print_status(array_id, array_status([found_states[t] for t in tasks]))
     return 1 if unknown else 0
+
+
+def _print_status(job_id: str, st: JobStatus) -> None:
+    code = "" if st.exit_code is None else f" exit={st.exit_code}"
+    print(f"{job_id}\t{st.state}{code}{chr(9) + st.reason if st.reason else ''}")
 
 
 def _cancel(sched: Scheduler, job_ids: list[str]) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 from hpcbench.jobs.follow import LogFollower
 from hpcbench.jobs.logs import RankError, first_rank_error
 from hpcbench.jobs.schedulers import get as get_scheduler
-from hpcbench.jobs.schedulers.base import JobRecord, JobStatus, Scheduler, tail
+from hpcbench.jobs.schedulers.base import JobRecord, JobStatus, Scheduler, array_status, tail
 from hpcbench.jsonfile import JsonFileError, parse_json
 
 METRICS_FILE = "metrics.json"  # what rank 0 of the trainer writes into the run directory
@@ -88,9 +88,17 @@ class Job:
 
     # ------------------------------------------------------------------------- its state
 
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """An array job's task ids (each a job of its own: ``api.job(task)``); () otherwise."""
+        return self.record.tasks if self.record is not None else ()
+
     def status(self) -> JobStatus:
         if self._submitit is not None:
             return JobStatus(str(self._submitit.state))
+        if self.tasks:
+            found = self.scheduler.statuses(list(self.tasks))
+            return array_status([found[t] for t in self.tasks])
         return self.scheduler.statuses([self.job_id])[self.job_id]
 
     @property
@@ -119,7 +127,11 @@ class Job:
                 for line in follower.new_lines():
                     on_line(line)
 
-        status = self.scheduler.wait([self.job_id], timeout, on_tick)[self.job_id]
+        if self.tasks:
+            found = self.scheduler.wait(list(self.tasks), timeout, on_tick)
+            status = array_status([found[t] for t in self.tasks])
+        else:
+            status = self.scheduler.wait([self.job_id], timeout, on_tick)[self.job_id]
         if on_line is not None:
             for line in follower.rest():  # written since the last look, and an unended last line
                 on_line(line)
@@ -129,7 +141,7 @@ class Job:
         if self._submitit is not None:
             self._submitit.cancel()
         else:
-            self.scheduler.cancel([self.job_id])
+            self.scheduler.cancel(list(self.tasks) or [self.job_id])
 
     # ------------------------------------------------------------------------- its output
 

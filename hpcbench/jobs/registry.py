@@ -29,6 +29,7 @@ def record(job: JobRecord) -> None:
         "stdout": str(job.stdout_path),
         "stderr": str(job.stderr_path),
         "run_dir": str(job.run_dir),
+        **({"tasks": list(job.tasks)} if job.tasks else {}),
     }
     write_atomically(_path(job.scheduler, job.job_id), json.dumps(data) + "\n")
 
@@ -40,7 +41,13 @@ def _read(path: Path) -> JobRecord:
         raise SchedulerError(f"job record {path}: cannot read it: {err.strerror}") from None
     except JsonFileError:
         data = None
-    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in _FIELDS):
+    tasks = data.get("tasks", []) if isinstance(data, dict) else None
+    if (
+        not isinstance(data, dict)
+        or not all(isinstance(data.get(k), str) for k in _FIELDS)
+        or not isinstance(tasks, list)
+        or not all(isinstance(t, str) for t in tasks)
+    ):
         raise SchedulerError(f"job record {path} is damaged (not the JSON hpcbench writes)")
     return JobRecord(
         data["job_id"],
@@ -49,6 +56,7 @@ def _read(path: Path) -> JobRecord:
         Path(data["stdout"]),
         Path(data["stderr"]),
         Path(data["run_dir"]),
+        tuple(tasks),
     )
 
 

@@ -222,6 +222,27 @@ def requeue_context(spec: JobSpec, scheduler: str) -> dict[str, Any] | None:
     }
 
 
+def array_context(spec: JobSpec, scheduler: str) -> dict[str, Any] | None:
+    """What the templates need to run a task of a job array; None for a plain job."""
+    array = spec.array
+    if array is None:
+        return None
+    cls = scheduler_class(scheduler)
+    if not cls.array_index_var:
+        raise RenderError(f"job arrays: the {scheduler} template runs no arrays")
+    index = "".join("${" + var + ":-" for var in cls.array_index_var.split("|"))
+    index += "}" * len(cls.array_index_var.split("|"))
+    return {
+        "size": array.size,
+        "max_parallel": array.max_parallel,
+        "index_var": cls.array_index_var.replace("|", " or "),
+        "index_shell": f'"{index}"',
+        "job_id_shell": cls.array_job_id_shell,
+        "tasks_dir": array.tasks_dir,
+        "runs_dir": array.runs_dir,
+    }
+
+
 def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
     r = spec.resources
     cls = scheduler_class(scheduler)
@@ -262,6 +283,7 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
         "uses_mpi_per_node": "${mpi_per_node[@]}" in launch_text,
         "local_agent": shell_join(torchrun_words(spec, standalone=r.nodes == 1), width=LINE_WIDTH),
         "requeue": requeue_context(spec, scheduler),
+        "array": array_context(spec, scheduler),
         **cls.template_context(spec),
     }
 

@@ -219,6 +219,22 @@ class Requeue:
 
 
 @dataclass
+class Array:
+    """A job array: the same script run as tasks 1..``size``, at most ``max_parallel`` at once.
+    Set by :mod:`hpcbench.sweep` (never read from a spec file): task ``k`` reads its trainer
+    settings from ``<tasks_dir>/<k>.toml`` and the name of its run directory (under
+    ``runs_dir``) from ``<tasks_dir>/<k>.run``, both written at submission."""
+
+    size: int
+    tasks_dir: str
+    runs_dir: str
+    max_parallel: int | None = None
+
+
+MAX_ARRAY_TASKS = 10_000
+
+
+@dataclass
 class JobSpec:
     """A whole job: resources, environment, launcher, program and scheduler options."""
 
@@ -233,3 +249,4 @@ class JobSpec:
     )
     requeue: Requeue = field(default_factory=Requeue, metadata=_kind("table", cls=Requeue))
     source: str | None = field(default=None, metadata=_kind("internal"))
+    array: Array | None = field(default=None, metadata=_kind("internal"))

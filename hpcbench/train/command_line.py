@@ -4,12 +4,16 @@ file under the flags given (:func:`configure`), and a usage error printed once b
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from hpcbench.argparsing import Parser
 from hpcbench.train.config import GROUPS, OPTIONS, ConfigError, TrainConfig, flag, kind_of, shown
-from hpcbench.train.config_file import read_toml
+from hpcbench.train.config_file import check_options, read_toml
+
+#: the variable a sweep's job script sets to its task's settings file (``--settings``' default)
+SETTINGS_VAR = "HPCBENCH_SETTINGS"
 
 
 def _weights(text: str) -> list[float]:
@@ -61,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="read the options from this TOML file (top-level keys named as the flags without "
         "dashes); flags given here override it",
     )
+    p.add_argument(
+        "--settings",
+        metavar="FILE",
+        help="a sweep task's settings: a TOML file like --config's whose options override "
+        "--config and the flags (default: $HPCBENCH_SETTINGS, which a sweep's job script sets)",
+    )
     defaults = TrainConfig()
     groups = {name: p.add_argument_group(name) for name in GROUPS}
     exclusive: dict[str, Any] = {}
@@ -96,25 +106,47 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     rank 0 is marked as reported (rank 0, which read the same options, prints it)."""
     given = vars(build_parser().parse_args(argv))
     path = given.pop("config", None)
+    settings = given.pop("settings", None) or os.environ.get(SETTINGS_VAR) or None
     try:
-        return configure(given, path)
+        return configure(given, path, settings)
     except ConfigError as err:
         if launch_rank() != 0:
             err.hpcbench_reported = True  # type: ignore[attr-defined]
         raise
 
 
-def configure(given: Mapping[str, Any], path: str | None = None) -> TrainConfig:
+def configure(
+    given: Mapping[str, Any],
+    path: str | None = None,
+    settings: str | Mapping[str, Any] | None = None,
+) -> TrainConfig:
     """The checked configuration from a file's options (if ``path``) overridden by ``given``
-    (field name -> value). A given option also drops the file's other members of its exclusive
-    group: ``--batch-size-per-rank`` on the command line replaces a file's global batch."""
+    (field name -> value), both overridden by a sweep task's ``settings`` file. A later layer's
+    option also drops the earlier layers' other members of its exclusive group:
+    ``--batch-size-per-rank`` on the command line replaces a file's global batch."""
     values: dict[str, Any] = {}
-    names: dict[str, str] = {}  # options from the file are named by file and key in errors
+    names: dict[str, str] = {}  # options from a file are named by file and key in errors
     if path is not None:
         for key, (name, value) in read_toml(path).items():
             values[name], names[name] = value, f"{path}: {key}"
+    _override(values, names, {name: (value, None) for name, value in given.items()})
+    if isinstance(settings, Mapping):  # a table of options, as a --settings file holds
+        found, where = check_options(dict(settings), "settings"), "setting"
+        _override(values, names, {n: (v, f"{where} {k}") for k, (n, v) in found.items()})
+    elif settings is not None:
+        found = read_toml(settings, "--settings")
+        _override(values, names, {n: (v, f"{settings}: {k}") for k, (n, v) in found.items()})
+    config = TrainConfig(**values)
+    config.check(names)
+    return config
+
+
+def _override(
+    values: dict[str, Any], names: dict[str, str], layer: Mapping[str, tuple[Any, str | None]]
+) -> None:
+    """Put ``layer``'s options (field name -> (value, how errors name it)) over ``values``."""
     by_name = {f.name: f for f in OPTIONS}
-    for name, value in given.items():
+    for name, (value, label) in layer.items():
         group = by_name[name].metadata["exclusive"]
         for other in OPTIONS:
             if group and other.metadata["exclusive"] == group:
@@ -122,6 +154,5 @@ def configure(given: Mapping[str, Any], path: str | None = None) -> TrainConfig:
                 names.pop(other.name, None)
         values[name] = value
         names.pop(name, None)
-    config = TrainConfig(**values)
-    config.check(names)
-    return config
+        if label is not None:
+            names[name] = label

@@ -51,11 +51,11 @@ def _from_toml(kind: type, value: Any) -> tuple[bool, Any]:
     return isinstance(value, kind), value
 
 
-def read_toml(path: str) -> dict[str, tuple[str, Any]]:
+def read_toml(path: str, option: str = "--config") -> dict[str, tuple[str, Any]]:
     """The options a TOML file sets: key as written -> (field name, value); a ConfigError naming
     the file (and the key) for a file that cannot be read, is not TOML, or holds an unknown key or
     a value of the wrong type. Values are checked against their rules later, with the flags."""
-    where = f"--config {path}"
+    where = f"{option} {path}"
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
@@ -71,6 +71,12 @@ def read_toml(path: str) -> dict[str, tuple[str, Any]]:
     except (tomllib.TOMLDecodeError, ValueError) as err:  # ValueError: an integer too long
         reason = " ".join(str(err).split())
         raise ConfigError(f"{where}: not valid TOML ({reason})") from None
+    return check_options(table, path)
+
+
+def check_options(table: dict[str, Any], path: str) -> dict[str, tuple[str, Any]]:
+    """The options of a table of a ``--config`` file (key -> (field name, value)), each key and
+    value's kind checked; errors name ``path`` and the key."""
     by_name = {f.name: f for f in OPTIONS}
     found: dict[str, tuple[str, Any]] = {}
     seen: dict[str, str] = {}
@@ -98,13 +104,14 @@ def read_toml(path: str) -> dict[str, tuple[str, Any]]:
     return found
 
 
-def _toml_value(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """One value as TOML writes it."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     escaped = "".join(
         "\\" + ch
         if ch in '"\\'
@@ -122,5 +129,5 @@ def to_toml(config: TrainConfig) -> str:
     for f in OPTIONS:
         value = getattr(config, f.name)
         if value is not None:
-            lines.append(f"{f.name} = {_toml_value(value)}")
+            lines.append(f"{f.name} = {toml_value(value)}")
     return "\n".join(lines) + "\n"

@@ -67,6 +67,24 @@ class JobStatus:
         return self.state in FINISHED
 
 
+def array_status(tasks: Sequence[JobStatus]) -> JobStatus:
+    """One state for an array from its tasks': running while any runs, pending while any waits,
+    else completed when all completed, else how the first that did not ended, counted."""
+    if not tasks:
+        return JobStatus(UNKNOWN, None, "an array without tasks")
+    for state in (RUNNING, PENDING, UNKNOWN):
+        if any(t.state == state for t in tasks):
+            count = sum(t.state == state for t in tasks)
+            return JobStatus(state, None, f"{count} of {len(tasks)} tasks {state.lower()}")
+    ended = [t for t in tasks if t.state != COMPLETED]
+    if not ended:
+        return JobStatus(COMPLETED, 0, f"{len(tasks)} tasks completed")
+    first = ended[0]
+    return JobStatus(
+        first.state, first.exit_code, f"{len(ended)} of {len(tasks)} tasks did not complete"
+    )
+
+
 @dataclass(frozen=True)
 class JobRecord:
     """Where a submitted job's files are: what :mod:`hpcbench.jobs.registry` remembers of it, and
@@ -78,6 +96,8 @@ class JobRecord:
     stdout_path: Path
     stderr_path: Path
     run_dir: Path
+    #: an array job's tasks (their ids; each has a record of its own), empty for a plain job
+    tasks: tuple[str, ...] = ()
 
 
 def backoff_intervals(start: float, ceiling: float, factor: float = 2.0) -> Iterator[float]:
@@ -145,6 +165,24 @@ class Scheduler(ABC):
     #: What the scheduler substitutes with the job id in its log directives (``%j``); None when
     #: it names the files itself from the job name and id, given only a directory.
     log_id_token: ClassVar[str | None] = None
+
+    #: Job arrays (a sweep's tasks): the variable holding a task's index (1, 2, …) in its
+    #: script ('A|B': A, else B), the shell words that make the task's own job id there (what :meth:`task_id`
+    #: gives), and the token in the log directives that the scheduler replaces with it.
+    array_index_var: ClassVar[str] = ""
+    array_job_id_shell: ClassVar[str] = ""
+    array_log_token: ClassVar[str | None] = None
+
+    @classmethod
+    def task_id(cls, array_id: str, index: int) -> str:
+        """The id of task ``index`` of the array job ``array_id`` (SLURM's ``1234_7``)."""
+        return f"{array_id}_{index}"
+
+    def task_log_paths(
+        self, spec: JobSpec, task_id: str, index: int, cwd: Path
+    ) -> tuple[Path, Path]:
+        """Where an array task's stdout and stderr go."""
+        return self.log_paths(spec, task_id, cwd)
 
     @classmethod
     def detect(cls) -> str | None:
@@ -227,9 +265,10 @@ class Scheduler(ABC):
         :attr:`log_names` with the scheduler's id token, or the directory alone (with a slash)
         when the scheduler names the files itself."""
         out_dir = cls.escape_log_path(spec.resources.output_dir)
-        if cls.log_id_token is None:
+        token = cls.array_log_token if spec.array is not None else cls.log_id_token
+        if token is None:
             return f"{out_dir}/", f"{out_dir}/"
-        fields = {**cls._fields(spec, cls.log_id_token), "seq": cls.log_id_token}
+        fields = {**cls._fields(spec, token), "seq": token}
         out, err = (name.format(**fields) for name in cls.log_names)
         return f"{out_dir}/{out}", f"{out_dir}/{err}"
 

@@ -38,11 +38,13 @@ from hpcbench.jobs.schedulers.base import (
     CANCELLED,
     COMPLETED,
     FAILED,
+    PENDING,
     RUNNING,
     UNKNOWN,
     JobStatus,
     Scheduler,
     SchedulerError,
+    array_status,
 )
 from hpcbench.jobs.spec import JobSpec
 from hpcbench.jobs.state import state_dir
@@ -60,7 +62,7 @@ alive() {  # PID START: that process (started at START clock ticks) still runs
   read -r -a f <<<"$rest"
   [ "${f[19]}" = "$2" ] && [ "${f[0]}" != Z ]
 }
-for dep in "${@:4}"; do  # the jobs this one runs after (scheduler.after): STATE-FILE-STEM:PID:START
+for dep in "${@:5}"; do  # the jobs this one runs after (scheduler.after): STATE-FILE-STEM:PID:START
   stem=${dep%:*:*} pid_start=${dep#"$stem":}
   name=${stem##*/}
   why=""
@@ -83,6 +85,18 @@ for dep in "${@:4}"; do  # the jobs this one runs after (scheduler.after): STATE
     exit 0
   fi
 done
+if [ "$4" != - ]; then  # a task of an array: it waits for one of the array's slots (DIR:COUNT)
+  slot_dir=${4%:*} slots=${4##*:} got=""
+  while [ -z "$got" ]; do
+    for s in $(seq 1 "$slots"); do
+      exec 9>>"$slot_dir/$s" || exit 1
+      if flock -n 9; then got=$s; break; fi
+      exec 9>&-
+    done
+    [ -n "$got" ] || sleep 0.2
+  done
+  : >"${2%.exit}.started"  # the lock on fd 9 is held until the task's last process ends
+fi
 bash "$1" </dev/null; rc=$?
 trap '' TERM
 others() {
@@ -107,7 +121,7 @@ echo "$rc" >"$2.tmp" && mv -f "$2.tmp" "$2"
 """
 
 ID_PREFIX = "local-"  # local ids never collide with a cluster's numeric ones in the same runs/
-_JOB_FILE = re.compile(r"local-([0-9]{1,18})\.(?:json|exit|cancelled)")
+_JOB_FILE = re.compile(r"local-([0-9]{1,18})(?:_[0-9]{1,10})?\.(?:json|exit|cancelled|started)")
 #: seconds between SIGTERM and SIGKILL on cancel (as scancel's KillWait), then to see them gone
 CANCEL_GRACE = 5.0
 _COUNTER = re.compile(r"[0-9]{1,17}")  # the id counter; one digit short of an id's 18
@@ -192,8 +206,10 @@ class LocalScheduler(Scheduler):
     detect_order = 1000  # the last resort: no batch system on this machine
     poll_start = 0.05
     poll_ceiling = 1.0
-    id_pattern = re.compile(r"local-[0-9]{1,18}")
-    id_form = "local-<number>, e.g. local-1"
+    id_pattern = re.compile(r"local-[0-9]{1,18}(?:_[0-9]{1,10})?")
+    id_form = "local-<number>, e.g. local-1, or local-1_3 for an array task"
+    array_index_var = "HPCBENCH_ARRAY_INDEX"
+    array_job_id_shell = '"$HPCBENCH_JOB_ID"'
 
     @classmethod
     def detect(cls) -> str | None:
@@ -226,6 +242,9 @@ class LocalScheduler(Scheduler):
 
     def _cancel_mark(self, job_id: str) -> Path:
         return self.root / f"{job_id}.cancelled"
+
+    def _started_mark(self, job_id: str) -> Path:
+        return self.root / f"{job_id}.started"
 
     def _job_files(self, job_id: str) -> tuple[Path, ...]:
         return self._record(job_id), self._exit_file(job_id), self._cancel_mark(job_id)
@@ -320,6 +339,9 @@ class LocalScheduler(Scheduler):
     # ------------------------------------------------------------------------------ submit
 
     def submit(self, script_path: Path, spec: JobSpec, cwd: Path) -> str:
+        if spec.array is not None:
+            return self._submit_array(script_path, spec, cwd)
+
         def taken(job_id: str) -> bool:
             logs = self.log_paths(spec, job_id, cwd)
             return any(_exists(p) for p in (*logs, self.run_dir(spec, job_id, cwd)))
@@ -336,9 +358,60 @@ class LocalScheduler(Scheduler):
             seen = record.get("pid") is not None and not self._elsewhere(record)
             after.append(f"{stem}:{record['pid']}:{record['start']}" if seen else f"{stem}:-:-")
         job_id = self._reserve(taken)
-        out, err = self.log_paths(spec, job_id, cwd)
+        self._launch(job_id, script_path, cwd, self.log_paths(spec, job_id, cwd), after)
+        return job_id
+
+    def _submit_array(self, script_path: Path, spec: JobSpec, cwd: Path) -> str:
+        """An array: one id for it (its record lists its tasks) and one job per task,
+        ``<id>_<index>``, whose supervisor waits for one of ``max_parallel`` slots (a lock file
+        each, held by the task's processes) before it runs the script."""
+        array = spec.array
+        assert array is not None
+        if spec.scheduler.after:
+            raise SchedulerError("scheduler.after: the local scheduler runs arrays without it")
+
+        def taken(job_id: str) -> bool:
+            return any(
+                _exists(p)
+                for k in (1, array.size)
+                for p in self.task_log_paths(spec, self.task_id(job_id, k), k, cwd)
+            )
+
+        array_id = self._reserve(taken)
+        slots = self.root / f"{array_id}.slots"
+        tasks = [self.task_id(array_id, k) for k in range(1, array.size + 1)]
         try:
-            proc = self._start(job_id, script_path, cwd, out, err, after)
+            slots.mkdir()
+            for task in tasks:
+                _create_exclusively(self._record(task), '{"pid": null}\n')
+            record = {"pid": None, "array": tasks, "cwd": str(cwd), "submitted": time.time()}
+            write_atomically(self._record(array_id), json.dumps(record) + "\n", 0o666)
+        except OSError as err:
+            raise SchedulerError(
+                f"local scheduler: cannot write in {self.root} ({err.strerror})"
+            ) from None
+        slot_arg = f"{slots}:{array.max_parallel or array.size}"
+        for k, task in enumerate(tasks, 1):
+            logs = self.task_log_paths(spec, task, k, cwd)
+            self._launch(
+                task, script_path, cwd, logs, [], slot_arg, {"HPCBENCH_ARRAY_INDEX": str(k)}
+            )
+        return array_id
+
+    def _launch(
+        self,
+        job_id: str,
+        script_path: Path,
+        cwd: Path,
+        logs: tuple[Path, Path],
+        after: Sequence[str],
+        slots: str = "-",
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """Start the job's supervisor and write its record (its id reserved already)."""
+        out, err = logs
+        try:
+            proc = self._start(job_id, script_path, cwd, out, err, after, slots, env)
         except OSError as error:
             self._record(job_id).unlink(missing_ok=True)
             where = error.filename or script_path
@@ -356,6 +429,7 @@ class LocalScheduler(Scheduler):
             "stdout": str(out),
             "stderr": str(err),
             "submitted": time.time(),
+            "slots": slots != "-",
         }
         try:
             write_atomically(self._record(job_id), json.dumps(record) + "\n", 0o666)
@@ -367,10 +441,17 @@ class LocalScheduler(Scheduler):
                 "it was stopped"
             ) from None
         self._children.append(proc)
-        return job_id
 
     def _start(
-        self, job_id: str, script: Path, cwd: Path, out: Path, err: Path, after: Sequence[str] = ()
+        self,
+        job_id: str,
+        script: Path,
+        cwd: Path,
+        out: Path,
+        err: Path,
+        after: Sequence[str] = (),
+        slots: str = "-",
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen:
         """Create the logs (they must not exist) and start the supervisor in its own session."""
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -389,10 +470,11 @@ class LocalScheduler(Scheduler):
                     str(script),
                     str(self._exit_file(job_id)),
                     str(int(CANCEL_GRACE)),
+                    slots,
                     *after,
                 ],
                 cwd=cwd,
-                env={**os.environ, "HPCBENCH_JOB_ID": job_id},
+                env={**os.environ, **(env or {}), "HPCBENCH_JOB_ID": job_id},
                 stdin=subprocess.DEVNULL,
                 stdout=fds[0],
                 stderr=fds[1],
@@ -463,6 +545,8 @@ class LocalScheduler(Scheduler):
         record = self._load(job_id)
         if record is None:
             return JobStatus(UNKNOWN, None, "no such local job")
+        if isinstance(record.get("array"), list):
+            return array_status([self._status(task) for task in record["array"]])
         code = self._exit_code(job_id)
         cancelled = self._cancel_mark(job_id).exists()
         if code is not None and not cancelled:
@@ -476,6 +560,8 @@ class LocalScheduler(Scheduler):
                 return JobStatus(RUNNING, None, f"being cancelled ({len(left)} processes left)")
             return JobStatus(CANCELLED, code, "cancelled by the user")
         if self._supervisor_alive(record):
+            if record.get("slots") and not self._started_mark(job_id).exists():
+                return JobStatus(PENDING, None, "waiting for a free slot of its array")
             return JobStatus(RUNNING)
         if (code := self._exit_code(job_id)) is not None:  # finished between the two checks
             return JobStatus(COMPLETED if code == 0 else FAILED, code)
@@ -497,6 +583,9 @@ class LocalScheduler(Scheduler):
             record = self._load(job_id)
             if record is None:
                 raise SchedulerError(f"cancel: no local job {job_id} (no record in {self.root})")
+            if isinstance(record.get("array"), list):
+                self.cancel(record["array"])
+                continue
             host = record.get("host")
             if host and host != socket.gethostname():
                 raise SchedulerError(

@@ -83,6 +83,13 @@ class LsfScheduler(Scheduler):
     log_id_token = "%J"
     id_pattern = re.compile(r"[0-9]{1,18}(?:\[[0-9]{1,10}\])?")
     id_form = "a number as bsub prints it, e.g. 1234, or 1234[5] for an array element"
+    array_index_var = "LSB_JOBINDEX"
+    array_job_id_shell = '"${LSB_JOBID}[${LSB_JOBINDEX}]"'
+    array_log_token = "%J[%I]"
+
+    @classmethod
+    def task_id(cls, array_id: str, index: int) -> str:
+        return f"{array_id}[{index}]"
 
     @classmethod
     def detect(cls) -> str | None:

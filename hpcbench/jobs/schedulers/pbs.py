@@ -160,6 +160,27 @@ class PbsScheduler(Scheduler):
     )
     id_form = "the id qsub printed, e.g. 1234.server (or 1234[].server for an array)"
 
+    # PBS Pro's subjob index; Torque's is PBS_ARRAYID. A subjob's PBS_JOBID is 1234[7].server
+    # on both, and the script's $job_id keeps it up to the first dot.
+    array_index_var = "PBS_ARRAY_INDEX|PBS_ARRAYID"
+    array_job_id_shell = '"${PBS_JOBID%%.*}"'
+
+    @classmethod
+    def task_id(cls, array_id: str, index: int) -> str:
+        seq, dot, server = array_id.partition(".")
+        return f"{seq.removesuffix('[]')}[{index}]{dot}{server}"
+
+    def task_log_paths(
+        self, spec: JobSpec, task_id: str, index: int, cwd: Path
+    ) -> tuple[Path, Path]:
+        """PBS Pro names a subjob's files <name>.o<sequence>.<index>, Torque
+        <name>.o<sequence>-<index>."""
+        base = cwd / spec.resources.output_dir
+        seq = task_id.split("[", 1)[0]
+        sep = "-" if spec.scheduler.pbs_resources == "nodes" else "."
+        name = spec.resources.letter_first_name
+        return base / f"{name}.o{seq}{sep}{index}", base / f"{name}.e{seq}{sep}{index}"
+
     def __init__(self) -> None:
         self._flavour: str | None = None
 

@@ -120,6 +120,12 @@ class SgeScheduler(Scheduler):
 
     id_pattern = re.compile(r"[0-9]{1,18}(?:\.[0-9]{1,10})?")
     id_form = "a number as qsub prints it, e.g. 1234, or 1234.5 for an array task"
+    array_index_var = "SGE_TASK_ID"
+    array_job_id_shell = '"$JOB_ID.$SGE_TASK_ID"'
+
+    @classmethod
+    def task_id(cls, array_id: str, index: int) -> str:
+        return f"{array_id}.{index}"
 
     def submit(self, script_path: Path, spec: JobSpec, cwd: Path) -> str:
         out = run_command(["qsub", "-terse", str(script_path)], "qsub").strip()

@@ -108,6 +108,9 @@ class SlurmScheduler(Scheduler):
     log_id_token = "%j"
     id_pattern = re.compile(r"[0-9]{1,18}(?:_[0-9]{1,10})?(?:\+[0-9]{1,10})?")
     id_form = "a number as sbatch prints it, e.g. 1234, or 1234_5 for an array task"
+    array_index_var = "SLURM_ARRAY_TASK_ID"
+    array_job_id_shell = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
+    array_log_token = "%A_%a"
 
     @classmethod
     def detect(cls) -> str | None:
@@ -164,7 +167,9 @@ class SlurmScheduler(Scheduler):
                     "--noheader",
                     "--states=all",
                     f"--jobs={','.join(job_ids)}",
-                    # JobArrayID prints 8_1 for an array task (JobID would print its raw id)
+                    # JobArrayID prints 8_1 for an array task (JobID would print its raw id);
+                    # --array: one line per task, pending ones too (not 8_[2-9%2])
+                    "--array",
                     "--Format=JobArrayID:|,State:|,Reason:|,exit_code",
                 ],
                 "squeue",

@@ -1,0 +1,108 @@
+"""``hpcbench sweep`` and ``hpcbench profile``: parse, call :mod:`hpcbench.sweep` or
+:mod:`hpcbench.jobs.profiles`, print."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 10_000:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 10000, got {text!r}")
+    return value
+
+
+def add_parsers(sub: Any) -> None:
+    s = sub.add_parser(
+        "sweep",
+        help="a hyperparameter sweep as one array job",
+        description="Run every setting of a sweep file (axes of trainer options combined as a "
+        "product, zipped or drawn at random) as the tasks of one array job, each in a run "
+        "directory named after its setting; run it again to continue an interrupted sweep. "
+        "hpcbench report RESULTS ranks the settings.",
+        epilog="e.g. hpcbench sweep jobs/reference-study/sweep.toml --smoke --max-parallel 2",
+    )
+    s.add_argument("sweep", help="sweep file (TOML); see docs/sweeps.md")
+    s.add_argument("--results", metavar="DIR", help="default runs/sweep-<name>")
+    s.add_argument(
+        "--axis",
+        action="append",
+        metavar="OPTION=V,V",
+        help="an axis of values for a trainer option (replaces the file's axis of that option); "
+        "repeatable, e.g. --axis lr=0.01,0.05,0.1",
+    )
+    s.add_argument("--max-parallel", type=_positive, metavar="P", help="tasks running at once")
+    s.add_argument("--repetitions", type=_positive, metavar="N", help="runs of each setting")
+    s.add_argument("--smoke", action="store_true", help="the sweep file's [smoke] form")
+    s.add_argument("--plan", action="store_true", help="print the settings; run nothing")
+    s.add_argument("--retry-failed", action="store_true", help="submit the failed tasks again too")
+    s.add_argument(
+        "--no-wait",
+        dest="wait",
+        action="store_false",
+        help="submit and return; the same command follows the tasks later",
+    )
+    s.add_argument("--scheduler", choices=SCHEDULER_CHOICES)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hpcbench.bench.matrix import MatrixError
+    from hpcbench.jobs.render import RenderError
+    from hpcbench.jobs.schedulers import SchedulerError
+    from hpcbench.jobs.spec import SpecError
+    from hpcbench.sweep.plan import SweepError, read_sweep
+    from hpcbench.sweep.runner import FAILED, SweepRunner, counts
+
+    try:
+        sweep = read_sweep(args.sweep, args.smoke, args.axis, args.max_parallel, args.repetitions)
+        if args.plan:
+            _print_plan(sweep)
+            return 0
+        results = args.results or f"runs/sweep-{sweep.name}{'-smoke' if args.smoke else ''}"
+        runner = SweepRunner(sweep, results, args.scheduler)
+        continued = runner.open()
+        print(
+            f"sweep {sweep.name}: {len(runner.tasks)} task(s) in {runner.results}"
+            + (" (continued)" if continued else ""),
+            flush=True,
+        )
+        try:
+            states = runner.run(retry_failed=args.retry_failed, wait=args.wait)
+        except KeyboardInterrupt:
+            print(
+                "\nstopped following the sweep; its tasks go on. Run the same command to follow "
+                "them again.",
+                file=sys.stderr,
+            )
+            return 130
+        print(f"sweep {sweep.name}: {counts(states)}; hpcbench report {runner.results}")
+        if any(s.state == FAILED for s in states):
+            print("failed tasks run again with --retry-failed", file=sys.stderr)
+            return 1
+        return 0
+    except (SweepError, MatrixError, SpecError, RenderError, SchedulerError) as err:
+        print(f"hpcbench: error: {err}", file=sys.stderr)
+        return 1 if isinstance(err, SchedulerError) else 2
+    except OSError as err:
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"hpcbench: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 1
+
+
+def _print_plan(sweep: Any) -> None:
+    tasks = sweep.tasks()
+    print(
+        f"sweep {sweep.name}: {len(sweep.settings())} setting(s) ({sweep.mode}) x "
+        f"{sweep.repetitions} repetition(s) = {len(tasks)} task(s); job {sweep.job or '(defaults)'}"
+    )
+    for task in tasks:
+        shown = ", ".join(f"{k}={v!r}" for k, v in task.setting.items()) or "(the job as it is)"
+        print(f"{task.index}\t{task.run}\t{shown}")

@@ -1,0 +1,358 @@
+"""Running a sweep: what is left of its tasks as ONE array job, through any scheduler.
+
+The results directory holds everything::
+
+    RESULTS/sweep.json            the sweep and its plan (every task: setting, repetition, run)
+    RESULTS/submissions.json      each array job submitted: its id and which tasks it runs
+    RESULTS/submissions/N/K.toml  task K of submission N: its settings (the trainer's --settings)
+    RESULTS/submissions/N/K.run   the name of its run directory
+    RESULTS/runs/<setting>/       each task's run directory (metrics.json when it completed)
+    RESULTS/logs/                 the array tasks' logs
+
+Each task reads its settings from its file by its task index: no setting reaches the batch script
+as text. A task is completed when its run directory holds ``metrics.json``; the same command
+continues an interrupted sweep (tasks still queued or running are followed, not submitted again;
+failed ones are submitted again with ``retry_failed``). Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpcbench import api
+from hpcbench.atomic import write_atomically
+from hpcbench.bench.runner import provenance
+from hpcbench.data.manifest import write_json_atomically
+from hpcbench.jobs import schedulers
+from hpcbench.jobs.job import Job
+from hpcbench.jobs.schedulers.base import JobStatus, backoff_intervals
+from hpcbench.jobs.spec import Array, JobSpec
+from hpcbench.jsonfile import JsonFileError, read_json
+from hpcbench.sweep.plan import Sweep, SweepError, Task
+from hpcbench.train.command_line import build_parser, configure
+from hpcbench.train.config import ConfigError
+from hpcbench.train.config_file import toml_value
+
+SWEEP_FORMAT = "hpcbench-sweep/1"
+SUBMISSIONS_FORMAT = "hpcbench-sweep-submissions/1"
+METRICS_FILE = "metrics.json"
+# task states, as `hpcbench sweep` prints them
+COMPLETED, FAILED, QUEUED, RUNNING, TODO = "completed", "failed", "queued", "running", "to do"
+
+
+@dataclass
+class TaskState:
+    """Where one task of the plan stands."""
+
+    task: Task
+    state: str = TODO
+    job_id: str | None = None  # the array task that ran (or runs) it last
+    scheduler: str | None = None
+    reason: str = ""
+
+
+class SweepRunner:
+    """A sweep and its results directory: :meth:`run` submits what is left as one array job
+    and follows it."""
+
+    def __init__(
+        self,
+        sweep: Sweep,
+        results: str | Path,
+        scheduler: str | None = None,
+        cwd: str | Path | None = None,
+        echo: Callable[[str], None] = print,
+        template_dirs: Sequence[str | Path] | None = None,
+    ) -> None:
+        self.sweep = sweep
+        self.cwd = Path(cwd or os.getcwd()).resolve()
+        self.results = (self.cwd / results).resolve()
+        self.scheduler = scheduler
+        self.echo = echo
+        self.template_dirs = template_dirs
+        self.tasks = sweep.tasks()
+        self.submissions: list[dict[str, Any]] = []
+
+    # ----------------------------------------------------------------------- the directory
+
+    @property
+    def sweep_file(self) -> Path:
+        return self.results / "sweep.json"
+
+    @property
+    def submissions_file(self) -> Path:
+        return self.results / "submissions.json"
+
+    def base_spec(self) -> JobSpec:
+        """The job every task runs: the sweep's job spec, its trainer options after the job's,
+        its logs in RESULTS/logs."""
+        s = self.sweep
+        return api.load_spec(
+            s.job,
+            smoke=s.smoke and s.job is not None,
+            job_name=f"sweep-{s.name}",
+            output_dir=self._relative(self.results / "logs"),
+            **({"args": list(s.trainer_args)} if s.trainer_args else {}),
+            **({"scheduler": self.scheduler} if self.scheduler else {}),
+        )
+
+    def check_settings(self, spec: JobSpec) -> None:
+        """Every setting over the job's own trainer options must be a configuration the trainer
+        accepts: found now, not in every task on a compute node."""
+        program = spec.program
+        if program.command or program.script or program.module != "hpcbench.train":
+            raise SweepError(
+                f"{self.sweep.source}: job: a sweep runs the trainer (python -m hpcbench.train); "
+                f"this job runs {' '.join(program.argv()[:3])}"
+            )
+        parser = build_parser()
+        try:
+            given = vars(parser.parse_args(list(program.args)))
+        except SystemExit:
+            raise SweepError(
+                f"{self.sweep.source}: the job's trainer options are refused"
+            ) from None
+        given.pop("config", None)
+        given.pop("settings", None)
+        for task in self.tasks[: len(self.sweep.settings())]:
+            try:
+                configure(given, program.config, dict(task.setting))
+            except ConfigError as err:
+                raise SweepError(f"{self.sweep.source}: setting {task.run}: {err}") from None
+
+    def open(self) -> bool:
+        """Create the results directory, or reopen it for the same sweep; True when continued."""
+        if self.results.exists() and not self.results.is_dir():
+            raise SweepError(f"--results {self.results}: is a file, not a directory")
+        if (
+            not self.sweep_file.exists()
+            and self.results.is_dir()
+            and any(p.name != ".lock" for p in self.results.iterdir())
+        ):
+            raise SweepError(
+                f"--results {self.results}: exists and is not a sweep's results directory "
+                "(no sweep.json); give a new directory"
+            )
+        self._lock()
+        if self.sweep_file.exists():
+            recorded = self._read(self.sweep_file, SWEEP_FORMAT)
+            if recorded.get("sweep") != self.sweep.to_dict():
+                raise SweepError(
+                    f"{self.sweep_file}: holds another sweep; continue it with the sweep it was "
+                    "started with, or give a new --results directory"
+                )
+            data = self._read(self.submissions_file, SUBMISSIONS_FORMAT)
+            subs = data.get("submissions")
+            if not isinstance(subs, list) or not all(isinstance(s, dict) for s in subs):
+                raise SweepError(f"{self.submissions_file}: not a submissions file of hpcbench")
+            self.submissions = subs
+            return True
+        write_json_atomically(
+            self.sweep_file,
+            {
+                "format": SWEEP_FORMAT,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "sweep": self.sweep.to_dict(),
+                "tasks": [t.to_dict() for t in self.tasks],
+                "provenance": provenance(self.cwd),
+            },
+        )
+        self._save()
+        return False
+
+    def _read(self, path: Path, fmt: str) -> dict[str, Any]:
+        try:
+            data = read_json(path, "this results directory is incomplete")
+        except JsonFileError as err:
+            raise SweepError(str(err)) from None
+        if not isinstance(data, dict) or data.get("format") != fmt:
+            raise SweepError(f"{path}: not a file of hpcbench sweep ({fmt})")
+        return data
+
+    def _lock(self) -> None:
+        """Hold ``RESULTS/.lock`` while this process submits and follows the sweep."""
+        try:
+            self.results.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.results / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as err:
+            raise SweepError(f"--results {self.results}: cannot use it ({err.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise SweepError(
+                f"--results {self.results}: another hpcbench sweep is following this sweep; "
+                "wait for it (or stop it), then run this again"
+            ) from None
+        self._lock_fd = fd  # released when the process ends
+
+    def _save(self) -> None:
+        write_json_atomically(
+            self.submissions_file,
+            {"format": SUBMISSIONS_FORMAT, "submissions": self.submissions},
+        )
+
+    def _relative(self, path: Path) -> str:
+        return os.path.relpath(path, self.cwd) if path.is_relative_to(self.cwd) else str(path)
+
+    # ------------------------------------------------------------------------- the states
+
+    def run_dir(self, task: Task) -> Path:
+        return self.results / "runs" / task.run
+
+    def states(self) -> list[TaskState]:
+        """Every task's state: completed (its metrics.json is there), else as the scheduler
+        says of its last array task (one call per scheduler), else to do."""
+        states = [TaskState(t) for t in self.tasks]
+        asked: dict[str, list[tuple[TaskState, str]]] = {}
+        for st in states:
+            if (self.run_dir(st.task) / METRICS_FILE).is_file():
+                st.state = COMPLETED
+                continue
+            last = self._last_submission(st.task.index)
+            if last is None:
+                continue
+            sub, k = last
+            st.job_id, st.scheduler = sub["task_ids"][k - 1], sub["scheduler"]
+            asked.setdefault(sub["scheduler"], []).append((st, st.job_id))
+        for name, pairs in asked.items():
+            found = schedulers.get(name).statuses([job_id for _, job_id in pairs])
+            for st, job_id in pairs:
+                self._apply(st, found.get(job_id))
+        return states
+
+    def _last_submission(self, index: int) -> tuple[dict[str, Any], int] | None:
+        for sub in reversed(self.submissions):
+            tasks = sub.get("tasks") or []
+            if index in tasks:
+                return sub, tasks.index(index) + 1
+        return None
+
+    def _apply(self, st: TaskState, status: JobStatus | None) -> None:
+        if (self.run_dir(st.task) / METRICS_FILE).is_file():
+            st.state = COMPLETED
+        elif status is None or status.state == "UNKNOWN":
+            st.state, st.reason = FAILED, (status.reason if status else "") or "state unknown"
+        elif status.state == "PENDING":
+            st.state, st.reason = QUEUED, status.reason
+        elif status.state == "RUNNING":
+            st.state, st.reason = RUNNING, status.reason
+        else:
+            code = "" if status.exit_code is None else f" (exit {status.exit_code})"
+            said = status.state.lower() if status.state != "COMPLETED" else "ended"
+            st.state = FAILED
+            st.reason = f"{said}{code}" + (
+                "" if status.state != "COMPLETED" else f" without {METRICS_FILE}"
+            )
+
+    # ------------------------------------------------------------------------- submitting
+
+    def submit(self, tasks: Sequence[Task]) -> Job:
+        """Submit ``tasks`` as one array job: their settings files first, then the script."""
+        number = len(self.submissions) + 1
+        folder = self.results / "submissions" / str(number)
+        folder.mkdir(parents=True, exist_ok=True)
+        for k, task in enumerate(tasks, 1):
+            lines = [f"# task {task.index} of sweep {self.sweep.name}: {task.run}"]
+            lines += [f"{key} = {toml_value(value)}" for key, value in task.setting.items()]
+            write_atomically(folder / f"{k}.toml", "\n".join(lines) + "\n")
+            write_atomically(folder / f"{k}.run", task.run + "\n")
+        spec = self.base_spec()
+        parallel = self.sweep.max_parallel
+        spec.array = Array(
+            size=len(tasks),
+            tasks_dir=str(folder),
+            runs_dir=str(self.results / "runs"),
+            max_parallel=min(parallel, len(tasks)) if parallel else None,
+        )
+        job = api.submit(spec, self.scheduler, self.template_dirs, cwd=self.cwd)
+        assert job.record is not None
+        self.submissions.append(
+            {
+                "number": number,
+                "job_id": job.job_id,
+                "scheduler": job.record.scheduler,
+                "tasks": [t.index for t in tasks],
+                "task_ids": list(job.tasks),
+                "script": str(job.record.script_path),
+                "submitted": time.time(),
+            }
+        )
+        self._save()
+        return job
+
+    # ---------------------------------------------------------------------------- the run
+
+    def run(self, retry_failed: bool = False, wait: bool = True) -> list[TaskState]:
+        """Submit what is left (failed tasks too with ``retry_failed``) as one array job, then
+        follow every queued or running task until it ends (with ``wait``)."""
+        states = self.states()
+        todo = [s for s in states if s.state == TODO or (retry_failed and s.state == FAILED)]
+        if todo:
+            spec = self.base_spec()
+            self.check_settings(spec)
+            job = self.submit([s.task for s in todo])
+            cap = f", at most {self.sweep.max_parallel} at once" if self.sweep.max_parallel else ""
+            self.echo(
+                f"submitted {len(todo)} task(s) as array job {job.job_id} "
+                f"({job.record.scheduler if job.record else '?'}{cap})"
+            )
+            states = self.states()
+        if wait:
+            states = self.follow(states)
+        return states
+
+    def follow(self, states: list[TaskState]) -> list[TaskState]:
+        """Poll the queued and running tasks until each has ended, saying so as each does."""
+        active = {id(s): s for s in states if s.state in (QUEUED, RUNNING)}
+        total = len(states)
+        poll = schedulers.get(next(iter(active.values())).scheduler or "local") if active else None
+        intervals = backoff_intervals(poll.poll_start, poll.poll_ceiling) if poll else iter(())
+        while active:
+            time.sleep(next(intervals))
+            by_scheduler: dict[str, list[TaskState]] = {}
+            for st in active.values():
+                by_scheduler.setdefault(st.scheduler or "local", []).append(st)
+            for name, group in by_scheduler.items():
+                found = schedulers.get(name).statuses([st.job_id or "" for st in group])
+                for st in group:
+                    self._apply(st, found.get(st.job_id or ""))
+                    if st.state in (COMPLETED, FAILED):
+                        del active[id(st)]
+                        done = sum(s.state in (COMPLETED, FAILED) for s in states)
+                        why = f" ({st.reason})" if st.state == FAILED and st.reason else ""
+                        self.echo(
+                            f"[{done}/{total}] {st.task.run}: {st.state}{why} (task {st.job_id})"
+                        )
+        return states
+
+
+def counts(states: Sequence[TaskState]) -> str:
+    """``3 completed, 1 failed, 2 running`` (states that occur, in a fixed order)."""
+    order = (COMPLETED, FAILED, RUNNING, QUEUED, TODO)
+    return ", ".join(
+        f"{n} {state}" for state in order if (n := sum(s.state == state for s in states))
+    )
+
+
+def load_plan(results: str | Path) -> dict[str, Any]:
+    """sweep.json of a sweep's results directory (:class:`SweepError` when it is not one)."""
+    path = Path(results) / "sweep.json"
+    try:
+        data = read_json(path, "not a results directory of hpcbench sweep")
+    except JsonFileError as err:
+        raise SweepError(str(err)) from None
+    if not isinstance(data, dict) or data.get("format") != SWEEP_FORMAT:
+        raise SweepError(f"{path}: not a file of hpcbench sweep ({SWEEP_FORMAT})")
+    if not isinstance(data.get("tasks"), list) or not isinstance(data.get("sweep"), dict):
+        raise SweepError(f"{path}: damaged (no tasks or no sweep)")
+    return data
+
+
+__all__ = ["SweepRunner", "TaskState", "counts", "load_plan"]
