@@ -211,8 +211,12 @@ def run(args: argparse.Namespace, program_args: list[str]) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from hpcbench.bench.report import build_report
+    from hpcbench.sweep.report import build_sweep_report
 
-    paths = build_report(args.results, args.output)
+    if (Path(args.results) / "sweep.json").is_file():  # a sweep's results, not a matrix's
+        paths = build_sweep_report(args.results, args.output)
+    else:
+        paths = build_report(args.results, args.output)
     paths = list(paths) if isinstance(paths, (list, tuple)) else [paths]
     for path in paths:
         print(path)
