@@ -42,6 +42,7 @@ __all__ = [
     "submit",
     "submit_training",
     "submitit_executor",
+    "sweep",
 ]
 
 
@@ -211,6 +212,44 @@ def submit_training(
     from hpcbench.jobs.submitit_jobs import submit_training as _submit
 
     return _submit(spec, list(trainer_args or []), folder, cluster)
+
+
+def sweep(
+    sweep_file: str | Path,
+    results: str | Path | None = None,
+    scheduler: str | None = None,
+    *,
+    smoke: bool = False,
+    axes: Sequence[str] = (),
+    max_parallel: int | None = None,
+    retry_failed: bool = False,
+    executor: submitit.AutoExecutor | None = None,
+    cwd: str | Path | None = None,
+) -> list[Job]:
+    """Submit what is left of a sweep (``hpcbench sweep``'s work, without waiting) and return
+    one handle per task submitted now (none when every task is done, queued or running).
+
+    With ``executor`` (``api.submitit_executor(spec)``) the tasks go through submitit's
+    ``map_array`` instead of a batch script; either way the results directory is the same and
+    ``hpcbench report RESULTS`` (or :func:`hpcbench.sweep.report.build_sweep_report`) reads it.
+    ``axes`` are ``"OPTION=V,V"`` strings, as ``--axis`` takes."""
+    from hpcbench.sweep.plan import read_sweep
+    from hpcbench.sweep.runner import SweepRunner
+
+    plan = read_sweep(sweep_file, smoke, list(axes), max_parallel)
+    where = results or f"runs/sweep-{plan.name}{'-smoke' if smoke else ''}"
+    runner = SweepRunner(plan, where, scheduler, cwd)
+    runner.open()
+    if executor is not None:
+        from hpcbench.sweep.notebook import submit_with_submitit
+
+        return submit_with_submitit(runner, executor, retry_failed)
+    tasks = runner.to_do(retry_failed)
+    if not tasks:
+        return []
+    runner.check_settings(runner.base_spec())
+    array = runner.submit(tasks)
+    return [job(task_id, array.scheduler_name) for task_id in array.tasks]
 
 
 def job(job_id: str, scheduler: str | None = None) -> Job:

@@ -222,6 +222,10 @@ class SweepRunner:
             st.job_id, st.scheduler = sub["task_ids"][k - 1], sub["scheduler"]
             asked.setdefault(sub["scheduler"], []).append((st, st.job_id))
         for name, pairs in asked.items():
+            if name not in schedulers.SCHEDULER_CLASSES:  # submitit's local or debug executor
+                for st, _ in pairs:
+                    st.state, st.reason = FAILED, f"no results; it ran through submitit ({name})"
+                continue
             found = schedulers.get(name).statuses([job_id for _, job_id in pairs])
             for st, job_id in pairs:
                 self._apply(st, found.get(job_id))
@@ -253,16 +257,47 @@ class SweepRunner:
 
     # ------------------------------------------------------------------------- submitting
 
-    def submit(self, tasks: Sequence[Task]) -> Job:
-        """Submit ``tasks`` as one array job: their settings files first, then the script."""
-        number = len(self.submissions) + 1
-        folder = self.results / "submissions" / str(number)
+    def write_task_files(self, tasks: Sequence[Task]) -> Path:
+        """The next submission's folder: task K's settings (``K.toml``) and run name (``K.run``)."""
+        folder = self.results / "submissions" / str(len(self.submissions) + 1)
         folder.mkdir(parents=True, exist_ok=True)
         for k, task in enumerate(tasks, 1):
             lines = [f"# task {task.index} of sweep {self.sweep.name}: {task.run}"]
             lines += [f"{key} = {toml_value(value)}" for key, value in task.setting.items()]
             write_atomically(folder / f"{k}.toml", "\n".join(lines) + "\n")
             write_atomically(folder / f"{k}.run", task.run + "\n")
+        return folder
+
+    def record_submission(
+        self,
+        job_id: str,
+        scheduler: str,
+        tasks: Sequence[Task],
+        task_ids: Sequence[str],
+        script: str,
+    ) -> None:
+        self.submissions.append(
+            {
+                "number": len(self.submissions) + 1,
+                "job_id": job_id,
+                "scheduler": scheduler,
+                "tasks": [t.index for t in tasks],
+                "task_ids": list(task_ids),
+                "script": script,
+                "submitted": time.time(),
+            }
+        )
+        self._save()
+
+    def to_do(self, retry_failed: bool = False) -> list[Task]:
+        """The tasks not completed, queued nor running (failed ones only with ``retry_failed``)."""
+        return [
+            s.task for s in self.states() if s.state == TODO or (retry_failed and s.state == FAILED)
+        ]
+
+    def submit(self, tasks: Sequence[Task]) -> Job:
+        """Submit ``tasks`` as one array job: their settings files first, then the script."""
+        folder = self.write_task_files(tasks)
         spec = self.base_spec()
         parallel = self.sweep.max_parallel
         spec.array = Array(
@@ -273,18 +308,10 @@ class SweepRunner:
         )
         job = api.submit(spec, self.scheduler, self.template_dirs, cwd=self.cwd)
         assert job.record is not None
-        self.submissions.append(
-            {
-                "number": number,
-                "job_id": job.job_id,
-                "scheduler": job.record.scheduler,
-                "tasks": [t.index for t in tasks],
-                "task_ids": list(job.tasks),
-                "script": str(job.record.script_path),
-                "submitted": time.time(),
-            }
+        record = job.record
+        self.record_submission(
+            job.job_id, record.scheduler, tasks, job.tasks, str(record.script_path)
         )
-        self._save()
         return job
 
     # ---------------------------------------------------------------------------- the run
@@ -292,18 +319,16 @@ class SweepRunner:
     def run(self, retry_failed: bool = False, wait: bool = True) -> list[TaskState]:
         """Submit what is left (failed tasks too with ``retry_failed``) as one array job, then
         follow every queued or running task until it ends (with ``wait``)."""
-        states = self.states()
-        todo = [s for s in states if s.state == TODO or (retry_failed and s.state == FAILED)]
+        todo = self.to_do(retry_failed)
         if todo:
-            spec = self.base_spec()
-            self.check_settings(spec)
-            job = self.submit([s.task for s in todo])
+            self.check_settings(self.base_spec())
+            job = self.submit(todo)
             cap = f", at most {self.sweep.max_parallel} at once" if self.sweep.max_parallel else ""
             self.echo(
                 f"submitted {len(todo)} task(s) as array job {job.job_id} "
                 f"({job.record.scheduler if job.record else '?'}{cap})"
             )
-            states = self.states()
+        states = self.states()
         if wait:
             states = self.follow(states)
         return states
