@@ -46,15 +46,21 @@ __all__ = [
 ]
 
 
-def load_spec(path: str | Path | None = None, smoke: bool = False, **fields: Any) -> JobSpec:
+def load_spec(
+    path: str | Path | None = None,
+    smoke: bool = False,
+    profile: str | None = None,
+    **fields: Any,
+) -> JobSpec:
     """Load a spec file (or the defaults) with keyword overrides, e.g. ``nodes=2``; ``smoke``:
-    the file's ``[smoke]`` form (a tiny model on the built-in data, for minutes)."""
+    the file's ``[smoke]`` form (a tiny model on the built-in data, for minutes); ``profile``:
+    the cluster profile under the file (default ``$HPCBENCH_PROFILE``; docs/schedulers.md)."""
     overrides = {}
     for key, value in fields.items():
         if key not in FIELD_KEYWORDS:
             raise TypeError(f"load_spec() got an unknown field {key!r}")
         overrides[FIELD_KEYWORDS[key]] = (key, value)
-    return _load_spec(path, overrides, smoke=smoke)
+    return _load_spec(path, overrides, smoke=smoke, profile=profile)
 
 
 def resolve_scheduler(spec: JobSpec, forced: str | None = None) -> tuple[str, str]:

@@ -44,6 +44,12 @@ def _job_options() -> argparse.ArgumentParser:
         action="store_true",
         help="the spec's [smoke] form: the same job in minutes (tiny model, built-in data)",
     )
+    p.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="the cluster profile under the spec (default: $HPCBENCH_PROFILE); hpcbench profile "
+        "show NAME prints what it sets",
+    )
     _resource_options(p)
     _environment_options(p)
     _launch_options(p)
@@ -221,11 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cancel", help="cancel jobs", description="Cancel jobs.")
     c.add_argument("job_ids", nargs="+", metavar="JOB")
     c.add_argument("--scheduler", choices=SCHEDULER_CHOICES)
-    from hpcbench import cli_bench, cli_prep, cli_sweep
+    from hpcbench import cli_bench, cli_prep, cli_profile, cli_sweep
 
     cli_prep.add_parser(sub)
     cli_bench.add_parsers(sub)
     cli_sweep.add_parsers(sub)
+    cli_profile.add_parser(sub, job)
     return parser
 
 
@@ -269,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         from hpcbench import cli_prep
 
         return cli_prep.run(args)
+    if args.action == "profile":
+        from hpcbench import cli_profile
+
+        return cli_profile.run(args, overrides_from(args, program_args))
     if args.action == "sweep":
         from hpcbench import cli_sweep
 
@@ -289,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
             return _jobs_command(args)
         if args.action == "logs":
             return _logs_command(args)
-        spec = load_spec(args.spec, overrides_from(args, program_args), smoke=args.smoke)
+        spec = load_spec(
+            args.spec, overrides_from(args, program_args), smoke=args.smoke, profile=args.profile
+        )
         name, why = api.resolve_scheduler(spec, args.scheduler)
         print(f"hpcbench: scheduler {name} ({why})", file=sys.stderr)
         if args.action == "render" or args.dry_run:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from hpcbench.jobs.profiles import PROFILE_VAR
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 
 
@@ -66,6 +68,9 @@ def add_parsers(sub: Any) -> None:
     b.add_argument("--name", help="the matrix's name (default: the file's, or 'bench')")
     b.add_argument("--results", metavar="DIR", help="results directory (default runs/bench-<name>)")
     b.add_argument("--scheduler", choices=SCHEDULER_CHOICES, help="default: detected")
+    b.add_argument(
+        "--profile", metavar="NAME", help="the cluster profile (default: $HPCBENCH_PROFILE)"
+    )
     b.add_argument("--retry-failed", action="store_true", help="run failed runs again")
     b.add_argument("--plan", action="store_true", help="print the runs in order; run nothing")
     r = sub.add_parser(
@@ -161,6 +166,8 @@ def run(args: argparse.Namespace, program_args: list[str]) -> int:
 
     if args.action == "predict-scaling":
         return _predict_scaling(args)
+    if args.action == "bench" and args.profile:  # every run's job spec stands on it
+        os.environ[PROFILE_VAR] = args.profile
     try:
         if args.action in ("report", "compare"):
             try:

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
+from hpcbench.jobs.profiles import PROFILE_VAR
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 
 
@@ -51,6 +53,9 @@ def add_parsers(sub: Any) -> None:
         help="submit and return; the same command follows the tasks later",
     )
     s.add_argument("--scheduler", choices=SCHEDULER_CHOICES)
+    s.add_argument(
+        "--profile", metavar="NAME", help="the cluster profile (default: $HPCBENCH_PROFILE)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     from hpcbench.sweep.plan import SweepError, read_sweep
     from hpcbench.sweep.runner import FAILED, SweepRunner, counts
 
+    if args.profile:  # every job spec this command loads stands on it
+        os.environ[PROFILE_VAR] = args.profile
     try:
         sweep = read_sweep(args.sweep, args.smoke, args.axis, args.max_parallel, args.repetitions)
         if args.plan:

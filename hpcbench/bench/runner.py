@@ -40,6 +40,7 @@ from hpcbench.bench.results import (
 )
 from hpcbench.data.manifest import write_json_atomically
 from hpcbench.jobs.job import Job
+from hpcbench.jobs.profiles import PROFILE_VAR
 from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError, SchedulerUnreachable
 
 TIMING, ENERGY = "timing", "energy"
@@ -99,6 +100,7 @@ def provenance(cwd: Path) -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "submit_host": socket.gethostname(),
+        "profile": os.environ.get(PROFILE_VAR) or None,
         "git": _git_revision(cwd),
     }
 

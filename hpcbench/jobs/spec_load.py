@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hpcbench.jobs.profiles import Profile, load_profile
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 from hpcbench.jobs.spec import (
     DEFAULT_PROGRAM_MODULE,
@@ -177,8 +178,18 @@ def _key(f: dataclasses.Field) -> str:
     return f.metadata.get("key", f.name)
 
 
-def _build(cls: type, table: Any, path: str, origin: dict[str, str], where: str) -> Any:
-    """Build dataclass ``cls`` from a TOML table, checking every key and value."""
+def _build(
+    cls: type,
+    table: Any,
+    path: str,
+    origin: dict[str, str],
+    where: str,
+    typed: frozenset[str] = frozenset(),
+) -> Any:
+    """Build dataclass ``cls`` from a TOML table, checking every key and value. ``origin``
+    names where a field's value came from (a flag, a profile), for its errors; the values of
+    the fields in ``typed`` came from a file although named (a profile's), and are not read
+    from text as a flag's are."""
     label = path or "spec"
     if not isinstance(table, dict):
         raise SpecError(f"{where}{label}: expected a table, got {table!r}")
@@ -194,10 +205,11 @@ def _build(cls: type, table: Any, path: str, origin: dict[str, str], where: str)
         f = fields[key]
         kind = f.metadata["kind"]
         if kind == "table":
-            kwargs[f.name] = _build(f.metadata["cls"], value, dotted, origin, where)
+            kwargs[f.name] = _build(f.metadata["cls"], value, dotted, origin, where, typed)
             continue
         try:
-            kwargs[f.name] = _check_value(kind, f.metadata, value, from_cli=dotted in origin)
+            from_cli = dotted in origin and dotted not in typed
+            kwargs[f.name] = _check_value(kind, f.metadata, value, from_cli=from_cli)
         except ValueError as err:
             name = f"{origin[dotted]} ({dotted})" if dotted in origin else f"{where}{dotted}"
             raise SpecError(f"{name}: {err}, got {value!r}") from None
@@ -312,21 +324,62 @@ def apply_smoke(merged: dict[str, Any], smoke: bool, where: str) -> dict[str, An
     return smoked
 
 
+def _deep(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        alike = [k for k in out if k.replace("-", "_") == key.replace("-", "_")]
+        old = out.pop(alike[0]) if alike else None
+        out[key] = _deep(old, value) if isinstance(value, dict) and isinstance(old, dict) else value
+    return out
+
+
+def _given(table: dict[str, Any], dotted: str) -> bool:
+    """Whether ``table`` (a spec file's tables) sets the field ``dotted`` (either spelling)."""
+    node: Any = table
+    for part in dotted.split("."):
+        if not isinstance(node, dict):
+            return False
+        keys = [k for k in node if k.replace("-", "_") == part]
+        if not keys:
+            return False
+        node = node[keys[0]]
+    return True
+
+
+def _with_profile(
+    merged: dict[str, Any], profile: Profile, origin: dict[str, str]
+) -> tuple[dict[str, Any], frozenset[str]]:
+    """The spec file's tables over the profile's; each field the profile fills is named in
+    ``origin``. The profile's values are checked on their own first, so that a bad one is
+    found even where the spec replaces it."""
+    table, named = profile.spec_table()
+    _build(JobSpec, copy.deepcopy(table), "", named, "", frozenset(named))
+    for dotted, label in named.items():
+        if not _given(merged, dotted):
+            origin[dotted] = label
+    return _deep(table, merged), frozenset(named)
+
+
 def build_spec(
     data: dict[str, Any] | None = None,
     overrides: dict[str, tuple[str, Any]] | None = None,
     source: str | None = None,
     smoke: bool = False,
+    profile: Profile | None = None,
 ) -> JobSpec:
-    """Validate ``data`` (a parsed spec file) with ``overrides`` applied on top.
+    """Validate ``data`` (a parsed spec file) over ``profile`` with ``overrides`` on top.
 
     ``overrides`` maps a dotted field (``"resources.nodes"``) to ``(origin, value)``, where origin
     is what the user typed (``"--nodes"``) so that errors name it. ``smoke``: the file's
-    ``[smoke]`` form (:func:`apply_smoke`).
+    ``[smoke]`` form (:func:`apply_smoke`). ``profile``: a cluster's settings under the file's
+    (:mod:`hpcbench.jobs.profiles`).
     """
     where0 = f"{source}: " if source else ""
     merged: dict[str, Any] = apply_smoke(copy.deepcopy(data or {}), smoke, where0)
     origin: dict[str, str] = {}
+    typed: frozenset[str] = frozenset()
+    if profile is not None:
+        merged, typed = _with_profile(merged, profile, origin)
     # A program named on the command line replaces the file's program of another kind.
     chosen = {k for k in _PROGRAM_KINDS if f"program.{k}" in (overrides or {})}
     if chosen and isinstance(merged.get("program"), dict):
@@ -335,8 +388,9 @@ def build_spec(
     for dotted, (label, value) in (overrides or {}).items():
         _merge(merged, dotted, value)
         origin[dotted] = label
+    typed = frozenset(t for t in typed if t not in (overrides or {}))
     where = f"{source}: " if source else ""
-    spec = _build(JobSpec, merged, "", origin, where)
+    spec = _build(JobSpec, merged, "", origin, where, typed)
     spec.source = source
     _check_program(spec.program, merged.get("program", {}), where)
     return spec
@@ -383,8 +437,53 @@ def load_spec(
     path: str | Path | None = None,
     overrides: dict[str, tuple[str, Any]] | None = None,
     smoke: bool = False,
+    profile: str | None = None,
 ) -> JobSpec:
-    """Load a spec file (or start from the defaults) and apply CLI-style overrides; ``smoke``:
-    its ``[smoke]`` form."""
+    """Load a spec file (or start from the defaults) over the chosen cluster profile
+    (``profile``, else ``$HPCBENCH_PROFILE``, else none) and apply CLI-style overrides;
+    ``smoke``: its ``[smoke]`` form."""
     data = read_spec_file(path) if path is not None else {}
-    return build_spec(data, overrides, source=str(path) if path is not None else None, smoke=smoke)
+    source = str(path) if path is not None else None
+    return build_spec(data, overrides, source, smoke, load_profile(profile))
+
+
+def explain(
+    path: str | Path | None = None,
+    overrides: dict[str, tuple[str, Any]] | None = None,
+    smoke: bool = False,
+    profile: str | None = None,
+) -> list[tuple[str, Any, str]]:
+    """Every field of the effective spec: (dotted field, value, where it came from: a flag, the
+    job spec, a profile, or the default), in the spec's order."""
+    data = read_spec_file(path) if path is not None else {}
+    source = str(path) if path is not None else None
+    chosen = load_profile(profile)
+    spec = build_spec(data, overrides, source, smoke, chosen)
+    smoked = apply_smoke(copy.deepcopy(data), smoke, "")
+    by_profile = chosen.spec_table()[1] if chosen is not None else {}
+    rows = []
+    for dotted, value in _fields(spec):
+        if dotted in (overrides or {}):
+            came = f"flag {(overrides or {})[dotted][0]}"
+        elif _given(smoked, dotted):
+            came = f"job spec {source}" + (" [smoke]" if smoke else "")
+        elif dotted in by_profile:
+            came = by_profile[dotted]
+        else:
+            came = "default"
+        rows.append((dotted, value, came))
+    return rows
+
+
+def _fields(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    out = []
+    for f in dataclasses.fields(obj):
+        if f.metadata.get("kind") == "internal":
+            continue
+        value = getattr(obj, f.name)
+        dotted = f"{prefix}{_key(f)}"
+        if f.metadata.get("kind") == "table" and value is not None:
+            out += _fields(value, f"{dotted}.")
+        else:
+            out.append((dotted, value))
+    return out

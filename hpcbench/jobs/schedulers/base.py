@@ -189,6 +189,14 @@ class Scheduler(ABC):
         """Why this machine's batch system is this one ('' or None when it is not)."""
         return None
 
+    def describe(self, partition: str | None = None) -> tuple[dict[str, Any], list[str]]:
+        """What the cluster says of itself, as a profile's values (``hpcbench profile init``),
+        and lines of notes for the profile's comments."""
+        raise SchedulerError(
+            f"profile init: hpcbench reads a cluster's description from SLURM only, not "
+            f"{self.name}; write the profile by hand (docs/schedulers.md)"
+        )
+
     def preflight(self, spec: JobSpec) -> None:
         """Check ``spec`` against what the scheduler allows before submitting (default: none)."""
         return None

@@ -35,6 +35,7 @@ from hpcbench.jobs.schedulers.base import (
     SchedulerError,
     SchedulerUnreachable,
     run_command,
+    run_process,
 )
 from hpcbench.jobs.spec import JobSpec
 from hpcbench.jobs.units import format_memory, format_time_hms
@@ -127,6 +128,9 @@ class SlurmScheduler(Scheduler):
 
     def preflight(self, spec: JobSpec) -> None:
         check_slurm(spec)
+
+    def describe(self, partition: str | None = None) -> tuple[dict[str, Any], list[str]]:
+        return describe_slurm(partition)
 
     @classmethod
     def escape_log_path(cls, path: str) -> str:
@@ -241,6 +245,56 @@ def srun_words(spec: JobSpec) -> list[Word]:
     if spec.launcher.srun_mpi:
         words.append(f"--mpi={spec.launcher.srun_mpi}")
     return [*words, *spec.launcher.args, *program_words(spec)]
+
+
+# ------------------------------------------------------------------------- the cluster itself
+
+
+def describe_slurm(partition: str | None = None) -> tuple[dict[str, Any], list[str]]:
+    """A profile of this cluster from ``scontrol show partition`` and its nodes: the partition
+    (the default one unless named), its nodes' GPUs and cores, the time limit it allows (one
+    hour if longer), and whether ``sacct`` answers; notes list every partition's limits."""
+    parts = _records(
+        run_command(["scontrol", "show", "partition", "-o"], "scontrol show partition")
+    )
+    if not parts:
+        raise SchedulerError("scontrol show partition: no partitions on this cluster")
+    names = [p.get("PartitionName", "?") for p in parts]
+    if partition is not None and partition not in names:
+        raise SchedulerError(
+            f"partition {partition!r} does not exist (partitions: {', '.join(names)})"
+        )
+    chosen = next(
+        (p for p in parts if p.get("PartitionName") == partition)
+        if partition
+        else (p for p in parts if p.get("Default") == "YES"),
+        parts[0],
+    )
+    nodes = _records(
+        run_command(
+            ["scontrol", "show", "node", "-o", chosen.get("Nodes", "")], "scontrol show node"
+        )
+    )
+    gpus = min((_gpus(n.get("Gres", "")) for n in nodes), default=0)
+    cores = min((int(n.get("CPUTot", "0") or 0) for n in nodes), default=0)
+    limit = _slurm_seconds(chosen.get("MaxTime", "UNLIMITED"))
+    values: dict[str, Any] = {
+        "scheduler": "slurm",
+        "partition": chosen.get("PartitionName", "?"),
+        "gpus_per_node": gpus,
+        "time": format_time_slurm(min(limit, 3600) if limit else 3600),
+        "sacct": run_process(["sacct", "--noheader", "-X", "-n", "-S", "now"], "sacct").returncode
+        == 0,
+    }
+    if cores:
+        values["cores_per_node"] = cores
+    notes = [
+        f"partition {p.get('PartitionName', '?')}: {p.get('TotalNodes', '?')} node(s), "
+        f"MaxNodes={p.get('MaxNodes', '?')}, MaxTime={p.get('MaxTime', '?')}"
+        + (" (the default)" if p.get("Default") == "YES" else "")
+        for p in parts
+    ]
+    return values, notes
 
 
 # ------------------------------------------------------------------------------ preflight

@@ -1,0 +1,260 @@
+"""Cluster profiles: a cluster's settings written once, under every job spec.
+
+A profile is a named table of a TOML file::
+
+    [profiles.hydra]
+    scheduler = "slurm"
+    partition = "ampere_gpu"
+    account = "my_project"
+    modules = ["PyTorch/2.1.2-foss-2023a-CUDA-12.1.1"]
+    variables = { NCCL_SOCKET_IFNAME = "ib0" }
+    gpus_per_node = 2
+    cores_per_node = 32          # what the nodes have (shown; profile init fills it in)
+    launcher = "torchrun"
+    requeue_method = "scontrol"
+    sacct = true                 # whether SLURM accounting answers here
+
+Two files hold profiles: the site's (``$HPCBENCH_SITE_CONFIG``, else
+``/etc/hpcbench/profiles.toml``) and the user's (``$XDG_CONFIG_HOME/hpcbench/profiles.toml``,
+else ``~/.config/hpcbench/profiles.toml``). One is chosen with ``--profile NAME`` or
+``$HPCBENCH_PROFILE``; the value of a field comes from the first of: the command line's flags,
+the job spec, the user's profile of that name, the site's, hpcbench's default
+(:func:`hpcbench.jobs.spec_load.explain` says which for each field).
+
+A profile is data, never code: it has no ``setup`` lines and no raw ``directives``, and each value
+passes the checks and the quoting of the job spec field it fills. A malformed file is a one-line
+:class:`~.spec.SpecError` naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcbench.jobs.spec import SpecError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+PROFILE_VAR = "HPCBENCH_PROFILE"
+SITE_VAR = "HPCBENCH_SITE_CONFIG"
+SITE_FILE = Path("/etc/hpcbench/profiles.toml")
+MAX_PROFILE_BYTES = 1 << 20
+
+#: a profile's keys -> the job spec field each fills
+SPEC_KEYS = {
+    "scheduler": "scheduler.name",
+    "partition": "resources.partition",
+    "account": "resources.account",
+    "qos": "resources.qos",
+    "constraint": "resources.constraint",
+    "gpus_per_node": "resources.gpus_per_node",
+    "cpus_per_task": "resources.cpus_per_task",
+    "memory": "resources.memory",
+    "time": "resources.time",
+    "exclusive": "resources.exclusive",
+    "modules": "environment.modules",
+    "venv": "environment.venv",
+    "conda_env": "environment.conda_env",
+    "container": "environment.container.image",
+    "container_runtime": "environment.container.runtime",
+    "binds": "environment.container.binds",
+    "variables": "environment.variables",
+    "launcher": "launcher.kind",
+    "srun_mpi": "launcher.srun_mpi",
+    "sge_pe": "scheduler.sge_pe",
+    "pbs_resources": "scheduler.pbs_resources",
+    "requeue_method": "requeue.method",
+}
+#: keys a profile holds for the user and hpcbench's own commands, not for the job script:
+#: key -> (what it says, kind)
+INFO_KEYS = {
+    "cores_per_node": ("CPU cores of one node", int),
+    "sacct": ("whether SLURM accounting (sacct) answers on this cluster", bool),
+    "description": ("what this profile is for", str),
+}
+
+
+@dataclass
+class Layer:
+    """One file's table of the chosen profile."""
+
+    label: str  # "user profile hydra (/home/me/.config/hpcbench/profiles.toml)"
+    path: Path
+    values: dict[str, Any]
+
+
+@dataclass
+class Profile:
+    """The chosen profile: its layers, the site's first."""
+
+    name: str
+    layers: list[Layer] = field(default_factory=list)
+
+    def spec_table(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """The profile as job spec tables (later layers over earlier), and for each dotted
+        field the label of the layer its value came from."""
+        table: dict[str, Any] = {}
+        origin: dict[str, str] = {}
+        for layer in self.layers:
+            for key, value in layer.values.items():
+                dotted = SPEC_KEYS.get(key)
+                if dotted is None:
+                    continue
+                *parents, last = dotted.split(".")
+                node = table
+                for part in parents:
+                    node = node.setdefault(part, {})
+                if isinstance(value, dict) and isinstance(node.get(last), dict):
+                    node[last] = {**node[last], **value}
+                else:
+                    node[last] = value
+                origin[dotted] = f"{layer.label}: {key}"
+        return table, origin
+
+    def info(self) -> dict[str, tuple[Any, str]]:
+        """The profile-only keys: key -> (value, label of its layer)."""
+        found: dict[str, tuple[Any, str]] = {}
+        for layer in self.layers:
+            for key, value in layer.values.items():
+                if key in INFO_KEYS:
+                    found[key] = (value, layer.label)
+        return found
+
+
+def site_file() -> Path:
+    return Path(os.environ.get(SITE_VAR) or SITE_FILE)
+
+
+def user_file() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "hpcbench" / "profiles.toml"
+
+
+def read_profiles(path: Path) -> dict[str, dict[str, Any]]:
+    """The profiles of one file (name -> table), each key checked for its kind; {} when the
+    file does not exist."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except IsADirectoryError:
+        raise SpecError(f"{path}: is a directory, expected a TOML file of profiles") from None
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read it ({err.strerror})") from None
+    if len(raw) > MAX_PROFILE_BYTES:
+        raise SpecError(f"{path}: larger than {MAX_PROFILE_BYTES} bytes; not a profiles file")
+    try:
+        data = tomllib.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError) as err:
+        raise SpecError(f"{path}: not valid TOML ({' '.join(str(err).split())})") from None
+    for key in data:
+        if key != "profiles":
+            raise SpecError(f"{path}: {key}: unknown key (profiles are [profiles.NAME] tables)")
+    profiles = data.get("profiles", {})
+    if not isinstance(profiles, dict):
+        raise SpecError(f"{path}: profiles: expected tables [profiles.NAME]")
+    for name, table in profiles.items():
+        if not isinstance(table, dict):
+            raise SpecError(f"{path}: profiles.{name}: expected a table of settings")
+        for key, value in table.items():
+            _check_key(path, name, key, value)
+    return profiles
+
+
+def _check_key(path: Path, name: str, key: str, value: Any) -> None:
+    where = f"{path}: profiles.{name}.{key}"
+    if key in ("setup", "directives"):
+        raise SpecError(
+            f"{where}: a profile holds data, not code or raw directives; put {key} in a job spec"
+        )
+    if key in INFO_KEYS:
+        kind = INFO_KEYS[key][1]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise SpecError(f"{where}: expected {kind.__name__}, got {value!r}")
+        if kind is int and not 1 <= value <= 1_000_000:
+            raise SpecError(f"{where}: expected a count from 1 to 1000000, got {value!r}")
+        if kind is str and any(ord(c) < 32 for c in value):
+            raise SpecError(f"{where}: must be one line without control characters")
+        return
+    if key not in SPEC_KEYS:
+        known = [*SPEC_KEYS, *INFO_KEYS]
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
+        raise SpecError(f"{where}: unknown key{hint}")
+
+
+def chosen_name(name: str | None = None) -> str | None:
+    """The profile asked for: ``name``, else ``$HPCBENCH_PROFILE``, else none."""
+    return name or os.environ.get(PROFILE_VAR) or None
+
+
+def load_profile(name: str | None = None) -> Profile | None:
+    """The chosen profile from the site's file and the user's (None when none is chosen);
+    a name neither file has is an error."""
+    name = chosen_name(name)
+    if name is None:
+        return None
+    profile = Profile(name)
+    files = [("site", site_file()), ("user", user_file())]
+    for kind, path in files:
+        table = read_profiles(path).get(name)
+        if table is not None:
+            profile.layers.append(Layer(f"{kind} profile {name} ({path})", path, table))
+    if not profile.layers:
+        shown = " or ".join(str(p) for _, p in files)
+        known = sorted({n for _, p in files for n in read_profiles(p)})
+        more = f" (profiles there: {', '.join(known)})" if known else ""
+        raise SpecError(f"profile {name!r}: not in {shown}{more}")
+    return profile
+
+
+def profile_names() -> list[tuple[str, str]]:
+    """Every profile of the site's and the user's file: (name, file)."""
+    return [
+        (name, str(path)) for path in (site_file(), user_file()) for name in read_profiles(path)
+    ]
+
+
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def profile_text(name: str, values: dict[str, Any], notes: list[str], said_by: str) -> str:
+    """A ``[profiles.NAME]`` table holding ``values``, with ``notes`` as comments above it."""
+    from hpcbench.train.config_file import toml_value
+
+    lines = ["", f"# written by hpcbench profile init from what {said_by} said; edit freely"]
+    lines += [f"# {note}" for note in notes]
+    lines.append(f"[profiles.{toml_value(name) if not _BARE.fullmatch(name) else name}]")
+    lines += [f"{key} = {toml_value(value)}" for key, value in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def add_profile(path: Path, name: str, text: str) -> None:
+    """Add a profile's table at the end of ``path`` (created if missing), through a temporary
+    file and a rename; a profile of that name already there is left alone and refused."""
+    from hpcbench.atomic import write_atomically
+
+    if name in read_profiles(path):
+        raise SpecError(
+            f"{path}: profile {name!r} exists already; edit it there, or choose a new name"
+        )
+    try:
+        old = path.read_text(encoding="utf-8") if path.exists() else ""
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read it ({err.strerror})") from None
+    joined = old + ("" if not old or old.endswith("\n") else "\n") + text
+    tomllib.loads(joined)  # what is written must read back (it is built from checked values)
+    try:
+        write_atomically(path, joined, 0o600)
+    except OSError as err:
+        raise SpecError(f"{path}: cannot write it ({err.strerror})") from None
