@@ -19,6 +19,17 @@ REPO = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+def pytest_configure(config):
+    """No cluster profile of this machine's or its user's reaches a test (tests that use
+    profiles write their own files and point these variables at them)."""
+    import tempfile
+
+    empty = Path(tempfile.mkdtemp(prefix="hpcbench-test-config-"))
+    os.environ["HPCBENCH_SITE_CONFIG"] = str(empty / "site-profiles.toml")
+    os.environ["XDG_CONFIG_HOME"] = str(empty / "config")
+    os.environ.pop("HPCBENCH_PROFILE", None)
+
+
 def require(tool_ok: bool, reason: str) -> None:
     """Skip on a developer machine without the tool; fail in CI."""
     if tool_ok:

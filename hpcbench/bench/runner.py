@@ -17,20 +17,17 @@ from __future__ import annotations
 
 import fcntl
 import os
-import platform
 import re
-import socket
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from hpcbench import api
 from hpcbench.bench.machine_load import other_work
 from hpcbench.bench.matrix import RESERVED_TRAINER_FLAGS, Config, Matrix, MatrixError
+from hpcbench.bench.provenance import provenance
 from hpcbench.bench.results import (
     BENCH_FORMAT,
     RUNS_FORMAT,
@@ -40,7 +37,6 @@ from hpcbench.bench.results import (
 )
 from hpcbench.data.manifest import write_json_atomically
 from hpcbench.jobs.job import Job
-from hpcbench.jobs.profiles import PROFILE_VAR
 from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError, SchedulerUnreachable
 
 TIMING, ENERGY = "timing", "energy"
@@ -48,7 +44,6 @@ FINISHED = ("completed", "failed")
 SUBMIT_RETRIES = (10.0, 30.0)  # seconds before asking a refusing scheduler again
 # the trainer's line at the end of each epoch, after any launcher's rank label
 EPOCH_LINE = re.compile(r"epoch [0-9]+/[0-9]+: .*")
-VERSIONED = ("hpcbench", "torch", "torchvision", "mpi4py", "mpich", "numpy", "h5py", "nvidia-ml-py")
 
 
 @dataclass
@@ -84,40 +79,6 @@ def plan(matrix: Matrix) -> list[Run]:
             if rnd <= count:
                 runs += [Run(c.name, kind, rnd) for c in matrix.configs]
     return runs
-
-
-def provenance(cwd: Path) -> dict[str, Any]:
-    """What the matrix ran with, as far as the submitting machine can tell (each run's
-    metrics.json adds the versions, hosts and MPI the ranks themselves saw)."""
-    versions = {}
-    for name in VERSIONED:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return {
-        **versions,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "submit_host": socket.gethostname(),
-        "profile": os.environ.get(PROFILE_VAR) or None,
-        "git": _git_revision(cwd),
-    }
-
-
-def _git_revision(cwd: Path) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "describe", "--always", "--dirty", "--abbrev=40"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 class BenchError(RuntimeError):

@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcbench import api
 from hpcbench.atomic import write_atomically
-from hpcbench.bench.runner import provenance
+from hpcbench.bench.provenance import provenance
 from hpcbench.data.manifest import write_json_atomically
 from hpcbench.jobs import schedulers
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.schedulers.base import JobStatus, backoff_intervals
 from hpcbench.jobs.spec import Array, JobSpec
+from hpcbench.jobs.submission import load_spec, submit
 from hpcbench.jsonfile import JsonFileError, read_json
 from hpcbench.sweep.plan import Sweep, SweepError, Task
 from hpcbench.train.command_line import build_parser, configure
@@ -93,7 +93,7 @@ class SweepRunner:
         """The job every task runs: the sweep's job spec, its trainer options after the job's,
         its logs in RESULTS/logs."""
         s = self.sweep
-        return api.load_spec(
+        return load_spec(
             s.job,
             smoke=s.smoke and s.job is not None,
             job_name=f"sweep-{s.name}",
@@ -306,7 +306,7 @@ class SweepRunner:
             runs_dir=str(self.results / "runs"),
             max_parallel=min(parallel, len(tasks)) if parallel else None,
         )
-        job = api.submit(spec, self.scheduler, self.template_dirs, cwd=self.cwd)
+        job = submit(spec, self.scheduler, self.template_dirs, cwd=self.cwd)
         assert job.record is not None
         record = job.record
         self.record_submission(

@@ -508,6 +508,8 @@ JOB_FLAGS: dict[str, tuple[st.SearchStrategy[str], tuple[str, ...]]] = {
         st.sampled_from(["", "0", "-5", "soon", "1:60:00", "1-24"]),
         ("--signal-lead",),
     ),
+    # no profile files here (tests/conftest.py): every name is one that does not exist
+    "--profile": (st.text(min_size=1, max_size=10), ("profile",)),
 }
 
 

@@ -54,7 +54,7 @@ def states(found: dict) -> dict[str, tuple[str, int | None]]:
 # ------------------------------------------------------------------------------------- SLURM
 
 SQUEUE_ARGV = (
-    "--noheader --states=all --jobs={ids} --Format=JobArrayID:|,State:|,Reason:|,exit_code"
+    "--noheader --states=all --jobs={ids} --array --Format=JobArrayID:|,State:|,Reason:|,exit_code"
 )
 NO_ACCOUNTING = 'cat "{}" >&2; exit 1'.format(
     RECORDED / "slurm" / "22.05" / "sacct-no-accounting.txt"

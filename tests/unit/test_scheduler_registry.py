@@ -16,6 +16,7 @@ import pytest
 
 from hpcbench import api
 from hpcbench.jobs import registry
+from hpcbench.jobs import schedulers as schedulers_package
 from hpcbench.jobs.render import builtin_template_dir, render_script
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES as SCHEDULERS
 from hpcbench.jobs.schedulers import SCHEDULER_CLASSES, detect, get
@@ -37,7 +38,7 @@ from tests.conftest import hpcbench
 
 def test_the_registry_finds_every_scheduler_module_and_the_spec_knows_them():
     modules = {
-        p.stem for p in Path(api.schedulers.__file__).parent.glob("*.py") if p.stem[0] != "_"
+        p.stem for p in Path(schedulers_package.__file__).parent.glob("*.py") if p.stem[0] != "_"
     }
     assert set(SCHEDULER_CLASSES) == modules - {"base"}
     assert SCHEDULERS == ("auto", *SCHEDULER_CLASSES)

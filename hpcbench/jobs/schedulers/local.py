@@ -34,6 +34,7 @@ from typing import Any
 
 from hpcbench.atomic import write_atomically
 from hpcbench.jobs.launchers import Word, mpiexec_words
+from hpcbench.jobs.local_supervisor import SUPERVISOR
 from hpcbench.jobs.schedulers.base import (
     CANCELLED,
     COMPLETED,
@@ -49,76 +50,6 @@ from hpcbench.jobs.schedulers.base import (
 from hpcbench.jobs.spec import JobSpec
 from hpcbench.jobs.state import state_dir
 from hpcbench.jsonfile import JsonFileError, parse_json
-
-# $1 script, $2 exit-status file; stdout and stderr are the job's logs, opened by hpcbench. When
-# the script ends, what it left running in the job's session (a background server, a stray
-# worker) is ended as a cluster ends a job's leftover processes: SIGTERM, SIGKILL after
-# CANCEL_GRACE seconds. Only then is the exit status written, so a finished job has no processes.
-_SUPERVISOR = r"""
-alive() {  # PID START: that process (started at START clock ticks) still runs
-  local line rest f
-  { read -r line <"/proc/$1/stat"; } 2>/dev/null || return 1
-  rest=${line##*) }
-  read -r -a f <<<"$rest"
-  [ "${f[19]}" = "$2" ] && [ "${f[0]}" != Z ]
-}
-for dep in "${@:5}"; do  # the jobs this one runs after (scheduler.after): STATE-FILE-STEM:PID:START
-  stem=${dep%:*:*} pid_start=${dep#"$stem":}
-  name=${stem##*/}
-  why=""
-  while [ ! -e "$stem.exit" ]; do
-    if [ -e "$stem.cancelled" ]; then why="was cancelled"; break; fi
-    if [ "$pid_start" != -:- ] && ! alive "${pid_start%:*}" "${pid_start#*:}" && [ ! -e "$stem.exit" ]; then
-      why="ended without an exit status"; break
-    fi
-    sleep 1
-  done
-  if [ -z "$why" ]; then
-    if [ -e "$stem.cancelled" ]; then why="was cancelled"
-    else read -r code <"$stem.exit" || code=unreadable
-      [ "$code" = 0 ] || why="ended with status $code"
-    fi
-  fi
-  if [ -n "$why" ]; then
-    echo "hpcbench: not started: job $name, which it runs after, $why" >&2
-    echo 1 >"$2.tmp" && mv -f "$2.tmp" "$2"
-    exit 0
-  fi
-done
-if [ "$4" != - ]; then  # a task of an array: it waits for one of the array's slots (DIR:COUNT)
-  slot_dir=${4%:*} slots=${4##*:} got=""
-  while [ -z "$got" ]; do
-    for s in $(seq 1 "$slots"); do
-      exec 9>>"$slot_dir/$s" || exit 1
-      if flock -n 9; then got=$s; break; fi
-      exec 9>&-
-    done
-    [ -n "$got" ] || sleep 0.2
-  done
-  : >"${2%.exit}.started"  # the lock on fd 9 is held until the task's last process ends
-fi
-bash "$1" </dev/null; rc=$?
-trap '' TERM
-others() {
-  local s line rest st pp pg sid pid
-  for s in /proc/[0-9]*/stat; do
-    { read -r line <"$s"; } 2>/dev/null || continue  # a process may end between glob and read
-    rest=${line##*) }
-    read -r st pp pg sid _ <<<"$rest"
-    pid=${s//[^0-9]/}
-    [ "$sid" = "$$" ] && [ "$st" != Z ] && [ "$pid" != "$$" ] && echo "$pid"
-  done
-}
-left=$(others)
-if [ -n "$left" ]; then
-  kill -TERM $left 2>/dev/null
-  for _ in $(seq $(( $3 * 10 ))); do
-    sleep 0.1; left=$(others); [ -z "$left" ] && break
-  done
-  [ -n "$left" ] && kill -KILL $left 2>/dev/null
-fi
-echo "$rc" >"$2.tmp" && mv -f "$2.tmp" "$2"
-"""
 
 ID_PREFIX = "local-"  # local ids never collide with a cluster's numeric ones in the same runs/
 _JOB_FILE = re.compile(r"local-([0-9]{1,18})(?:_[0-9]{1,10})?\.(?:json|exit|cancelled|started)")
@@ -465,7 +396,7 @@ class LocalScheduler(Scheduler):
                 [
                     "bash",
                     "-c",
-                    _SUPERVISOR,
+                    SUPERVISOR,
                     "hpcbench-local",
                     str(script),
                     str(self._exit_file(job_id)),

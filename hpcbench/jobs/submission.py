@@ -1,0 +1,199 @@
+"""Submitting a job spec: load it (with keyword overrides), resolve its scheduler, render it,
+submit it (an array's tasks each remembered), and find an earlier job again. :mod:`hpcbench.api`
+re-exports these for notebooks; the benchmark and sweep runners use them. Nothing here imports
+torch: it runs on login nodes.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hpcbench.atomic import write_atomically
+from hpcbench.jobs import registry, schedulers
+from hpcbench.jobs.job import Job
+from hpcbench.jobs.render import render_script
+from hpcbench.jobs.schedulers.base import JobRecord, Scheduler
+from hpcbench.jobs.spec import FIELD_KEYWORDS, JobSpec, SpecError
+from hpcbench.jobs.spec_load import load_spec as _load_spec
+from hpcbench.jsonfile import parse_json
+
+
+def load_spec(
+    path: str | Path | None = None,
+    smoke: bool = False,
+    profile: str | None = None,
+    **fields: Any,
+) -> JobSpec:
+    """Load a spec file (or the defaults) with keyword overrides, e.g. ``nodes=2``; ``smoke``:
+    the file's ``[smoke]`` form (a tiny model on the built-in data, for minutes); ``profile``:
+    the cluster profile under the file (default ``$HPCBENCH_PROFILE``; docs/schedulers.md)."""
+    overrides = {}
+    for key, value in fields.items():
+        if key not in FIELD_KEYWORDS:
+            raise TypeError(f"load_spec() got an unknown field {key!r}")
+        overrides[FIELD_KEYWORDS[key]] = (key, value)
+    return _load_spec(path, overrides, smoke=smoke, profile=profile)
+
+
+def resolve_scheduler(spec: JobSpec, forced: str | None = None) -> tuple[str, str]:
+    """(name, why): ``forced``, else the spec's scheduler.name, else what this machine has."""
+    if forced and forced != "auto":
+        return forced, "chosen with --scheduler"
+    if spec.scheduler.name != "auto":
+        return spec.scheduler.name, "chosen by the spec (scheduler.name)"
+    return schedulers.detect()
+
+
+def render(
+    spec: JobSpec, scheduler: str | None = None, template_dirs: Sequence[str | Path] | None = None
+) -> str:
+    """The batch script text (for the detected scheduler unless one is named)."""
+    name, _ = resolve_scheduler(spec, scheduler)
+    return render_script(spec, name, template_dirs)
+
+
+def submit(
+    spec: JobSpec,
+    scheduler: str | None = None,
+    template_dirs: Sequence[str | Path] | None = None,
+    cwd: str | Path | None = None,
+    preflight: bool = True,
+) -> Job:
+    """Render the script, keep a copy under ``<output_dir>/scripts/`` and submit it.
+
+    With ``preflight`` the request is first checked against what the scheduler allows (on
+    SLURM, the partition's limits)."""
+    name, _ = resolve_scheduler(spec, scheduler)
+    sched = schedulers.get(name)
+    # rendered first: a mistyped program argument is found before the scheduler is asked
+    text = render_script(spec, name, template_dirs)
+    if preflight:
+        sched.preflight(spec)
+    workdir = Path(cwd or os.getcwd()).resolve()
+    # Batch systems do not create the log directory; a job whose log path is missing dies unseen.
+    _make_output_dir(workdir / spec.resources.output_dir)
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 1_000_000_000:09d}"
+    script = (
+        workdir
+        / spec.resources.output_dir
+        / "scripts"
+        / (f"{spec.resources.file_name}-{stamp}{sched.script_suffix}")
+    )
+    try:
+        write_atomically(script, text, 0o755)  # less the umask: the copy may hold --env secrets
+    except OSError as err:
+        raise schedulers.SchedulerError(
+            f"cannot write the script copy {err.filename or script}: {err.strerror}"
+        ) from None
+    job_id = sched.submit(script, spec, workdir)
+    if spec.array is not None:
+        return _array_job(spec, sched, job_id, script, workdir)
+    out, err = sched.log_paths(spec, job_id, workdir)
+    record = JobRecord(job_id, name, script, out, err, sched.run_dir(spec, job_id, workdir))
+    return Job(record, sched, _remember(record))
+
+
+def _array_job(spec: JobSpec, sched: Scheduler, array_id: str, script: Path, cwd: Path) -> Job:
+    """The handle of an array job; every task is remembered as a job of its own (its logs, its
+    run directory as its ``.run`` file names it), and the array with the list of them."""
+    array = spec.array
+    assert array is not None
+    tasks, problems = [], []
+    for k in range(1, array.size + 1):
+        task_id = sched.task_id(array_id, k)
+        out, err = sched.task_log_paths(spec, task_id, k, cwd)
+        run_name = (cwd / array.tasks_dir / f"{k}.run").read_text().strip()
+        task = JobRecord(task_id, sched.name, script, out, err, cwd / array.runs_dir / run_name)
+        problems.append(_remember(task))
+        tasks.append(task_id)
+    first = sched.task_log_paths(spec, tasks[0], 1, cwd)
+    record = JobRecord(array_id, sched.name, script, *first, cwd / array.runs_dir, tuple(tasks))
+    problem = _remember(record) or next((p for p in problems if p), "")
+    return Job(record, sched, problem)
+
+
+def lead_warning(spec: JobSpec, cwd: str | Path | None = None) -> str | None:
+    """A warning when the signal's lead (``requeue.lead``) is shorter than the slowest
+    checkpoint the trainer measured in the newest earlier run of this output directory (its
+    ``metrics.json``): the ranks would be killed before their checkpoint is written."""
+    if not spec.requeue.active(spec.program):
+        return None
+    root = Path(cwd or os.getcwd()) / spec.resources.output_dir
+    newest: tuple[float, Path] | None = None
+    try:
+        for metrics in root.glob("*/metrics.json"):
+            mtime = metrics.stat().st_mtime
+            if newest is None or mtime > newest[0]:
+                newest = (mtime, metrics)
+    except OSError:
+        return None
+    if newest is None:
+        return None
+    try:
+        measured = parse_json(newest[1].read_bytes(), newest[1]).get("checkpoints") or {}
+        slowest = float(measured.get("max_s") or 0.0)
+    except (OSError, ValueError, TypeError, AttributeError):  # JsonFileError is a ValueError
+        return None
+    if slowest <= 0 or spec.requeue.lead_s >= slowest:
+        return None
+    return (
+        f"requeue.lead: the signal comes {spec.requeue.lead_s} s before the time limit, but a "
+        f"checkpoint took {slowest:.0f} s in {newest[1]}; give --signal-lead more than that "
+        "(plus one training step)"
+    )
+
+
+def _make_output_dir(path: Path) -> None:
+    """Create the output directory, or say in one line (naming the field) why it cannot be."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise SpecError(f"resources.output_dir: {path} exists and is not a directory") from None
+    except OSError as err:
+        where = "" if err.filename in (None, str(path)) else f" ({err.filename})"
+        raise SpecError(
+            f"resources.output_dir: cannot create {path}{where}: {err.strerror}"
+        ) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise SpecError(
+            f"resources.output_dir: {path} is not writable: {os.strerror(errno.EACCES)}"
+        )
+
+
+def _remember(job: JobRecord) -> str:
+    """Record the job for ``hpcbench logs``; '' on success, else why it failed (the job runs)."""
+
+    try:
+        registry.record(job)
+    except OSError as err:
+        return f"{err.filename or registry.state_dir() / 'jobs'}: {err.strerror}"
+    return ""
+
+
+def job(job_id: str, scheduler: str | None = None) -> Job:
+    """The handle of a job submitted earlier from this machine (``hpcbench logs`` uses it)."""
+
+    check_job_id(job_id, scheduler)
+    found = registry.lookup(job_id, scheduler)
+    if found is None:
+        raise schedulers.SchedulerError(
+            f"no record of job {job_id} submitted from here (records are in {registry.state_dir() / 'jobs'})"
+        )
+    return Job(found, schedulers.get(found.scheduler))
+
+
+def check_job_id(job_id: str, scheduler: str | None = None) -> None:
+    """Refuse (JobIdError) an id of no scheduler's form, or not of the named scheduler's form."""
+    if scheduler:
+        schedulers.get(scheduler).check_ids([job_id])
+        return
+    if not any(cls.id_pattern.fullmatch(job_id) for cls in schedulers.SCHEDULER_CLASSES.values()):
+        raise schedulers.JobIdError(
+            f"job id {job_id!r} is not a job id (expected local-<number>, or the id a cluster's "
+            "scheduler printed, e.g. 1234, 1234_5 or 1234.server)"
+        )

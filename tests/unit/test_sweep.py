@@ -1,0 +1,338 @@
+"""Sweeps without running a trainer: the plan of a sweep file (product, zip, random draws, run
+names), its errors, the array job each scheduler's template renders (directives, shellcheck), the
+array script run for real with bash (each task reads its own settings and run directory, hostile
+paths inert), the trainer's --settings layer, and the array states read from recorded scheduler
+outputs (PBS and LSF have no test cluster here; SLURM's and Grid Engine's are tested for real in
+tests/cluster/)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpcbench.jobs.render import RenderError, render_script
+from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
+from hpcbench.jobs.schedulers.base import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    PENDING,
+    RUNNING,
+    JobStatus,
+    array_status,
+)
+from hpcbench.jobs.schedulers.lsf import parse_bjobs
+from hpcbench.jobs.schedulers.pbs import PbsScheduler, job_status, parse_qstat
+from hpcbench.jobs.spec import Array
+from hpcbench.jobs.spec_load import build_spec
+from hpcbench.sweep.plan import SweepError, build_sweep, parse_axis, read_sweep, run_name
+from hpcbench.train.command_line import parse_args
+from hpcbench.train.config import ConfigError
+from tests.conftest import require
+from tests.unit.test_injection import CANARY, HOSTILE
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def sweep_of(**table):
+    return build_sweep(table, "s.toml", "s")
+
+
+# ------------------------------------------------------------------------------------ the plan
+
+
+def test_a_product_zip_and_random_plan():
+    axes = {"global-batch-size": [72, 96, 128], "lr": [0.01, 0.05]}
+    product = sweep_of(axes=axes).settings()
+    assert len(product) == 6 and product[0] == {"global-batch-size": 72, "lr": 0.01}
+    assert product[-1] == {"global-batch-size": 128, "lr": 0.05}
+    zipped = sweep_of(axes={"lr": [0.1, 0.2], "epochs": [3, 4]}, mode="zip").settings()
+    assert zipped == [{"lr": 0.1, "epochs": 3}, {"lr": 0.2, "epochs": 4}]
+    drawn = sweep_of(axes=axes, mode="random", draws=4, seed=7).settings()
+    assert len(drawn) == 4 and all(d in product for d in drawn)
+    assert len({tuple(d.items()) for d in drawn}) == 4  # drawn without repeats
+    assert drawn == sweep_of(axes=axes, mode="random", draws=4, seed=7).settings()  # seeded
+    assert drawn != sweep_of(axes=axes, mode="random", draws=4, seed=8).settings()
+    # more draws than settings: every setting once
+    assert len(sweep_of(axes=axes, mode="random", draws=50).settings()) == 6
+
+
+def test_tasks_repeat_each_setting_and_name_their_run_directories():
+    tasks = sweep_of(axes={"lr": [0.01, 0.1]}, repetitions=2).tasks()
+    assert [t.index for t in tasks] == [1, 2, 3, 4]
+    assert [t.run for t in tasks] == ["lr=0.01,rep=1", "lr=0.1,rep=1", "lr=0.01,rep=2",
+                                      "lr=0.1,rep=2"]  # fmt: skip
+    assert [t.rep for t in tasks] == [1, 1, 2, 2]
+    assert sweep_of(axes={}).tasks()[0].run == "default"
+
+
+@pytest.mark.parametrize("value", ["../../etc", ".hidden", "a b/c;d", "x\ny", "", "/", "$(id)"])
+def test_a_run_name_is_safe_whatever_the_value(value):
+    name = run_name({"data": value, "model": value})
+    assert name and not name.startswith(".") and "/" not in name and ".." not in name.split(",")
+    assert set(name) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._=,+-")
+
+
+def test_names_alike_once_made_safe_stay_apart_and_long_ones_are_shortened():
+    tasks = sweep_of(axes={"data": ["a/shapes", "b/shapes"]}).tasks()
+    assert len({t.run for t in tasks}) == 2
+    long = run_name({"model": "x" * 500})
+    assert len(long) <= 120 and long != run_name({"model": "x" * 499})
+
+
+@pytest.mark.parametrize(
+    "table, says",
+    [
+        ({"axes": {"lrr": [0.1]}}, "unknown option 'lrr'; did you mean 'lr'"),
+        ({"axes": {"lr": ["fast"]}}, "lr must be a number"),
+        ({"axes": {"lr": []}}, "axes.lr: expected a list of values"),
+        ({"axes": {"output-dir": ["x"]}}, "axes.output-dir: each task's run directory"),
+        ({"axes": {"lr": [1], "epochs": [1, 2]}, "mode": "zip"}, "mode zip needs axes of one"),
+        ({"axes": {"lr": [1]}, "mode": "random"}, "draws: mode random: say how many"),
+        ({"axes": {"lr": [1]}, "draws": 3}, "draws: only mode random draws"),
+        ({"axes": {"lr": list(range(101)), "epochs": list(range(1, 101))}}, "more than 10000"),
+        ({"metric": "speed"}, "metric: expected one of val_accuracy"),
+        ({"mode": "grid"}, "mode: expected one of product, zip, random"),
+        ({"colour": 1}, "colour: unknown key"),
+        ({"max_parallel": 0}, "max_parallel: expected a whole number from 1"),
+        ({"job": "a.toml", "matrix": "b.toml"}, "job: give job or matrix, not both"),
+    ],
+)
+def test_a_bad_sweep_is_one_line_naming_the_file_and_key(table, says):
+    with pytest.raises(SweepError) as err:
+        sweep_of(**table)
+    assert says in str(err.value) and "s.toml" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_axis_flags_replace_the_files_axes(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text("[axes]\nlr = [0.1]\nepochs = [1, 2]\n[smoke]\naxes = { epochs = [1] }\n")
+    sweep = read_sweep(path, axes=["lr=0.01,0.05", "model=small_cnn,mlp"], max_parallel=3)
+    assert sweep.axes == {"lr": [0.01, 0.05], "epochs": [1, 2], "model": ["small_cnn", "mlp"]}
+    assert sweep.max_parallel == 3 and sweep.name == "s"
+    assert read_sweep(path, smoke=True).axes == {"epochs": [1]}
+    assert parse_axis("deterministic=true,false") == ("deterministic", [True, False])
+    with pytest.raises(SweepError, match="--axis"):
+        parse_axis("lr")
+
+
+def test_the_reference_studys_sweeps_plan_the_studys_search():
+    sweep = read_sweep(REPO / "jobs/reference-study/sweep.toml")
+    settings = sweep.settings()
+    assert len(settings) == 12 and sweep.metric == "val_accuracy"
+    assert {s["data"] for s in settings} == {"data/shapes-295x222", "data/shapes-148x112"}
+    assert sorted({s["global-batch-size"] for s in settings}) == [72, 96, 128, 160, 192, 256]
+    assert len(read_sweep(REPO / "jobs/reference-study/sweep.toml", smoke=True).tasks()) == 4
+    validation = read_sweep(REPO / "jobs/reference-study/sweep-validation.toml")
+    assert len(validation.tasks()) == 9 and validation.metric == "total_s"
+
+
+# ------------------------------------------------------------------------- the trainer's layer
+
+
+def test_settings_override_the_config_file_and_the_flags(tmp_path, monkeypatch):
+    config = tmp_path / "train.toml"
+    config.write_text("global-batch-size = 128\nlr = 0.05\nepochs = 9\n")
+    settings = tmp_path / "1.toml"
+    settings.write_text("batch-size-per-rank = 8\nlr = 0.2\n")
+    c = parse_args(["--config", str(config), "--lr", "0.1", "--settings", str(settings)])
+    assert (c.lr, c.epochs, c.batch_size_per_rank, c.global_batch_size) == (0.2, 9, 8, None)
+    monkeypatch.setenv("HPCBENCH_SETTINGS", str(settings))  # what a task's script sets
+    assert parse_args(["--lr", "0.1"]).lr == 0.2
+    settings.write_text('lr = "fast"\n')
+    with pytest.raises(ConfigError, match=f"{settings}: lr must be a number"):
+        parse_args([])
+
+
+# ------------------------------------------------------------------------ the array job script
+
+
+def array_spec(tmp: Path, size: int = 3, parallel: int | None = 2, **extra):
+    tasks, runs = tmp / "tasks", tmp / "runs"
+    tasks.mkdir(parents=True, exist_ok=True)
+    for k in range(1, size + 1):
+        (tasks / f"{k}.toml").write_text(f"lr = 0.{k}\n")
+        (tasks / f"{k}.run").write_text(f"lr=0.{k}\n")
+    spec = build_spec({"resources": {"job_name": "sweep-t"}, **extra})
+    spec.array = Array(size, str(tasks), str(runs), parallel)
+    return spec
+
+
+ARRAY_LINES = {
+    "slurm": ["#SBATCH --array=1-3%2\n", "#SBATCH --output=runs/sweep-t-%A_%a.out\n"],
+    "sge": ["#$ -t 1-3\n", "#$ -tc 2\n"],
+    "pbs": ["#PBS -J 1-3\n", "#PBS -W max_run_subjobs=2\n"],
+    "lsf": ['#BSUB -J "sweep-t[1-3]%2"\n', '#BSUB -o "runs/sweep-t-%J[%I].out"\n'],
+    "local": [],
+}
+
+
+@pytest.mark.parametrize("scheduler", list(SCHEDULER_CLASSES))
+def test_every_scheduler_renders_an_array_that_shellcheck_passes(scheduler, tmp_path):
+    text = render_script(array_spec(tmp_path), scheduler)
+    for line in ARRAY_LINES[scheduler]:
+        assert line in text, text
+    assert 'export HPCBENCH_SETTINGS="$tasks_dir/$task_index.toml"' in text
+    torque = render_script(array_spec(tmp_path, scheduler={"pbs_resources": "nodes"}), "pbs")
+    assert "#PBS -t 1-3%2\n" in torque
+    script = tmp_path / "job.sh"
+    script.write_text(text)
+    require(shutil.which("shellcheck") is not None, "shellcheck (Debian package)")
+    lint = subprocess.run(["shellcheck", "--shell=bash", "--severity=style", str(script)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert lint.returncode == 0, lint.stdout
+
+
+def test_a_slurm_array_task_requeues_itself_alone(tmp_path):
+    text = render_script(array_spec(tmp_path), "slurm")
+    assert 'job_id="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"' in text
+    assert 'scontrol requeue "$job_id"' in text and 'scontrol requeue "$SLURM_JOB_ID"' not in text
+    assert '--array="$task_index"' in text  # a resubmission runs the same task index
+
+
+# What a task's launcher sees: every launcher (and blaunch) records the variables of the task.
+LAUNCH_RECORDER = f"""#!{sys.executable}
+import json, os
+with open(os.environ["HPCB_RECORD"], "a") as fh:
+    names = ("HPCBENCH_SETTINGS", "HPCBENCH_RUN_DIR", "HPCBENCH_JOB_ID")
+    fh.write(json.dumps({{k: os.environ.get(k) for k in names}}) + "\\n")
+"""
+
+
+@pytest.fixture
+def task_sandbox(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name in ("srun", "torchrun", "mpiexec", "blaunch", "python"):
+        (bindir / name).write_text(LAUNCH_RECORDER)
+        (bindir / name).chmod(0o755)
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "HPCB_RECORD": str(tmp_path / "record.jsonl"),
+           "HOME": str(tmp_path)}  # fmt: skip
+    for cls in SCHEDULER_CLASSES.values():
+        env.update(cls.job_environment("123", ["node1"], tmp_path))
+    (tmp_path / "work").mkdir()
+    return tmp_path, env
+
+
+TASK_ENV = {
+    "SLURM_ARRAY_JOB_ID": "123",
+    "SLURM_ARRAY_TASK_ID": "2",
+    "SGE_TASK_ID": "2",
+    "PBS_ARRAY_INDEX": "2",
+    "LSB_JOBINDEX": "2",
+    "HPCBENCH_ARRAY_INDEX": "2",
+}
+
+
+@pytest.mark.parametrize("scheduler", list(SCHEDULER_CLASSES))
+def test_a_task_reads_its_own_settings_and_run_directory_and_hostile_paths_stay_inert(
+    task_sandbox, scheduler
+):
+    tmp, env = task_sandbox
+    env = {**env, **TASK_ENV, "HPCBENCH_JOB_ID": "local-5_2"}
+    expected_id = {"slurm": "123_2", "sge": "123.2", "pbs": "123[2]", "lsf": "123[2]",
+                   "local": "local-5_2"}  # fmt: skip
+    env["PBS_JOBID"] = "123[2].server"
+    for value in HOSTILE:
+        where = tmp / "results" / value.replace("/", "_")
+        script = tmp / "job.sh"
+        script.write_text(render_script(array_spec(where), scheduler))
+        record = Path(env["HPCB_RECORD"])
+        record.unlink(missing_ok=True)
+        run = subprocess.run(["bash", str(script)], cwd=tmp / "work", env=env,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        assert not list(tmp.rglob(CANARY)), f"{value!r} executed something"
+        assert (where / "runs" / "lr=0.2").is_dir()  # task 2's run directory, by its .run file
+        (seen,) = {line for line in record.read_text().splitlines()}
+        assert json.loads(seen) == {
+            "HPCBENCH_SETTINGS": str(where / "tasks" / "2.toml"),
+            "HPCBENCH_RUN_DIR": str(where / "runs" / "lr=0.2"),
+            "HPCBENCH_JOB_ID": expected_id[scheduler],
+        }
+
+
+@pytest.mark.parametrize("name", ["../escape", ".hidden", "a b", "", "x/y"])
+def test_a_task_whose_run_name_file_was_tampered_with_stops_before_anything(task_sandbox, name):
+    tmp, env = task_sandbox
+    spec = array_spec(tmp / "r", program={"command": ["env"]})
+    (tmp / "r" / "tasks" / "2.run").write_text(name + "\n")
+    script = tmp / "job.sh"
+    script.write_text(render_script(spec, "local"))
+    run = subprocess.run(["bash", str(script)], cwd=tmp / "work",
+                         env={**env, **TASK_ENV, "HPCBENCH_JOB_ID": "local-5_2"},
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 2 and "does not name the run directory of task 2" in run.stderr
+    assert not (tmp / "r" / "runs").exists() and not (tmp / "escape").exists()
+
+
+def test_a_task_without_an_index_stops(task_sandbox):
+    tmp, env = task_sandbox
+    script = tmp / "job.sh"
+    script.write_text(render_script(array_spec(tmp / "r"), "slurm"))
+    run = subprocess.run(["bash", str(script)], cwd=tmp / "work", env=env, capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 2 and "no task index in SLURM_ARRAY_TASK_ID" in run.stderr
+
+
+def test_a_scheduler_without_arrays_is_refused(tmp_path, monkeypatch):
+    cls = SCHEDULER_CLASSES["local"]
+    monkeypatch.setattr(cls, "array_index_var", "")
+    with pytest.raises(RenderError, match="runs no arrays"):
+        render_script(array_spec(tmp_path), "local")
+
+
+# --------------------------------------------------------------- array states (recorded outputs)
+
+
+def test_task_ids_of_every_scheduler():
+    ids = {name: cls.task_id("77", 3) for name, cls in SCHEDULER_CLASSES.items()}
+    assert ids == {"slurm": "77_3", "sge": "77.3", "pbs": "77[3]", "lsf": "77[3]",
+                   "local": "77_3"}  # fmt: skip
+    assert PbsScheduler.task_id("77[].pbs01", 3) == "77[3].pbs01"
+    for name, cls in SCHEDULER_CLASSES.items():
+        cls().check_ids([cls.task_id("local-77" if name == "local" else "77", 3)])
+
+
+def test_pbs_subjob_states_from_a_recorded_qstat():
+    recorded = """Job Id: 77[1].pbs01
+    Job_Name = sweep-t
+    job_state = F
+    Exit_status = 0
+
+Job Id: 77[2].pbs01
+    Job_Name = sweep-t
+    job_state = R
+
+Job Id: 77[3].pbs01
+    Job_Name = sweep-t
+    job_state = F
+    Exit_status = 1
+"""
+    jobs = parse_qstat(recorded)
+    states = [job_status(jobs[f"77[{k}].pbs01"]).state for k in (1, 2, 3)]
+    assert states == [COMPLETED, RUNNING, FAILED]
+    logs = PbsScheduler().task_log_paths(build_spec({"resources": {"job_name": "t"}}),
+                                         "77[2].pbs01", 2, Path("/w"))  # fmt: skip
+    assert logs == (Path("/w/runs/t.o77.2"), Path("/w/runs/t.e77.2"))
+
+
+def test_lsf_element_states_from_a_recorded_bjobs():
+    recorded = "77[1]|DONE|-|-\n77[2]|RUN|-|-\n77[3]|EXIT|1|TERM_OWNER: job killed by owner\n"
+    found = parse_bjobs(recorded, ["77[1]", "77[2]", "77[3]"])
+    assert [found[f"77[{k}]"].state for k in (1, 2, 3)] == [COMPLETED, RUNNING, CANCELLED]
+
+
+def test_an_arrays_state_from_its_tasks():
+    done, failed = JobStatus(COMPLETED, 0), JobStatus(FAILED, 1)
+    assert array_status([done, JobStatus(RUNNING), JobStatus(PENDING)]).state == RUNNING
+    assert array_status([done, JobStatus(PENDING)]).state == PENDING
+    assert array_status([done, done]).state == COMPLETED
+    whole = array_status([done, failed, JobStatus(CANCELLED)])
+    assert whole.state == FAILED and whole.reason == "2 of 3 tasks did not complete"
