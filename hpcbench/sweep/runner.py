@@ -127,7 +127,9 @@ class SweepRunner:
                 raise SweepError(f"{self.sweep.source}: setting {task.run}: {err}") from None
 
     def open(self) -> bool:
-        """Create the results directory, or reopen it for the same sweep; True when continued."""
+        """Create the results directory, or reopen it for the same sweep; True when continued.
+        The job and every setting are checked first: a sweep that cannot run creates nothing."""
+        self.check_settings(self.base_spec())
         if self.results.exists() and not self.results.is_dir():
             raise SweepError(f"--results {self.results}: is a file, not a directory")
         if (

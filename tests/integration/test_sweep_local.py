@@ -1,0 +1,156 @@
+"""Sweeps on the local scheduler, for real: an array's tasks run at most ``max_parallel`` at a
+time (each holds a slot from its start to its exit status), a pending task is cancelled alone,
+and the reference study's sweep in its smoke form trains every setting, continues after failed
+tasks (kept failed without --retry-failed, run again with it) and is reported, the page checked
+in a real browser."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from hpcbench.jobs.schedulers import get
+from hpcbench.jobs.spec import Array
+from hpcbench.jobs.spec_load import build_spec
+from hpcbench.jobs.submission import submit
+from tests.conftest import REPO, hpcbench, need_module, require
+
+need_module("torch")
+
+
+def intervals(state: Path, tasks: list[str]) -> list[tuple[float, float]]:
+    """Each task's [slot taken, exit status written] from the local scheduler's files."""
+    local = state / "local"
+    return [((local / f"{t}.started").stat().st_mtime, (local / f"{t}.exit").stat().st_mtime)
+            for t in tasks]  # fmt: skip
+
+
+def most_at_once(spans: list[tuple[float, float]]) -> int:
+    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    now = peak = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def test_a_local_array_runs_at_most_its_cap_and_cancels_one_pending_task(workdir, monkeypatch):
+    tasks_dir = workdir / "tasks"
+    tasks_dir.mkdir()
+    for k in (1, 2, 3, 4):
+        (tasks_dir / f"{k}.run").write_text(f"t{k}\n")
+        (tasks_dir / f"{k}.toml").write_text("")
+    spec = build_spec({"program": {"command": ["sleep", "2"]}, "resources": {"job_name": "arr"}})
+    spec.array = Array(4, str(tasks_dir), str(workdir / "runs"), max_parallel=2)
+    job = submit(spec, "local", cwd=workdir)
+    assert job.job_id.startswith("local-") and len(job.tasks) == 4
+    assert job.tasks[3] == f"{job.job_id}_4"
+    sched = get("local")
+    time.sleep(0.5)
+    states = sched.statuses(list(job.tasks))
+    assert sum(s.state == "RUNNING" for s in states.values()) == 2, states
+    assert states[job.tasks[3]].state == "PENDING"
+    assert states[job.tasks[3]].reason == "waiting for a free slot of its array"
+    sched.cancel([job.tasks[3]])
+    final = job.wait(timeout=60)
+    assert (final.state, final.reason) == ("CANCELLED", "1 of 4 tasks did not complete")
+    ended = sched.statuses(list(job.tasks))
+    assert [ended[t].state for t in job.tasks] == ["COMPLETED"] * 3 + ["CANCELLED"]
+    state = Path(workdir.parent / "state")
+    assert most_at_once(intervals(state, list(job.tasks[:3]))) == 2
+    for k in (1, 2, 3):  # every task ran in the run directory its .run file names
+        assert (workdir / "runs" / f"t{k}").is_dir()
+    assert (workdir / "runs" / f"arr-{job.tasks[0]}.out").is_file()  # each task's own logs
+    status = hpcbench("status", job.job_id, cwd=workdir)
+    assert (
+        f"{job.tasks[0]}\tCOMPLETED" in status.stdout
+        and f"{job.job_id}\tCANCELLED" in status.stdout
+    )
+
+
+def make_data(root: Path, size: tuple[int, int]) -> None:
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
+
+    convert(synthetic(270, 9), root, ConvertOptions(size=size, grayscale=True, progress=False))
+
+
+def test_the_reference_sweeps_smoke_form_runs_continues_and_is_reported(workdir, tmp_path):
+    shutil.copytree(REPO / "jobs", workdir / "jobs")
+    make_data(workdir / "data" / "shapes", (16, 16))  # the second dataset is made later
+    sweep = ["sweep", "jobs/reference-study/sweep.toml", "--smoke", "--scheduler", "local"]
+    first = hpcbench(*sweep, cwd=workdir, timeout=900)
+    assert first.returncode == 1, first.stdout + first.stderr  # two tasks had no dataset
+    results = workdir / "runs" / "sweep-reference-hparams-smoke"
+    assert "2 completed, 2 failed" in first.stdout, first.stdout
+    # the cap of the smoke form (2) held: from each task's slot to its exit status
+    (sub,) = json.loads((results / "submissions.json").read_text())["submissions"]
+    assert most_at_once(intervals(workdir.parent / "state", sub["task_ids"])) <= 2
+    for run in ("data=shapes,global-batch-size=16", "data=shapes,global-batch-size=32"):
+        metrics = json.loads((results / "runs" / run / "metrics.json").read_text())
+        assert metrics["run"]["global_batch"] == int(run.rsplit("=", 1)[1])
+        assert metrics["run"]["model"] == "small_cnn" and metrics["run"]["epochs"] == 2
+
+    make_data(workdir / "data" / "shapes-74x56", (12, 12))
+    again = hpcbench(*sweep, cwd=workdir, timeout=300)  # failed tasks stay failed
+    assert again.returncode == 1 and "submitted" not in again.stdout, again.stdout
+    retried = hpcbench(*sweep, "--retry-failed", cwd=workdir, timeout=900)
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+    assert "submitted 2 task(s)" in retried.stdout and "4 completed" in retried.stdout
+    metrics = json.loads(
+        (results / "runs" / "data=shapes-74x56,global-batch-size=32" / "metrics.json").read_text()
+    )
+    assert metrics["run"]["dataset"].endswith("shapes-74x56")
+
+    report = hpcbench("report", str(results), cwd=workdir, timeout=300)
+    assert report.returncode == 0, report.stderr
+    out = results / "report"
+    ranking = (out / "tables" / "ranking.csv").read_text().splitlines()
+    assert ranking[0].startswith("rank,setting,data,global-batch-size,val_accuracy_median")
+    assert len(ranking) == 5
+    md = (out / "report.md").read_text()
+    assert "Best setting by final validation accuracy" in md
+    for figure in ("accuracy_per_epoch", "metric_by_axis", "time_per_setting"):
+        assert (out / "figures" / f"{figure}.png").stat().st_size > 1000
+    check_in_browser(out / "report.html", tmp_path, images=3)
+
+
+def check_in_browser(page: Path, tmp: Path, images: int) -> None:
+    require(shutil.which("chromium") is not None, "chromium")
+    import numpy as np
+    from PIL import Image
+
+    from tests.integration.test_bench_report import CHECK, _chromium, _html_problems
+
+    text = page.read_text()
+    assert _html_problems(text) == []
+    probe = tmp / "probe.html"
+    probe.write_text(text.replace("</body>", CHECK + "\n</body>"))
+    done = _chromium(tmp, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
+    assert f"<title>loaded {images} of {images}</title>" in done.stdout, done.stdout[:300]
+    shot = tmp / "shot.png"
+    done = _chromium(tmp, f"--screenshot={shot}", "--window-size=1200,2400", "--hide-scrollbars",
+                     page.as_uri())  # fmt: skip
+    assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
+    pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=float)
+    assert pixels.std() > 10, "the screenshot is blank"
+
+
+def test_a_sweep_with_hostile_values_and_results_path_stays_inert(workdir):
+    hostile = "$(touch PWNED) a;b #$ -l h=x"
+    make_data(workdir / "data", (12, 12))
+    sweep = workdir / "s.toml"
+    sweep.write_text('trainer_args = ["--epochs", "1", "--max-steps", "1", "--data", "data"]\n')
+    refused = hpcbench("sweep", str(sweep), "--results", "r$x", "--scheduler", "local",
+                       cwd=workdir)  # fmt: skip
+    assert refused.returncode == 2 and "must not hold '$'" in refused.stderr
+    assert not (workdir / "r$x").exists()  # refused before anything was written
+    results = workdir / "r a;b #x"
+    r = hpcbench("sweep", str(sweep), "--results", str(results), "--scheduler", "local",
+                 "--axis", f"checkpoint-dir=ck/{hostile}", cwd=workdir, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not list(workdir.rglob("PWNED"))
+    (run,) = (results / "runs").iterdir()
+    assert run.name == "checkpoint-dir=touch_PWNED_a_b_-l_h_x" and (run / "metrics.json").is_file()
+    assert (workdir / "ck" / hostile).is_dir()  # the value reached the trainer intact
