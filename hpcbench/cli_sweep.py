@@ -90,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 130
+        for st in states:
+            if st.state == FAILED:
+                print(f"failed: {st.task.run} (task {st.job_id}): {st.reason or 'no results'}")
         print(f"sweep {sweep.name}: {counts(states)}; hpcbench report {runner.results}")
         if any(s.state == FAILED for s in states):
             print("failed tasks run again with --retry-failed", file=sys.stderr)

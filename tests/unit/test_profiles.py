@@ -2,7 +2,7 @@
 spec < flag), where ``profile show`` says each value came from, one-line errors naming the file
 and key, and hostile values checked and quoted exactly as a job spec's own (the same script, or
 the same refusal). ``profile init`` is tested against the real SLURM test cluster
-(tests/cluster/test_sweep_slurm.py)."""
+(tests/cluster/test_sweep_arrays.py)."""
 
 from __future__ import annotations
 

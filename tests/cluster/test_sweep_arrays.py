@@ -1,0 +1,158 @@
+"""Sweeps as ONE array job on the real SLURM test cluster, and profiles written from what it says.
+
+The sweep runs its settings as tasks of one ``sbatch --array=1-N%P`` job: the cap is what
+``squeue`` shows (at most P running, the rest pending with JobArrayTaskLimit); ``hpcbench status``
+takes the array and single tasks; a pending task is cancelled alone; a running task requeued by
+hand (``scontrol requeue ARRAY_TASK``) resumes from its own checkpoint in its own run directory;
+the same command then continues the sweep and ``--retry-failed`` runs the cancelled task again.
+On Grid Engine the same sweep is one ``qsub -t 1-N -tc P`` job.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.conftest import release_requeued
+from tests.conftest import hpcbench, need_module
+
+need_module("torch")
+
+TRAINER = ["--epochs", "2", "--max-steps", "6", "--global-batch-size", "16", "--eval-batch-size",
+           "64", "--checkpoint-every", "2", "--progress", "lines", "--model", "resnet18"]  # fmt: skip
+
+
+def sweep_file(workdir: Path, data: Path, job: str | None = None) -> Path:
+    path = workdir / "s.toml"
+    lines = [f"trainer_args = {json.dumps([*TRAINER, '--data', str(data)])}", "max_parallel = 1"]
+    if job:
+        lines.append(f"job = {json.dumps(job)}")
+    lines.append("[axes]\nlr = [0.01, 0.05, 0.1]")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def squeue(*args: str) -> list[list[str]]:
+    out = subprocess.run(["squeue", "-h", "--array", *args, "-o", "%i %T %r"],
+                         capture_output=True, text=True).stdout  # fmt: skip
+    return [line.split(None, 2) for line in out.splitlines()]
+
+
+def wait_for(what, timeout: float = 240, every: float = 0.3):
+    deadline = time.monotonic() + timeout
+    while not (value := what()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what.__doc__ or what}"
+        time.sleep(every)
+    return value
+
+
+@pytest.mark.slurm
+def test_a_sweep_is_one_slurm_array_capped_cancelled_requeued_and_continued(
+    slurm_cluster, workdir, cluster_data
+):
+    sweep = sweep_file(workdir, cluster_data)
+    results = workdir / "r"
+    cmd = ["sweep", str(sweep), "--results", str(results), "--scheduler", "slurm"]
+    r = hpcbench(*cmd, "--no-wait", cwd=workdir)
+    assert r.returncode == 0 and "submitted 3 task(s) as array job" in r.stdout, r.stdout + r.stderr
+    (sub,) = json.loads((results / "submissions.json").read_text())["submissions"]
+    array, tasks = sub["job_id"], sub["task_ids"]
+    assert tasks == [f"{array}_1", f"{array}_2", f"{array}_3"]
+    script = Path(sub["script"]).read_text()
+    assert "#SBATCH --array=1-3%1\n" in script
+
+    # the cap, as squeue shows it: one task runs, the others wait for the array's limit
+    rows = wait_for(
+        lambda: (rows := squeue("-j", array)) and any(r[1] == "RUNNING" for r in rows) and rows
+    )
+    assert sum(r[1] == "RUNNING" for r in rows) == 1, rows
+    assert all(r[2] == "JobArrayTaskLimit" for r in rows if r[1] == "PENDING"), rows
+    status = hpcbench("status", array, cwd=workdir).stdout
+    assert f"{array}_3\tPENDING" in status and f"{array}\tRUNNING\t1 of 3 tasks running" in status
+    one = hpcbench("status", f"{array}_3", cwd=workdir).stdout
+    assert one.strip().startswith(f"{array}_3\tPENDING"), one
+
+    # a pending task cancelled alone
+    assert hpcbench("cancel", f"{array}_3", cwd=workdir).returncode == 0
+    wait_for(
+        lambda: not squeue("-j", f"{array}_3") or squeue("-j", f"{array}_3")[0][1] != "PENDING"
+    )
+
+    # task 2, once running and checkpointed, requeued by hand: it resumes in its own directory
+    run2 = results / "runs" / "lr=0.05"
+    wait_for(
+        lambda: (run2 / "checkpoints").is_dir() and any((run2 / "checkpoints").glob("ckpt-*.pt"))
+    )
+    subprocess.run(["scontrol", "requeue", f"{array}_2"], check=True)
+    release_requeued(f"{array}_2")
+
+    follow = hpcbench(*cmd, cwd=workdir, timeout=600)
+    assert follow.returncode == 1, follow.stdout + follow.stderr  # the cancelled task failed
+    assert "2 completed, 1 failed" in follow.stdout, follow.stdout
+    # squeue drops a pending task cancelled before it was split from its array at once, and
+    # this cluster keeps no accounting: the task is failed, saying it is gone
+    assert f"failed: lr=0.1 (task {array}_3): " in follow.stdout, follow.stdout
+    out2 = (results / "logs" / f"sweep-s-{array}_2.out").read_text()
+    assert "resuming from" in out2 and "ckpt-" in out2, out2
+    assert json.loads((run2 / "metrics.json").read_text())["config"]["lr"] == 0.05
+    assert not (results / "runs" / "lr=0.1").exists()  # the cancelled task never started
+
+    retried = hpcbench(*cmd, "--retry-failed", cwd=workdir, timeout=600)
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+    assert "submitted 1 task(s)" in retried.stdout and "3 completed" in retried.stdout
+    report = hpcbench("report", str(results), cwd=workdir, timeout=300)
+    assert report.returncode == 0, report.stderr
+    ranking = (results / "report" / "tables" / "ranking.csv").read_text().splitlines()
+    assert len(ranking) == 4
+
+
+@pytest.mark.slurm
+def test_profile_init_writes_what_the_cluster_says(slurm_cluster, workdir, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(workdir / "config"))
+    r = hpcbench("profile", "init", "testcl", "--scheduler", "slurm", cwd=workdir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    written = workdir / "config" / "hpcbench" / "profiles.toml"
+    from hpcbench.jobs.profiles import read_profiles
+
+    profile = read_profiles(written)["testcl"]
+    shown = subprocess.run(["scontrol", "show", "node", "-o", "node1"], capture_output=True,
+                           text=True).stdout  # fmt: skip
+    cpus = int(shown.split("CPUTot=", 1)[1].split()[0])
+    assert profile["scheduler"] == "slurm" and profile["partition"] == "debug"
+    assert profile["gpus_per_node"] == 2 and profile["cores_per_node"] == cpus
+    assert isinstance(profile["sacct"], bool)
+    assert "# partition debug: 2 node(s)" in written.read_text()
+    again = hpcbench("profile", "init", "testcl", "--scheduler", "slurm", cwd=workdir)
+    assert again.returncode == 2 and "exists already" in again.stderr
+    rendered = hpcbench("render", "--profile", "testcl", cwd=workdir).stdout
+    assert "#SBATCH --partition=debug\n" in rendered and "#SBATCH --gres=gpu:2\n" in rendered
+    bad = hpcbench("profile", "init", "x", "--scheduler", "slurm", "--partition", "nope",
+                   cwd=workdir)  # fmt: skip
+    assert bad.returncode == 1 and "partition 'nope' does not exist" in bad.stderr
+
+
+@pytest.mark.sge
+def test_a_sweep_is_one_grid_engine_array(sge_cluster, workdir, cluster_data):
+    job = workdir / "job.toml"  # Grid Engine's execd resets PATH: the job names its python
+    job.write_text(f"[program]\npython = {json.dumps(sys.executable)}\n")
+    sweep = sweep_file(workdir, cluster_data, str(job))
+    sweep.write_text(sweep.read_text().replace("[0.01, 0.05, 0.1]", "[0.01, 0.05]")
+                     .replace('"--model", "resnet18"', '"--model", "small_cnn"'))  # fmt: skip
+    results = workdir / "r"
+    r = hpcbench("sweep", str(sweep), "--results", str(results), "--scheduler", "sge",
+                 cwd=workdir, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    (sub,) = json.loads((results / "submissions.json").read_text())["submissions"]
+    script = Path(sub["script"]).read_text()
+    assert "#$ -t 1-2\n" in script and "#$ -tc 1\n" in script
+    assert sub["task_ids"] == [f"{sub['job_id']}.1", f"{sub['job_id']}.2"]
+    status = hpcbench("status", sub["job_id"], "--scheduler", "sge", cwd=workdir).stdout
+    assert f"{sub['job_id']}.2\tCOMPLETED" in status, status
+    for run in ("lr=0.01", "lr=0.05"):
+        metrics = json.loads((results / "runs" / run / "metrics.json").read_text())
+        assert metrics["config"]["lr"] == float(run.split("=")[1])
