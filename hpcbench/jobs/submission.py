@@ -45,7 +45,7 @@ def resolve_scheduler(spec: JobSpec, forced: str | None = None) -> tuple[str, st
     if forced and forced != "auto":
         return forced, "chosen with --scheduler"
     if spec.scheduler.name != "auto":
-        return spec.scheduler.name, "chosen by the spec (scheduler.name)"
+        return spec.scheduler.name, "chosen by scheduler.name (the job spec, or its profile)"
     return schedulers.detect()
 
 

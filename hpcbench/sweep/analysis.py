@@ -2,7 +2,7 @@
 and its accuracy per epoch; the settings ranked, the best one first.
 
 It reads the results directory once (``sweep.json`` and each task's ``metrics.json``) and
-works from that; :mod:`.report` draws and writes it. No torch here.
+works from that; :mod:`hpcbench.sweep.report` draws and writes it. No torch here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hpcbench.sweep.runner import METRICS_FILE, load_plan
 
 
 def metric_value(metrics: dict[str, Any], name: str) -> float | None:
-    """One figure of a run's ``metrics.json`` (:data:`~.plan.METRICS`); None when absent."""
+    """One figure of a run's ``metrics.json`` (:data:`hpcbench.sweep.plan.METRICS`); None when absent."""
     try:
         if name == "val_accuracy":
             value = metrics["validation"]
