@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hpcbench.jobs import registry
 from hpcbench.jobs.follow import LogFollower
 from hpcbench.jobs.logs import RankError, first_rank_error
 from hpcbench.jobs.schedulers import get as get_scheduler
@@ -164,6 +165,11 @@ class Job:
         ``TimeoutError`` when ``timeout`` seconds pass first."""
         if self._submitit is not None:
             return self._submitit.results()[0]
+        if self.tasks:
+            raise JobFailed(
+                f"job {self.job_id} is an array of {len(self.tasks)} tasks: results() gives "
+                "each task's, api.job(TASK).result() one task's"
+            )
         status = self.wait(timeout)
         if status.state != "COMPLETED":
             raise JobFailed(self.failure_report(status), status)
@@ -187,10 +193,15 @@ class Job:
         return data
 
     def results(self, timeout: float | None = None) -> list[dict[str, Any]]:
-        """Every task's results where the program writes them: each task's for a submitit job;
-        for a script job the trainer writes rank 0's only, so a list of that one."""
+        """Every task's results where the program writes them: each task's for a submitit job
+        or an array job (a task that wrote none raises :class:`JobFailed`); for a script job
+        the trainer writes rank 0's only, so a list of that one."""
         if self._submitit is not None:
             return list(self._submitit.results())
+        if self.tasks:  # an array: each task's, in task order (each a job of its own)
+            self.wait(timeout)
+            found = [registry.lookup(task, self.scheduler.name) for task in self.tasks]
+            return [Job(record, self.scheduler).result() for record in found if record]
         return [self.result(timeout)]
 
     def failure_report(self, status: JobStatus, lines: int = 30) -> str:

@@ -47,7 +47,7 @@ if [ "$4" != - ]; then  # a task of an array: it waits for one of the array's sl
       if flock -n 9; then got=$s; break; fi
       exec 9>&-
     done
-    [ -n "$got" ] || sleep 0.2
+    [ -n "$got" ] || sleep 0.5
   done
   : >"${2%.exit}.started"  # the lock on fd 9 is held until the task's last process ends
 fi

@@ -11,6 +11,9 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
+
+from hpcbench.jobs.job import JobFailed
 from hpcbench.jobs.schedulers import get
 from hpcbench.jobs.spec import Array
 from hpcbench.jobs.spec_load import build_spec
@@ -63,6 +66,10 @@ def test_a_local_array_runs_at_most_its_cap_and_cancels_one_pending_task(workdir
     for k in (1, 2, 3):  # every task ran in the run directory its .run file names
         assert (workdir / "runs" / f"t{k}").is_dir()
     assert (workdir / "runs" / f"arr-{job.tasks[0]}.out").is_file()  # each task's own logs
+    with pytest.raises(JobFailed, match="is an array of 4 tasks"):
+        job.result()
+    with pytest.raises(JobFailed, match="wrote no metrics.json"):  # sleep wrote no results
+        job.results()
     status = hpcbench("status", job.job_id, cwd=workdir)
     assert (
         f"{job.tasks[0]}\tCOMPLETED" in status.stdout
