@@ -42,3 +42,19 @@ def write_atomically(path: Path, text: str, mode: int = 0o644) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def lock_directory(directory: Path) -> int:
+    """Create ``directory`` and hold ``directory/.lock`` (an exclusive ``flock``) until this
+    process ends; the lock's file descriptor. ``BlockingIOError`` when another process holds it,
+    another ``OSError`` when the directory cannot be used."""
+    import fcntl
+
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise BlockingIOError(f"{directory / '.lock'} is held by another process") from None
+    return fd

@@ -37,12 +37,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench.data.files import NotRegularFile, read_regular
+from hpcbench.tomlfile import TomlFileError, read_toml_file
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+    pass
 
 STRATEGIES = ("single", "ddp", "mpi", "dp")
 DEVICES = ("cpu", "cuda")
@@ -240,28 +240,10 @@ def read_matrix(path: str | Path) -> Matrix:
 
 def read_matrix_table(path: str | Path) -> dict[str, Any]:
     """The TOML table of a matrix file, unchecked (flags may still change it)."""
-    where = str(path)
     try:
-        text = read_regular(path, MAX_MATRIX_BYTES).decode("utf-8-sig")
-    except FileNotFoundError:
-        raise MatrixError(f"{where}: no such file") from None
-    except NotRegularFile:
-        raise MatrixError(f"{where}: not a regular file; give the matrix file (TOML)") from None
-    except OSError as err:
-        raise MatrixError(f"{where}: cannot read it ({err.strerror})") from None
-    except ValueError as err:  # too large (UnicodeDecodeError is handled below)
-        if isinstance(err, UnicodeDecodeError):
-            raise MatrixError(f"{where}: not UTF-8 text (byte {err.start})") from None
-        raise MatrixError(f"{where}: {err}; not a matrix") from None
-    try:
-        table = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise MatrixError(f"{where}: not valid TOML ({' '.join(str(err).split())})") from None
-    except ValueError as err:  # tomllib's own int(): an integer of more than 4300 digits
-        raise MatrixError(f"{where}: not valid TOML ({err})") from None
-    except RecursionError:
-        raise MatrixError(f"{where}: nested too deeply") from None
-    return table
+        return read_toml_file(path, MAX_MATRIX_BYTES, "the matrix file", "a matrix")
+    except TomlFileError as err:
+        raise MatrixError(str(err)) from None
 
 
 def build_matrix(

@@ -15,7 +15,6 @@ Nothing here imports torch: it runs on a login node.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench import api
+from hpcbench.atomic import lock_directory
 from hpcbench.bench.machine_load import other_work
 from hpcbench.bench.matrix import RESERVED_TRAINER_FLAGS, Config, Matrix, MatrixError
 from hpcbench.bench.provenance import provenance
@@ -160,19 +160,14 @@ class Bench:
         """Hold ``RESULTS/.lock`` while this process runs the matrix: a second ``bench`` on the
         same directory would share the machine with it and overwrite its records."""
         try:
-            self.results.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.results / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        except OSError as err:
-            raise BenchError(f"--results {self.results}: cannot use it ({err.strerror})") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+            self._lock_fd = lock_directory(self.results)  # released when the process ends
+        except BlockingIOError:
             raise BenchError(
                 f"--results {self.results}: another hpcbench bench is running this matrix; wait "
                 "for it (or stop it), then run this again to continue"
             ) from None
-        self._lock_fd = fd  # released when the process ends
+        except OSError as err:
+            raise BenchError(f"--results {self.results}: cannot use it ({err.strerror})") from None
 
     def _save(self) -> None:
         write_json_atomically(

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench.data.files import NotRegularFile, read_regular
 from hpcbench.jobs.spec import MAX_ARRAY_TASKS
+from hpcbench.tomlfile import TomlFileError, read_toml_file
 from hpcbench.train.config import ConfigError
 from hpcbench.train.config_file import check_options
 
@@ -190,25 +190,10 @@ def _fail(where: str, key: str, problem: str) -> SweepError:
 
 def read_sweep_table(path: str | Path) -> dict[str, Any]:
     """The TOML table of a sweep file, unchecked (flags may still change it)."""
-    where = str(path)
     try:
-        text = read_regular(path, MAX_SWEEP_BYTES).decode("utf-8-sig")
-    except FileNotFoundError:
-        raise SweepError(f"{where}: no such file") from None
-    except NotRegularFile:
-        raise SweepError(f"{where}: not a regular file; give the sweep file (TOML)") from None
-    except OSError as err:
-        raise SweepError(f"{where}: cannot read it ({err.strerror})") from None
-    except ValueError as err:
-        if isinstance(err, UnicodeDecodeError):
-            raise SweepError(f"{where}: not UTF-8 text (byte {err.start})") from None
-        raise SweepError(f"{where}: {err}; not a sweep file") from None
-    try:
-        return tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError) as err:
-        raise SweepError(f"{where}: not valid TOML ({' '.join(str(err).split())})") from None
-    except RecursionError:
-        raise SweepError(f"{where}: nested too deeply") from None
+        return read_toml_file(path, MAX_SWEEP_BYTES, "the sweep file", "a sweep")
+    except TomlFileError as err:
+        raise SweepError(str(err)) from None
 
 
 def smoke_form(table: dict[str, Any], where: str) -> dict[str, Any]:

@@ -17,7 +17,6 @@ failed ones are submitted again with ``retry_failed``). Nothing here imports tor
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcbench.atomic import write_atomically
+from hpcbench.atomic import lock_directory, write_atomically
 from hpcbench.bench.provenance import provenance
 from hpcbench.data.manifest import write_json_atomically
 from hpcbench.jobs import schedulers
@@ -180,19 +179,14 @@ class SweepRunner:
     def _lock(self) -> None:
         """Hold ``RESULTS/.lock`` while this process submits and follows the sweep."""
         try:
-            self.results.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.results / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        except OSError as err:
-            raise SweepError(f"--results {self.results}: cannot use it ({err.strerror})") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+            self._lock_fd = lock_directory(self.results)  # released when the process ends
+        except BlockingIOError:
             raise SweepError(
                 f"--results {self.results}: another hpcbench sweep is following this sweep; "
                 "wait for it (or stop it), then run this again"
             ) from None
-        self._lock_fd = fd  # released when the process ends
+        except OSError as err:
+            raise SweepError(f"--results {self.results}: cannot use it ({err.strerror})") from None
 
     def _save(self) -> None:
         write_json_atomically(

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.cluster.conftest import release_requeued
+from tests.cluster.test_requeue_slurm import wait_for
 from tests.conftest import hpcbench, need_module
 
 need_module("torch")
@@ -41,14 +41,6 @@ def squeue(*args: str) -> list[list[str]]:
     out = subprocess.run(["squeue", "-h", "--array", *args, "-o", "%i %T %r"],
                          capture_output=True, text=True).stdout  # fmt: skip
     return [line.split(None, 2) for line in out.splitlines()]
-
-
-def wait_for(what, timeout: float = 240, every: float = 0.3):
-    deadline = time.monotonic() + timeout
-    while not (value := what()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what.__doc__ or what}"
-        time.sleep(every)
-    return value
 
 
 @pytest.mark.slurm

@@ -1,0 +1,47 @@
+"""Reading a TOML file hpcbench takes as input (a benchmark matrix, a sweep), with every failure
+one line naming the file: missing, not a regular file, too large, not UTF-8, not TOML, an integer
+of more than 4300 digits, nesting too deep. Callers re-raise :class:`TomlFileError` as their own
+class."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from hpcbench.data.files import NotRegularFile, read_regular
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+class TomlFileError(ValueError):
+    """A TOML file that cannot be read; ``str(err)`` is one line naming the file."""
+
+
+def read_toml_file(path: str | Path, max_bytes: int, what: str, kind: str) -> dict[str, Any]:
+    """The table of the TOML file ``path``; the messages name the file the user should give
+    (``what``: "the matrix file") and what a file too large is not (``kind``: "a matrix")."""
+    where = str(path)
+    try:
+        text = read_regular(path, max_bytes).decode("utf-8-sig")
+    except FileNotFoundError:
+        raise TomlFileError(f"{where}: no such file") from None
+    except NotRegularFile:
+        raise TomlFileError(f"{where}: not a regular file; give {what} (TOML)") from None
+    except OSError as err:
+        raise TomlFileError(f"{where}: cannot read it ({err.strerror})") from None
+    except ValueError as err:  # too large (UnicodeDecodeError is handled below)
+        if isinstance(err, UnicodeDecodeError):
+            raise TomlFileError(f"{where}: not UTF-8 text (byte {err.start})") from None
+        raise TomlFileError(f"{where}: {err}; not {kind}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise TomlFileError(f"{where}: not valid TOML ({' '.join(str(err).split())})") from None
+    except ValueError as err:  # tomllib's own int(): an integer of more than 4300 digits
+        raise TomlFileError(f"{where}: not valid TOML ({err})") from None
+    except RecursionError:
+        raise TomlFileError(f"{where}: nested too deeply") from None
