@@ -348,9 +348,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _logs_command(args: argparse.Namespace) -> int:
     from hpcbench import api
-    from hpcbench.jobs.schedulers.base import tail
+    from hpcbench.jobs.schedulers.base import array_status, tail
 
     handle = api.job(args.job_id, None if args.scheduler in (None, "auto") else args.scheduler)
+    if handle.tasks:  # an array: each task's state, and how to see one task's logs
+        found = handle.scheduler.statuses(list(handle.tasks))
+        for task in handle.tasks:
+            _print_status(task, found[task])
+        _print_status(handle.job_id, array_status([found[t] for t in handle.tasks]))
+        print(f"an array of {len(handle.tasks)} tasks: hpcbench logs {handle.tasks[0]} shows "
+              "one task's logs")  # fmt: skip
+        return 0
     status = handle.status()
     code = "" if status.exit_code is None else f" exit={status.exit_code}"
     print(f"job {handle.job_id} ({handle.record.scheduler}): {status.state}{code}")

@@ -1,6 +1,7 @@
 """Sweeps as ONE array job on the real SLURM test cluster, and profiles written from what it says.
 
-The sweep runs its settings as tasks of one ``sbatch --array=1-N%P`` job: the cap is what
+The reference study's sweep, in its smoke form, runs its settings as tasks of one
+``sbatch --array=1-N%P`` job: the cap is what
 ``squeue`` shows (at most P running, the rest pending with JobArrayTaskLimit); ``hpcbench status``
 takes the array and single tasks; a pending task is cancelled alone; a running task requeued by
 hand (``scontrol requeue ARRAY_TASK``) resumes from its own checkpoint in its own run directory;
@@ -11,6 +12,7 @@ On Grid Engine the same sweep is one ``qsub -t 1-N -tc P`` job.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +21,7 @@ import pytest
 
 from tests.cluster.conftest import release_requeued
 from tests.cluster.test_requeue_slurm import wait_for
-from tests.conftest import hpcbench, need_module
+from tests.conftest import REPO, hpcbench, need_module
 
 need_module("torch")
 
@@ -43,64 +45,73 @@ def squeue(*args: str) -> list[list[str]]:
     return [line.split(None, 2) for line in out.splitlines()]
 
 
+# The reference sweep's smoke form, each task made long enough to be requeued mid-run: a model
+# of ~0.2 s a step here, 2 epochs of 15 steps, a checkpoint every 3 steps (single-valued axes add
+# options without adding settings).
+LONGER = ["--axis", "model=resnet18", "--axis", "max-steps=15", "--axis", "checkpoint-every=3"]
+EXTRA = ",model=resnet18,max-steps=15,checkpoint-every=3"
+
+
 @pytest.mark.slurm
-def test_a_sweep_is_one_slurm_array_capped_cancelled_requeued_and_continued(
+def test_the_reference_sweep_is_one_slurm_array_capped_cancelled_requeued_and_continued(
     slurm_cluster, workdir, cluster_data
 ):
-    sweep = sweep_file(workdir, cluster_data)
-    results = workdir / "r"
-    cmd = ["sweep", str(sweep), "--results", str(results), "--scheduler", "slurm"]
+    shutil.copytree(REPO / "jobs", workdir / "jobs")
+    for name in ("shapes", "shapes-74x56"):  # the two datasets its smoke form sweeps over
+        shutil.copytree(cluster_data, workdir / "data" / name)
+    results = workdir / "runs" / "sweep-reference-hparams-smoke"
+    cmd = ["sweep", "jobs/reference-study/sweep.toml", "--smoke", "--scheduler", "slurm", *LONGER]
     r = hpcbench(*cmd, "--no-wait", cwd=workdir)
-    assert r.returncode == 0 and "submitted 3 task(s) as array job" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "submitted 4 task(s) as array job" in r.stdout, r.stdout + r.stderr
     (sub,) = json.loads((results / "submissions.json").read_text())["submissions"]
     array, tasks = sub["job_id"], sub["task_ids"]
-    assert tasks == [f"{array}_1", f"{array}_2", f"{array}_3"]
-    script = Path(sub["script"]).read_text()
-    assert "#SBATCH --array=1-3%1\n" in script
+    assert tasks == [f"{array}_{k}" for k in (1, 2, 3, 4)]
+    assert "#SBATCH --array=1-4%2\n" in Path(sub["script"]).read_text()
 
-    # the cap, as squeue shows it: one task runs, the others wait for the array's limit
+    # the cap, as squeue shows it: two tasks run, the others wait for the array's limit
     rows = wait_for(
-        lambda: (rows := squeue("-j", array)) and any(r[1] == "RUNNING" for r in rows) and rows
+        lambda: (rows := squeue("-j", array)) and sum(r[1] == "RUNNING" for r in rows) == 2 and rows
     )
-    assert sum(r[1] == "RUNNING" for r in rows) == 1, rows
     assert all(r[2] == "JobArrayTaskLimit" for r in rows if r[1] == "PENDING"), rows
     status = hpcbench("status", array, cwd=workdir).stdout
-    assert f"{array}_3\tPENDING" in status and f"{array}\tRUNNING\t1 of 3 tasks running" in status
-    one = hpcbench("status", f"{array}_3", cwd=workdir).stdout
-    assert one.strip().startswith(f"{array}_3\tPENDING"), one
+    assert f"{array}_4\tPENDING" in status and f"{array}\tRUNNING\t2 of 4 tasks running" in status
+    one = hpcbench("status", f"{array}_4", cwd=workdir).stdout
+    assert one.strip().startswith(f"{array}_4\tPENDING"), one
 
     # a pending task cancelled alone
-    assert hpcbench("cancel", f"{array}_3", cwd=workdir).returncode == 0
+    assert hpcbench("cancel", f"{array}_4", cwd=workdir).returncode == 0
     wait_for(
-        lambda: not squeue("-j", f"{array}_3") or squeue("-j", f"{array}_3")[0][1] != "PENDING"
+        lambda: not squeue("-j", f"{array}_4") or squeue("-j", f"{array}_4")[0][1] != "PENDING"
     )
 
-    # task 2, once running and checkpointed, requeued by hand: it resumes in its own directory
-    run2 = results / "runs" / "lr=0.05"
+    # task 1, once running and checkpointed, requeued by hand: it resumes in its own directory
+    run1 = results / "runs" / ("data=shapes,global-batch-size=16" + EXTRA)
     wait_for(
-        lambda: (run2 / "checkpoints").is_dir() and any((run2 / "checkpoints").glob("ckpt-*.pt"))
+        lambda: (run1 / "checkpoints").is_dir() and any((run1 / "checkpoints").glob("ckpt-*.pt"))
     )
-    subprocess.run(["scontrol", "requeue", f"{array}_2"], check=True)
-    release_requeued(f"{array}_2")
+    subprocess.run(["scontrol", "requeue", f"{array}_1"], check=True)
+    release_requeued(f"{array}_1")
 
     follow = hpcbench(*cmd, cwd=workdir, timeout=600)
     assert follow.returncode == 1, follow.stdout + follow.stderr  # the cancelled task failed
-    assert "2 completed, 1 failed" in follow.stdout, follow.stdout
+    assert "3 completed, 1 failed" in follow.stdout, follow.stdout
     # squeue drops a pending task cancelled before it was split from its array at once, and
     # this cluster keeps no accounting: the task is failed, saying it is gone
-    assert f"failed: lr=0.1 (task {array}_3): " in follow.stdout, follow.stdout
-    out2 = (results / "logs" / f"sweep-s-{array}_2.out").read_text()
-    assert "resuming from" in out2 and "ckpt-" in out2, out2
-    assert json.loads((run2 / "metrics.json").read_text())["config"]["lr"] == 0.05
-    assert not (results / "runs" / "lr=0.1").exists()  # the cancelled task never started
+    last = "data=shapes-74x56,global-batch-size=32" + EXTRA
+    assert f"failed: {last} (task {array}_4): " in follow.stdout, follow.stdout
+    out1 = (results / "logs" / f"sweep-reference-hparams-{array}_1.out").read_text()
+    assert "resuming from" in out1 and "ckpt-" in out1, out1
+    metrics = json.loads((run1 / "metrics.json").read_text())
+    assert metrics["run"]["global_batch"] == 16 and metrics["run"]["model"] == "resnet18"
+    assert not (results / "runs" / last).exists()  # the cancelled task never started
 
     retried = hpcbench(*cmd, "--retry-failed", cwd=workdir, timeout=600)
     assert retried.returncode == 0, retried.stdout + retried.stderr
-    assert "submitted 1 task(s)" in retried.stdout and "3 completed" in retried.stdout
+    assert "submitted 1 task(s)" in retried.stdout and "4 completed" in retried.stdout
     report = hpcbench("report", str(results), cwd=workdir, timeout=300)
     assert report.returncode == 0, report.stderr
     ranking = (results / "report" / "tables" / "ranking.csv").read_text().splitlines()
-    assert len(ranking) == 4
+    assert len(ranking) == 5
 
 
 @pytest.mark.slurm

@@ -70,6 +70,13 @@ def test_a_local_array_runs_at_most_its_cap_and_cancels_one_pending_task(workdir
         job.result()
     with pytest.raises(JobFailed, match="wrote no metrics.json"):  # sleep wrote no results
         job.results()
+    logs = hpcbench("logs", job.job_id, cwd=workdir)
+    assert (
+        f"{job.tasks[3]}\tCANCELLED" in logs.stdout
+        and f"hpcbench logs {job.tasks[0]}" in logs.stdout
+    )
+    one = hpcbench("logs", job.tasks[1], cwd=workdir)
+    assert one.stdout.startswith(f"job {job.tasks[1]} (local): COMPLETED"), one.stdout
     status = hpcbench("status", job.job_id, cwd=workdir)
     assert (
         f"{job.tasks[0]}\tCOMPLETED" in status.stdout
