@@ -36,9 +36,14 @@ def _line_count(text: str) -> int:
     return count
 
 
-def _job_options() -> argparse.ArgumentParser:
+def _job_options(spec_positional: bool = True) -> argparse.ArgumentParser:
+    """The job spec and the flags over it; ``spec_positional``: the spec file as the first
+    argument (``render``, ``submit``), else as ``--spec FILE`` (``profile show NAME``)."""
     p = Parser(add_help=False)
-    p.add_argument("spec", nargs="?", help="job spec file (TOML), e.g. jobs/demo.toml")
+    if spec_positional:
+        p.add_argument("spec", nargs="?", help="job spec file (TOML), e.g. jobs/demo.toml")
+    else:
+        p.add_argument("--spec", metavar="FILE", help="job spec file (TOML), e.g. jobs/demo.toml")
     p.add_argument(
         "--smoke",
         action="store_true",
@@ -232,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_prep.add_parser(sub)
     cli_bench.add_parsers(sub)
     cli_sweep.add_parsers(sub)
-    cli_profile.add_parser(sub, job)
+    cli_profile.add_parser(sub, _job_options(spec_positional=False))
     return parser
 
 

@@ -24,10 +24,10 @@ def add_parser(sub: Any, job_options: argparse.ArgumentParser) -> None:
         parents=[job_options],
         help="the effective job settings and where each came from",
         description="Print every field of the job spec as it would be submitted, and where its "
-        "value came from: a flag, the job spec, the user's or the site's profile, or the "
-        "default. NAME defaults to $HPCBENCH_PROFILE.",
+        "value came from: a flag, the job spec (--spec), the user's or the site's profile, or "
+        "the default. NAME defaults to $HPCBENCH_PROFILE.",
     )
-    show.add_argument("--name", dest="profile_name", metavar="NAME", help="the profile")
+    show.add_argument("profile_name", nargs="?", metavar="NAME", help="the profile")
     init = act.add_parser(
         "init",
         help="write a profile from what the cluster says (SLURM)",

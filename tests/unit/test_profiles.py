@@ -172,7 +172,7 @@ def test_a_written_profile_is_added_after_what_the_file_holds(files):
 def test_profile_show_and_list_on_the_command_line(files, tmp_path):
     site, user = files
     write(site, '[profiles.c]\npartition = "gpu"\ncores_per_node = 32\n')
-    shown = hpcbench("profile", "show", "--name", "c", str(REPO / "jobs/demo.toml"), "--nodes",
+    shown = hpcbench("profile", "show", "c", "--spec", str(REPO / "jobs/demo.toml"), "--nodes",
                      "2", cwd=tmp_path)  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
@@ -183,5 +183,5 @@ def test_profile_show_and_list_on_the_command_line(files, tmp_path):
     assert any(line.startswith("cores_per_node") and "32" in line for line in lines)
     listed = hpcbench("profile", "list", cwd=tmp_path)
     assert listed.stdout.strip() == f"c\t{site}"
-    bad = hpcbench("profile", "show", "--name", "nope", cwd=tmp_path)
+    bad = hpcbench("profile", "show", "nope", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "profile 'nope'" in bad.stderr
