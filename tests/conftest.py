@@ -28,12 +28,6 @@ def pytest_configure(config):
     os.environ["HPCBENCH_SITE_CONFIG"] = str(empty / "site-profiles.toml")
     os.environ["XDG_CONFIG_HOME"] = str(empty / "config")
     os.environ.pop("HPCBENCH_PROFILE", None)
-    # The MPICH wheel's UCX, between ranks on one host (the local scheduler's, mpiexec's, and the
-    # test SLURM cluster's two slurmd daemons, which are this host), now and then fails its
-    # shared-memory connections under load ("shmat(...) failed", "mm ep failed to connect"); its
-    # error text then lands in the PMI-2 socket and garbles the step's start-up. Loopback TCP has
-    # neither problem. A real cluster's nodes are separate hosts: this is the tests' own set-up.
-    os.environ.setdefault("UCX_TLS", "tcp,self")
 
 
 def require(tool_ok: bool, reason: str) -> None:
