@@ -96,6 +96,40 @@ def submitted_id(stdout: str, scheduler: str) -> str:
 STARTUP_GARBLE = "mpi/pmi2: invalid client request"
 
 
+@pytest.fixture
+def garble_watchdog(slurm_cluster) -> Iterator[list[str]]:
+    """While the test runs, a job whose MPI start-up the test cluster garbled (its error log
+    holds STARTUP_GARBLE) is cancelled at once: its step would otherwise hang until the job's
+    time limit (an hour) with both nodes held, and every retry queue behind it. The tests' own
+    retries (:func:`garbled_start`) then submit it again. Yields the ids it cancelled."""
+    import threading
+
+    stop, cancelled = threading.Event(), []
+
+    def watch() -> None:
+        while not stop.wait(2.0):
+            running = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%A"],
+                                     capture_output=True, text=True).stdout.split()  # fmt: skip
+            for job in running:
+                shown = subprocess.run(["scontrol", "show", "job", "-o", job],
+                                       capture_output=True, text=True).stdout  # fmt: skip
+                found = re.search(r"\bStdErr=(\S+)", shown)
+                err = Path(found.group(1)) if found else None
+                try:
+                    garbled = err is not None and STARTUP_GARBLE in err.read_text(errors="replace")
+                except OSError:
+                    garbled = False
+                if garbled and job not in cancelled:
+                    subprocess.run(["scancel", job], capture_output=True)
+                    cancelled.append(job)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    yield cancelled
+    stop.set()
+    thread.join(timeout=30)
+
+
 def garbled_start(stdout: str) -> bool:
     """Whether the job ``hpcbench submit`` printed ended in the test cluster's PMI-2 garble."""
     logs = re.search(r"^logs: \S+ and (\S+)", stdout, re.M)

@@ -10,7 +10,7 @@ import pytest
 from tests.cluster.conftest import TRAIN_ARGS, bench_on_slurm
 from tests.conftest import have_module, hpcbench, require
 
-pytestmark = [pytest.mark.slurm]
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("garble_watchdog")]
 
 
 def test_a_matrix_runs_as_slurm_jobs(slurm_cluster, workdir, cluster_data):

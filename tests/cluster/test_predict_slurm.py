@@ -18,7 +18,7 @@ import pytest
 from tests.cluster.conftest import garbled_start, submitted_id
 from tests.conftest import have_module, hpcbench, require
 
-pytestmark = [pytest.mark.slurm, pytest.mark.mpi]
+pytestmark = [pytest.mark.slurm, pytest.mark.mpi, pytest.mark.usefixtures("garble_watchdog")]
 
 
 def submit_predict(workdir: Path, args: list[str], *flags: str) -> subprocess.CompletedProcess:

@@ -15,7 +15,7 @@ from hpcbench import api
 from tests.cluster.conftest import TEST_SAMPLES, submitted_id, train_on
 from tests.conftest import have_module, hpcbench, require
 
-pytestmark = [pytest.mark.slurm]
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("garble_watchdog")]
 
 
 def recorder(workdir: Path, tool: str) -> Path:

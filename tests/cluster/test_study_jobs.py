@@ -20,7 +20,7 @@ import pytest
 from tests.cluster.conftest import TEST_SAMPLES, bench_on_slurm, garbled_start, submitted_id
 from tests.conftest import hpcbench, need_module
 
-pytestmark = [pytest.mark.slurm]
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("garble_watchdog")]
 need_module("torch")
 
 REPO = Path(__file__).resolve().parents[2]
