@@ -151,7 +151,7 @@ def test_a_path_as_job_id_is_refused_and_nothing_outside_is_touched(workdir, sle
     assert result.returncode == 2
     assert one_line_error(result) == (
         "hpcbench: error: job id '../../victim' is not a local job id "
-        "(expected local-<number>, e.g. local-1)"
+        "(expected local-<number>, e.g. local-1, or local-1_3 for an array task)"
     )
     assert sleeper.poll() is None, "a process named by a file outside the state dir was signalled"
     assert not (state(workdir).parent / "victim.cancelled").exists()
