@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcbench import api
 from hpcbench.atomic import lock_directory
 from hpcbench.bench.machine_load import other_work
 from hpcbench.bench.matrix import RESERVED_TRAINER_FLAGS, Config, Matrix, MatrixError
@@ -36,6 +35,7 @@ from hpcbench.bench.results import (
     run_metrics,
 )
 from hpcbench.data.manifest import write_json_atomically
+from hpcbench.jobs import submission
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError, SchedulerUnreachable
 
@@ -179,7 +179,7 @@ class Bench:
     def spec_for(self, run: Run) -> Any:
         """The job spec of one run: the matrix's job with this configuration's shape."""
         config = self.matrix.config(run.config)
-        base = api.load_spec(self.matrix.job, smoke=self.matrix.smoke)
+        base = submission.load_spec(self.matrix.job, smoke=self.matrix.smoke)
         for flag in base.program.args:
             if flag.split("=", 1)[0] in RESERVED_TRAINER_FLAGS:
                 raise MatrixError(
@@ -199,7 +199,7 @@ class Bench:
         if run.kind == ENERGY:
             args += ["--energy", "on", "--energy-interval", f"{self.matrix.energy_interval_s:g}"]
         output = self.results / "runs" / config.name
-        return api.load_spec(
+        return submission.load_spec(
             self.matrix.job,
             smoke=self.matrix.smoke,
             **_shape(config),
@@ -216,7 +216,7 @@ class Bench:
         (neither the job spec's program arguments nor its options file)."""
         m = self.matrix
         gpus = max((c.ranks_per_node for c in m.configs if c.device == "cuda"), default=0)
-        spec = api.load_spec(
+        spec = submission.load_spec(
             m.job,
             smoke=m.smoke,
             nodes=1,
@@ -243,7 +243,7 @@ class Bench:
             return
         try:
             spec = self.idle_spec()
-            job = api.submit(spec, self.scheduler, cwd=self.cwd)
+            job = submission.submit(spec, self.scheduler, cwd=self.cwd)
             self.echo(f"idle power: job {job.job_id}, {m.idle_seconds:g} s")
             status = job.wait()
         except SchedulerUnreachable:
@@ -260,12 +260,14 @@ class Bench:
     def _on_slurm(self) -> bool:
         return (
             self.scheduler
-            or api.resolve_scheduler(api.load_spec(self.matrix.job, smoke=self.matrix.smoke))[0]
+            or submission.resolve_scheduler(
+                submission.load_spec(self.matrix.job, smoke=self.matrix.smoke)
+            )[0]
         ) == "slurm"
 
     def _local(self, spec: Any) -> bool:
         """Whether this run goes to the local scheduler (this machine)."""
-        return api.resolve_scheduler(spec, self.scheduler)[0] == "local"
+        return submission.resolve_scheduler(spec, self.scheduler)[0] == "local"
 
     def _relative(self, path: Path) -> str:
         return os.path.relpath(path, self.cwd) if path.is_relative_to(self.cwd) else str(path)
@@ -331,7 +333,7 @@ class Bench:
         run would wait and fail the same way."""
         for delay in SUBMIT_RETRIES:
             try:
-                return api.submit(spec, self.scheduler, cwd=self.cwd)
+                return submission.submit(spec, self.scheduler, cwd=self.cwd)
             except SchedulerUnreachable as err:
                 if delay != SUBMIT_RETRIES[0]:
                     raise
@@ -340,7 +342,7 @@ class Bench:
             except SchedulerError as err:
                 self.echo(f"{prefix}: not submitted ({err}); again in {delay:g} s")
                 time.sleep(delay)
-        return api.submit(spec, self.scheduler, cwd=self.cwd)
+        return submission.submit(spec, self.scheduler, cwd=self.cwd)
 
     def _reattach(self, run: Run) -> Job:
         record = JobRecord(
