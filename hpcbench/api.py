@@ -95,13 +95,15 @@ def sweep(
     where = results or f"runs/sweep-{plan.name}{'-smoke' if smoke else ''}"
     runner = SweepRunner(plan, where, scheduler, cwd)
     runner.open()
-    if executor is not None:
-        from hpcbench.sweep.notebook import submit_with_submitit
+    try:
+        if executor is not None:
+            from hpcbench.sweep.notebook import submit_with_submitit
 
-        return submit_with_submitit(runner, executor, retry_failed)
-    tasks = runner.to_do(retry_failed)
-    if not tasks:
-        return []
-    runner.check_settings(runner.base_spec())
-    array = runner.submit(tasks)
-    return [job(task_id, array.scheduler_name) for task_id in array.tasks]
+            return submit_with_submitit(runner, executor, retry_failed)
+        tasks = runner.to_do(retry_failed)
+        if not tasks:
+            return []
+        array = runner.submit(tasks)
+        return [job(task_id, array.scheduler_name) for task_id in array.tasks]
+    finally:
+        runner.close()  # the next api.sweep, or hpcbench sweep, may follow it

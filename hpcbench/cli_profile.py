@@ -15,7 +15,7 @@ def add_parser(sub: Any, job_options: argparse.ArgumentParser) -> None:
         "profile",
         help="cluster profiles: a cluster's settings written once",
         description="Named cluster profiles (the site's file, then the user's) under every job "
-        "spec; see docs/schedulers.md.",
+        "spec; see docs/cluster-guide.md.",
     )
     act = p.add_subparsers(dest="profile_action", required=True, metavar="ACTION")
     act.add_parser("list", help="the profiles of the site's and the user's file")

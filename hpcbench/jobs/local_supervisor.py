@@ -41,6 +41,7 @@ for dep in "${@:5}"; do  # the jobs this one runs after (scheduler.after): STATE
 done
 if [ "$4" != - ]; then  # a task of an array: it waits for one of the array's slots (DIR:COUNT)
   slot_dir=${4%:*} slots=${4##*:} got=""
+  exec 8>>"$slot_dir/queue" && flock 8  # one waiter looks for a free slot, the others sleep here
   while [ -z "$got" ]; do
     for s in $(seq 1 "$slots"); do
       exec 9>>"$slot_dir/$s" || exit 1
@@ -49,9 +50,14 @@ if [ "$4" != - ]; then  # a task of an array: it waits for one of the array's sl
     done
     [ -n "$got" ] || sleep 0.5
   done
-  : >"${2%.exit}.started"  # the lock on fd 9 is held until the task's last process ends
+  exec 8>&-
+  if [ -e "${2%.exit}.cancelled" ]; then  # cancelled while it waited: it never starts
+    echo 1 >"$2.tmp" && mv -f "$2.tmp" "$2"
+    exit 0
+  fi
+  : >"${2%.exit}.started"  # this supervisor holds the slot (fd 9) until it has written the exit status
 fi
-bash "$1" </dev/null; rc=$?
+bash "$1" </dev/null 9>&-; rc=$?
 trap '' TERM
 others() {
   local s line rest st pp pg sid pid

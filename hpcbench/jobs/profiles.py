@@ -244,6 +244,7 @@ def add_profile(path: Path, name: str, text: str) -> None:
     file and a rename; a profile of that name already there is left alone and refused."""
     from hpcbench.atomic import write_atomically
 
+    path = path.resolve()  # a profiles file that is a link (a dotfiles manager's) stays one
     if name in read_profiles(path):
         raise SpecError(
             f"{path}: profile {name!r} exists already; edit it there, or choose a new name"

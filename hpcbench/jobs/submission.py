@@ -31,7 +31,7 @@ def load_spec(
 ) -> JobSpec:
     """Load a spec file (or the defaults) with keyword overrides, e.g. ``nodes=2``; ``smoke``:
     the file's ``[smoke]`` form (a tiny model on the built-in data, for minutes); ``profile``:
-    the cluster profile under the file (default ``$HPCBENCH_PROFILE``; docs/schedulers.md)."""
+    the cluster profile under the file (default ``$HPCBENCH_PROFILE``; docs/cluster-guide.md)."""
     overrides = {}
     for key, value in fields.items():
         if key not in FIELD_KEYWORDS:

@@ -56,7 +56,7 @@ METRICS: dict[str, tuple[str, bool, str]] = {
     "samples_per_s": ("training throughput", True, "samples/s"),
 }
 #: options a task may not vary: the run directory is the task's own
-RESERVED_AXES = ("output-dir", "output_dir")
+RESERVED_AXES = ("output-dir", "output_dir", "checkpoint-dir", "checkpoint_dir")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 MAX_RUN_NAME = 120
@@ -246,7 +246,9 @@ def _axes(raw: Any, where: str) -> dict[str, list[Any]]:
     axes: dict[str, list[Any]] = {}
     for key, values in raw.items():
         if key in RESERVED_AXES:
-            raise _fail(where, f"axes.{key}", "each task's run directory is its own; not an axis")
+            raise _fail(
+                where, f"axes.{key}", "each task's run directory (and its checkpoints) is its own"
+            )
         if not isinstance(values, list) or not values:
             raise _fail(where, f"axes.{key}", f"expected a list of values, got {values!r}")
         if len(values) > MAX_ARRAY_TASKS:

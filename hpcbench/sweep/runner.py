@@ -29,6 +29,7 @@ from hpcbench.bench.provenance import provenance
 from hpcbench.data.manifest import write_json_atomically
 from hpcbench.jobs import schedulers
 from hpcbench.jobs.job import Job
+from hpcbench.jobs.program_args import check_program_args
 from hpcbench.jobs.schedulers.base import JobStatus, backoff_intervals
 from hpcbench.jobs.spec import Array, JobSpec
 from hpcbench.jobs.submission import load_spec, submit
@@ -110,20 +111,22 @@ class SweepRunner:
                 f"{self.sweep.source}: job: a sweep runs the trainer (python -m hpcbench.train); "
                 f"this job runs {' '.join(program.argv()[:3])}"
             )
-        parser = build_parser()
-        try:
-            given = vars(parser.parse_args(list(program.args)))
-        except SystemExit:
-            raise SweepError(
-                f"{self.sweep.source}: the job's trainer options are refused"
-            ) from None
+        check_program_args(spec)  # a refused option: one line naming it
+        given = vars(build_parser().parse_args(list(program.args)))
         given.pop("config", None)
         given.pop("settings", None)
         for task in self.tasks[: len(self.sweep.settings())]:
             try:
-                configure(given, program.config, dict(task.setting))
+                config = configure(given, program.config, dict(task.setting))
             except ConfigError as err:
                 raise SweepError(f"{self.sweep.source}: setting {task.run}: {err}") from None
+            for option in ("output_dir", "checkpoint_dir"):
+                if getattr(config, option, None) is not None:
+                    raise SweepError(
+                        f"{self.sweep.source}: the job's trainer options set "
+                        f"--{option.replace('_', '-')}: each task writes its own run directory "
+                        "(and its checkpoints there); remove it from the job and trainer_args"
+                    )
 
     def open(self) -> bool:
         """Create the results directory, or reopen it for the same sweep; True when continued.
@@ -150,7 +153,7 @@ class SweepRunner:
                 )
             data = self._read(self.submissions_file, SUBMISSIONS_FORMAT)
             subs = data.get("submissions")
-            if not isinstance(subs, list) or not all(isinstance(s, dict) for s in subs):
+            if not isinstance(subs, list) or not all(_submission_ok(s) for s in subs):
                 raise SweepError(f"{self.submissions_file}: not a submissions file of hpcbench")
             self.submissions = subs
             return True
@@ -188,6 +191,13 @@ class SweepRunner:
         except OSError as err:
             raise SweepError(f"--results {self.results}: cannot use it ({err.strerror})") from None
 
+    def close(self) -> None:
+        """Let go of ``RESULTS/.lock`` (the process's end does too): another follower may start."""
+        fd = getattr(self, "_lock_fd", None)
+        if fd is not None:
+            os.close(fd)
+            self._lock_fd = None
+
     def _save(self) -> None:
         write_json_atomically(
             self.submissions_file,
@@ -216,6 +226,7 @@ class SweepRunner:
                 continue
             sub, k = last
             st.job_id, st.scheduler = sub["task_ids"][k - 1], sub["scheduler"]
+            st.job_id = self._continued(st) or st.job_id
             asked.setdefault(sub["scheduler"], []).append((st, st.job_id))
         for name, pairs in asked.items():
             if name not in schedulers.SCHEDULER_CLASSES:  # submitit's local or debug executor
@@ -226,6 +237,26 @@ class SweepRunner:
             for st, job_id in pairs:
                 self._apply(st, found.get(job_id))
         return states
+
+    def _continued(self, st: TaskState) -> str | None:
+        """The job a task's script resubmitted itself as (its run directory's
+        ``control/continued-as``: SLURM's resubmission, ``NEXT_K``), if it did; None else."""
+        try:
+            text = (self.run_dir(st.task) / "control" / "continued-as").read_text().strip()
+        except OSError:
+            return None
+        cls = schedulers.SCHEDULER_CLASSES.get(st.scheduler or "")
+        text = text.split(";", 1)[0]
+        return text if cls is not None and cls.id_pattern.fullmatch(text) else None
+
+    def _stopped(self, task: Task) -> bool:
+        """Whether the task's ranks stopped after a checkpoint (a time limit, a preemption) and
+        its script did not requeue it (a PBS subjob, a cap reached): it is to do again, and
+        resumes from that checkpoint."""
+        try:
+            return (self.run_dir(task) / "control" / "stopped").stat().st_size > 0
+        except OSError:
+            return False
 
     def _last_submission(self, index: int) -> tuple[dict[str, Any], int] | None:
         for sub in reversed(self.submissions):
@@ -243,6 +274,8 @@ class SweepRunner:
             st.state, st.reason = QUEUED, status.reason
         elif status.state == "RUNNING":
             st.state, st.reason = RUNNING, status.reason
+        elif self._stopped(st.task):
+            st.state, st.reason = TODO, "stopped after a checkpoint; it resumes from there"
         else:
             code = "" if status.exit_code is None else f" (exit {status.exit_code})"
             said = status.state.lower() if status.state != "COMPLETED" else "ended"
@@ -255,8 +288,15 @@ class SweepRunner:
 
     def write_task_files(self, tasks: Sequence[Task]) -> Path:
         """The next submission's folder: task K's settings (``K.toml``) and run name (``K.run``)."""
-        folder = self.results / "submissions" / str(len(self.submissions) + 1)
-        folder.mkdir(parents=True, exist_ok=True)
+        (self.results / "submissions").mkdir(parents=True, exist_ok=True)
+        number = len(self.submissions) + 1
+        while True:  # a folder left by a submission that was never recorded is not reused
+            folder = self.results / "submissions" / str(number)
+            try:
+                folder.mkdir()
+                break
+            except FileExistsError:
+                number += 1
         for k, task in enumerate(tasks, 1):
             lines = [f"# task {task.index} of sweep {self.sweep.name}: {task.run}"]
             lines += [f"{key} = {toml_value(value)}" for key, value in task.setting.items()]
@@ -352,6 +392,21 @@ class SweepRunner:
                             f"[{done}/{total}] {st.task.run}: {st.state}{why} (task {st.job_id})"
                         )
         return states
+
+
+def _submission_ok(sub: Any) -> bool:
+    """Whether ``sub`` is a record of a submission as :meth:`SweepRunner.record_submission`
+    writes it."""
+    return (
+        isinstance(sub, dict)
+        and isinstance(sub.get("job_id"), str)
+        and isinstance(sub.get("scheduler"), str)
+        and isinstance(sub.get("tasks"), list)
+        and isinstance(sub.get("task_ids"), list)
+        and len(sub["tasks"]) == len(sub["task_ids"])
+        and all(isinstance(t, int) and not isinstance(t, bool) for t in sub["tasks"])
+        and all(isinstance(t, str) for t in sub["task_ids"])
+    )
 
 
 def counts(states: Sequence[TaskState]) -> str:

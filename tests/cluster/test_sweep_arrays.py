@@ -159,3 +159,19 @@ def test_a_sweep_is_one_grid_engine_array(sge_cluster, workdir, cluster_data):
     for run in ("lr=0.01", "lr=0.05"):
         metrics = json.loads((results / "runs" / run / "metrics.json").read_text())
         assert metrics["config"]["lr"] == float(run.split("=")[1])
+
+
+@pytest.mark.slurm
+def test_an_array_larger_than_the_cluster_allows_is_refused_before_anything_is_queued(
+    slurm_cluster, workdir
+):
+    from hpcbench.jobs.schedulers.slurm import PreflightError
+    from hpcbench.jobs.spec import Array
+    from hpcbench.jobs.spec_load import build_spec
+    from hpcbench.jobs.submission import submit
+
+    spec = build_spec({"program": {"command": ["true"]}})
+    spec.array = Array(1001, str(workdir / "tasks"), str(workdir / "runs"))
+    with pytest.raises(PreflightError, match=r"1001 tasks: this cluster allows at most 1000"):
+        submit(spec, "slurm", cwd=workdir)
+    assert not (workdir / "runs").exists()  # no script copy, nothing queued

@@ -153,18 +153,49 @@ def check_in_browser(page: Path, tmp: Path, images: int) -> None:
 
 def test_a_sweep_with_hostile_values_and_results_path_stays_inert(workdir):
     hostile = "$(touch PWNED) a;b #$ -l h=x"
-    make_data(workdir / "data", (12, 12))
+    make_data(workdir / "data" / hostile, (12, 12))  # a dataset at a hostile path
     sweep = workdir / "s.toml"
-    sweep.write_text('trainer_args = ["--epochs", "1", "--max-steps", "1", "--data", "data"]\n')
+    sweep.write_text('trainer_args = ["--epochs", "1", "--max-steps", "1"]\n')
     refused = hpcbench("sweep", str(sweep), "--results", "r$x", "--scheduler", "local",
                        cwd=workdir)  # fmt: skip
     assert refused.returncode == 2 and "must not hold '$'" in refused.stderr
     assert not (workdir / "r$x").exists()  # refused before anything was written
     results = workdir / "r a;b #x"
     r = hpcbench("sweep", str(sweep), "--results", str(results), "--scheduler", "local",
-                 "--axis", f"checkpoint-dir=ck/{hostile}", cwd=workdir, timeout=300)  # fmt: skip
+                 "--axis", f"data=data/{hostile}", cwd=workdir, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     assert not list(workdir.rglob("PWNED"))
     (run,) = (results / "runs").iterdir()
-    assert run.name == "checkpoint-dir=touch_PWNED_a_b_-l_h_x" and (run / "metrics.json").is_file()
-    assert (workdir / "ck" / hostile).is_dir()  # the value reached the trainer intact
+    assert run.name == "data=touch_PWNED_a_b_-l_h_x"
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["run"]["dataset"] == str(workdir / "data" / hostile)  # intact
+
+
+def test_a_sweep_whose_job_sets_the_run_or_checkpoint_directory_is_refused(workdir):
+    sweep = workdir / "s.toml"
+    for option in ("--output-dir", "--checkpoint-dir"):
+        sweep.write_text(f'trainer_args = ["{option}", "shared"]\n[axes]\nlr = [0.1, 0.2]\n')
+        r = hpcbench("sweep", str(sweep), "--scheduler", "local", cwd=workdir)
+        assert r.returncode == 2 and f"set {option}: each task writes its own" in r.stderr
+        assert not (workdir / "runs").exists()
+
+
+def test_cancelling_a_local_array_starts_none_of_its_pending_tasks(workdir):
+    tasks_dir = workdir / "tasks"
+    tasks_dir.mkdir()
+    for k in (1, 2, 3):
+        (tasks_dir / f"{k}.run").write_text(f"t{k}\n")
+        (tasks_dir / f"{k}.toml").write_text("")
+    spec = build_spec({"program": {"command": ["sleep", "5"]}, "resources": {"job_name": "c"}})
+    spec.array = Array(3, str(tasks_dir), str(workdir / "runs"), max_parallel=1)
+    job = submit(spec, "local", cwd=workdir)
+    sched = get("local")
+    deadline = time.monotonic() + 30
+    while sched.statuses([job.tasks[0]])[job.tasks[0]].state != "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    job.cancel()
+    ended = sched.statuses(list(job.tasks))
+    assert [ended[t].state for t in job.tasks] == ["CANCELLED"] * 3, ended
+    time.sleep(1.5)  # a freed slot would have been taken by now
+    assert not (workdir / "runs" / "t2").exists() and not (workdir / "runs" / "t3").exists()

@@ -336,3 +336,40 @@ def test_an_arrays_state_from_its_tasks():
     assert array_status([done, done]).state == COMPLETED
     whole = array_status([done, failed, JobStatus(CANCELLED)])
     assert whole.state == FAILED and whole.reason == "2 of 3 tasks did not complete"
+
+
+def test_a_single_task_pbs_pro_array_is_a_range_qsub_takes(tmp_path):
+    text = render_script(array_spec(tmp_path, size=1, parallel=None), "pbs")
+    assert "#PBS -J 1-2:2\n" in text  # 1-1 is refused; 1-2:2 is the one subjob 1
+
+
+def test_a_plain_jobs_script_never_inherits_a_settings_file(task_sandbox):
+    tmp, env = task_sandbox
+    (tmp / "stale.toml").write_text("lr = 9.0\n")
+    script = tmp / "job.sh"
+    script.write_text(render_script(build_spec({}), "slurm"))
+    run = subprocess.run(["bash", str(script)], cwd=tmp / "work",
+                         env={**env, "HPCBENCH_SETTINGS": str(tmp / "stale.toml")},
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    seen = [json.loads(line) for line in Path(env["HPCB_RECORD"]).read_text().splitlines()]
+    assert seen and all(s["HPCBENCH_SETTINGS"] is None for s in seen)
+
+
+def test_a_task_stopped_after_a_checkpoint_is_to_do_and_a_continuation_is_followed(tmp_path):
+    from hpcbench.sweep.runner import FAILED, TODO, SweepRunner, TaskState
+
+    runner = SweepRunner(sweep_of(axes={"lr": [0.1]}), tmp_path / "r")
+    st = TaskState(runner.tasks[0], job_id="77_1", scheduler="slurm")
+    control = runner.run_dir(st.task) / "control"
+    control.mkdir(parents=True)
+    runner._apply(st, JobStatus(COMPLETED, 0))
+    assert st.state == FAILED and st.reason == "ended (exit 0) without metrics.json"
+    (control / "stopped").write_text("timelimit\n")  # the ranks stopped after a checkpoint
+    runner._apply(st, JobStatus(FAILED, 0))
+    assert st.state == TODO and "resumes" in st.reason
+    assert runner._continued(st) is None
+    (control / "continued-as").write_text("78_1\n")  # the script resubmitted itself
+    assert runner._continued(st) == "78_1"
+    (control / "continued-as").write_text("../../x\n")  # not an id of this scheduler
+    assert runner._continued(st) is None

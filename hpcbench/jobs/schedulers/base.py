@@ -194,7 +194,7 @@ class Scheduler(ABC):
         and lines of notes for the profile's comments."""
         raise SchedulerError(
             f"profile init: hpcbench reads a cluster's description from SLURM only, not "
-            f"{self.name}; write the profile by hand (docs/schedulers.md)"
+            f"{self.name}; write the profile by hand (docs/cluster-guide.md)"
         )
 
     def preflight(self, spec: JobSpec) -> None:

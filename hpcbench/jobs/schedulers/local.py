@@ -508,24 +508,31 @@ class LocalScheduler(Scheduler):
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """SIGTERM to every process of each job, SIGKILL to those left after CANCEL_GRACE
-        seconds; returns once none is left. Finished jobs are left alone."""
+        seconds; returns once none is left. Finished jobs are left alone. An array's id stands
+        for its tasks. Every job is marked cancelled before any is signalled: a task of an array
+        waiting for a slot that a cancelled task frees sees its mark and never starts."""
         self.check_ids(job_ids)
+        chosen: list[tuple[str, dict[str, Any]]] = []
         for job_id in job_ids:
             record = self._load(job_id)
             if record is None:
                 raise SchedulerError(f"cancel: no local job {job_id} (no record in {self.root})")
-            if isinstance(record.get("array"), list):
-                self.cancel(record["array"])
-                continue
+            tasks = record.get("array")
+            for one in tasks if isinstance(tasks, list) else [job_id]:
+                found = record if one == job_id else self._load(one)
+                if found is not None:
+                    chosen.append((one, found))
+        for job_id, record in chosen:
             host = record.get("host")
             if host and host != socket.gethostname():
                 raise SchedulerError(
                     f"cancel: local job {job_id} was started on host {host}; cancel it there"
                 )
-            if self._status(job_id).finished:
-                continue
+        active = [(j, r) for j, r in chosen if not self._status(j).finished]
+        for job_id, _ in active:
             with contextlib.suppress(FileExistsError):
                 _create_exclusively(self._cancel_mark(job_id))
+        for job_id, record in active:
             if record.get("pid") is not None and not self._elsewhere(record):
                 self._terminate(job_id, record)
 

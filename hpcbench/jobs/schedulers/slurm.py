@@ -128,6 +128,8 @@ class SlurmScheduler(Scheduler):
 
     def preflight(self, spec: JobSpec) -> None:
         check_slurm(spec)
+        if spec.array is not None:
+            check_array_size(spec.array.size)
 
     def describe(self, partition: str | None = None) -> tuple[dict[str, Any], list[str]]:
         return describe_slurm(partition)
@@ -283,8 +285,7 @@ def describe_slurm(partition: str | None = None) -> tuple[dict[str, Any], list[s
         "partition": chosen.get("PartitionName", "?"),
         "gpus_per_node": gpus,
         "time": format_time_slurm(min(limit, 3600) if limit else 3600),
-        "sacct": run_process(["sacct", "--noheader", "-X", "-n", "-S", "now"], "sacct").returncode
-        == 0,
+        "sacct": _sacct_answers(),
     }
     if cores:
         values["cores_per_node"] = cores
@@ -295,6 +296,14 @@ def describe_slurm(partition: str | None = None) -> tuple[dict[str, Any], list[s
         for p in parts
     ]
     return values, notes
+
+
+def _sacct_answers() -> bool:
+    """Whether SLURM accounting answers here (a missing sacct is a no)."""
+    try:
+        return run_process(["sacct", "--noheader", "-X", "-S", "now"], "sacct").returncode == 0
+    except SchedulerError:
+        return False
 
 
 # ------------------------------------------------------------------------------ preflight
@@ -342,6 +351,18 @@ def _gpus(gres: str) -> int:
         if m:
             total += int(m.group(1))
     return total
+
+
+def check_array_size(size: int) -> None:
+    """Refuse an array larger than the cluster allows (``MaxArraySize``: indexes up to it less
+    one; 1001 by default), before anything is queued."""
+    shown = run_command(["scontrol", "show", "config"], "scontrol show config")
+    found = re.search(r"^MaxArraySize\s*=\s*(\d+)", shown, re.M)
+    if found and size > int(found.group(1)) - 1:
+        raise PreflightError(
+            f"job array of {size} tasks: this cluster allows at most {int(found.group(1)) - 1} "
+            "(MaxArraySize); split the sweep (fewer settings, or --axis) or ask for a larger limit"
+        )
 
 
 def check_slurm(spec: JobSpec) -> str:
