@@ -66,3 +66,20 @@ def suggestion(parser: argparse.ArgumentParser, message: str) -> str:
         if close and close[0] != flag:
             hints.append(f"{flag}: did you mean {close[0]}?")
     return f" ({'; '.join(hints)})" if hints else ""
+
+
+def count(low: int, high: int = 10_000_000) -> Any:
+    """An argparse type: a whole number from ``low`` to ``high``, else a usage error saying so."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number from {low} to {high:,}, got {text[:40]!r}"
+            )
+        return value
+
+    return parse

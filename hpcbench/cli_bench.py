@@ -10,23 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hpcbench.argparsing import count
 from hpcbench.jobs.profiles import PROFILE_VAR
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
-
-
-def _count(low: int, high: int = 10_000_000) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(
-                f"expected a whole number from {low} to {high:,}, got {text[:40]!r}"
-            )
-        return value
-
-    return parse
 
 
 def _size_mb(text: str) -> float:
@@ -61,8 +47,8 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="the matrix's [smoke] form (and its job's): the same comparison in minutes",
     )
-    b.add_argument("--repetitions", type=_count(1), help="timing runs per configuration (3)")
-    b.add_argument("--energy-repetitions", type=_count(0), help="energy runs per configuration (0)")
+    b.add_argument("--repetitions", type=count(1), help="timing runs per configuration (3)")
+    b.add_argument("--energy-repetitions", type=count(0), help="energy runs per configuration (0)")
     b.add_argument("--cooldown", type=float, metavar="S", help="seconds between runs (0)")
     b.add_argument("--job", metavar="SPEC", help="the job spec every run starts from")
     b.add_argument("--name", help="the matrix's name (default: the file's, or 'bench')")
@@ -100,15 +86,13 @@ def add_parsers(sub: Any) -> None:
     ps.add_argument("calibration", metavar="CALIBRATION")
     ps.add_argument("--ranks", default="2,4,8,16,64,256,512", help="rank counts (comma-separated)")
     ps.add_argument(
-        "--ranks-per-node", type=_count(1), help="default: the calibration's ranks per node"
+        "--ranks-per-node", type=count(1), help="default: the calibration's ranks per node"
     )
     batch = ps.add_mutually_exclusive_group()
-    batch.add_argument(
-        "--global-batch", type=_count(1), help="strong scaling: a fixed global batch"
-    )
+    batch.add_argument("--global-batch", type=count(1), help="strong scaling: a fixed global batch")
     batch.add_argument(
         "--batch-per-rank",
-        type=_count(1),
+        type=count(1),
         help="weak scaling: a fixed per-rank batch (default: the calibration's largest)",
     )
     ps.add_argument(

@@ -8,18 +8,9 @@ import os
 import sys
 from typing import Any
 
+from hpcbench.argparsing import count
 from hpcbench.jobs.profiles import PROFILE_VAR
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 10_000:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 10000, got {text!r}")
-    return value
 
 
 def add_parsers(sub: Any) -> None:
@@ -41,8 +32,10 @@ def add_parsers(sub: Any) -> None:
         help="an axis of values for a trainer option (replaces the file's axis of that option); "
         "repeatable, e.g. --axis lr=0.01,0.05,0.1",
     )
-    s.add_argument("--max-parallel", type=_positive, metavar="P", help="tasks running at once")
-    s.add_argument("--repetitions", type=_positive, metavar="N", help="runs of each setting")
+    s.add_argument(
+        "--max-parallel", type=count(1, 10_000), metavar="P", help="tasks running at once"
+    )
+    s.add_argument("--repetitions", type=count(1, 10_000), metavar="N", help="runs of each setting")
     s.add_argument("--smoke", action="store_true", help="the sweep file's [smoke] form")
     s.add_argument("--plan", action="store_true", help="print the settings; run nothing")
     s.add_argument("--retry-failed", action="store_true", help="submit the failed tasks again too")

@@ -410,6 +410,16 @@ def render_report(
     return [md, page] + [p.path for p in plots if p.path is not None] + list(tables)
 
 
+def require_matplotlib() -> None:
+    """:class:`ReportError` in one line when matplotlib (the ``report`` extra) is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ReportError(
+            "hpcbench report needs matplotlib: pip install 'hpcbench[report]'"
+        ) from None
+
+
 REPORT_MARK = ".hpcbench-report"  # in a directory hpcbench report wrote: it may write there again
 
 
@@ -438,12 +448,7 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     and ``tables/*.csv``. Returns the paths written, ``report.md`` and ``report.html`` first.
     :class:`ReportError` without matplotlib; the analysis' own error (one line naming the file)
     for a directory that is not a benchmark's results."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise ReportError(
-            "hpcbench report needs matplotlib: pip install 'hpcbench[report]'"
-        ) from None
+    require_matplotlib()
     directory = Path(results_dir)
     out = Path(out_dir) if out_dir is not None else directory / "report"
     results = load_results(directory)

@@ -24,7 +24,7 @@ from hpcbench.bench.document import (
     to_markdown,
 )
 from hpcbench.bench.plotting import PALETTE, Plot, accuracy_range, label, new_figure, save
-from hpcbench.bench.report import ReportError, claim_output
+from hpcbench.bench.report import claim_output, require_matplotlib
 from hpcbench.sweep.analysis import analyse_sweep, best_in_words, fmt
 
 
@@ -117,15 +117,15 @@ def metric_figure(analysis: dict[str, Any], out: Path) -> Plot:
     for n, (ax, axis) in enumerate(zip(grid, axes, strict=True)):
         values = [str(v) for v in analysis["sweep"]["axes"][axis]]
         other = axes[(n + 1) % len(axes)] if len(axes) > 1 else None
-        lines: dict[str, dict[str, float]] = {}
+        lines: dict[str, dict[str, list[float]]] = {}
         for s in done:
             line = f"{other}={s['setting'].get(other)}" if other else "all"
             cell = lines.setdefault(line, {})
             value = str(s["setting"].get(axis))
-            cell.setdefault(value, []).append(s["metric"]["median"] * scale)  # type: ignore[attr-defined]
+            cell.setdefault(value, []).append(s["metric"]["median"] * scale)
         for i, (line, cell) in enumerate(lines.items()):
             xs = [j for j, v in enumerate(values) if v in cell]
-            ys = [sum(cell[values[j]]) / len(cell[values[j]]) for j in xs]  # type: ignore[arg-type]
+            ys = [sum(cell[values[j]]) / len(cell[values[j]]) for j in xs]
             ax.plot(xs, ys, marker="o", color=PALETTE[i % len(PALETTE)], label=label(line))
         ax.set_xticks(range(len(values)))
         ax.set_xticklabels([label(v) for v in values], rotation=30 if len(values) > 4 else 0,
@@ -264,12 +264,7 @@ def build_sweep_report(results: str | Path, out_dir: str | Path | None = None) -
     """Analyse a sweep's results directory and write its report into ``out_dir`` (default
     ``RESULTS/report``): ``report.md``, ``report.html``, ``figures/*.png``, ``tables/*.csv``.
     Returns the paths written, ``report.md`` and ``report.html`` first."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise ReportError(
-            "hpcbench report needs matplotlib: pip install 'hpcbench[report]'"
-        ) from None
+    require_matplotlib()
     directory = Path(results)
     out = Path(out_dir) if out_dir is not None else directory / "report"
     analysis = analyse_sweep(directory)

@@ -373,3 +373,20 @@ def test_a_task_stopped_after_a_checkpoint_is_to_do_and_a_continuation_is_follow
     assert runner._continued(st) == "78_1"
     (control / "continued-as").write_text("../../x\n")  # not an id of this scheduler
     assert runner._continued(st) is None
+
+
+def test_the_sweep_command_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path):
+    from tests.conftest import hpcbench
+
+    sweep = tmp_path / "s.toml"
+    sweep.write_text("[axes]\nlr = [0.1]\n")
+    for args, says in (
+        (["--max-parallel", "0"], "--max-parallel: expected a whole number from 1 to 10,000"),
+        (["--repetitions", "x"], "--repetitions: expected a whole number from 1 to 10,000"),
+        (["--axis", "lr"], "--axis 'lr': expected OPTION=VALUE,VALUE"),
+    ):
+        r = hpcbench("sweep", str(sweep), "--scheduler", "local", *args, cwd=tmp_path)
+        assert r.returncode == 2 and says in r.stderr, r.stderr
+    missing = hpcbench("sweep", str(tmp_path / "none.toml"), cwd=tmp_path)
+    assert missing.returncode == 2 and missing.stderr.strip().endswith("none.toml: no such file")
+    assert not (tmp_path / "runs").exists()  # nothing written
