@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import shlex
 import sys
 from typing import TYPE_CHECKING, Any
@@ -218,6 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"without JOB: how many of the newest jobs (default {RECENT_JOBS})",
     )  # fmt: skip
     st.add_argument("--scheduler", choices=SCHEDULER_CHOICES)
+    st.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="for finished jobs, also what the scheduler's accounting recorded (sacct, qacct, "
+        "qstat -x, bacct): queue wait, elapsed and CPU time, memory high-water marks, energy",
+    )
     lg = sub.add_parser(
         "logs",
         help="a job's state and logs",
@@ -232,10 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cancel", help="cancel jobs", description="Cancel jobs.")
     c.add_argument("job_ids", nargs="+", metavar="JOB")
     c.add_argument("--scheduler", choices=SCHEDULER_CHOICES)
-    from hpcbench import cli_bench, cli_prep, cli_profile, cli_sweep
+    from hpcbench import cli_bench, cli_history, cli_prep, cli_profile, cli_sweep
 
     cli_prep.add_parser(sub)
     cli_bench.add_parsers(sub)
+    cli_history.add_parsers(sub)
     cli_sweep.add_parsers(sub)
     cli_profile.add_parser(sub, _job_options(spec_positional=False))
     return parser
@@ -277,18 +286,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own, program_args = _split_program_args(argv)
     args = build_parser().parse_args(own)
-    if args.action == "prep":
-        from hpcbench import cli_prep
-
-        return cli_prep.run(args)
+    if args.action in ("prep", "history", "check", "sweep"):  # each a module of its own
+        module = {"check": "history"}.get(args.action, args.action)
+        return int(importlib.import_module(f"hpcbench.cli_{module}").run(args))
     if args.action == "profile":
         from hpcbench import cli_profile
 
         return cli_profile.run(args, overrides_from(args, program_args))
-    if args.action == "sweep":
-        from hpcbench import cli_sweep
-
-        return cli_sweep.run(args)
     if args.action in ("bench", "report", "compare", "predict-scaling"):
         from hpcbench import cli_bench
 
@@ -325,23 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"({job.record_error}); hpcbench logs will not find it",
                 file=sys.stderr,
             )
-        if not args.wait:
-            return 0
-        print(f"--- {job.record.stdout_path} as it grows", flush=True)
-        try:
-            status = job.wait(args.timeout, on_line=lambda line: print(line, flush=True))
-        except KeyboardInterrupt:
-            print(
-                f"\nstopped waiting; job {job.job_id} goes on (hpcbench cancel {job.job_id} "
-                f"--scheduler {name})",
-                file=sys.stderr,
-            )
-            return 130
-        if status.state == "COMPLETED":
-            print(f"job {job.job_id} completed")
-            return 0
-        print(job.failure_report(status), file=sys.stderr)
-        return status.exit_code if status.exit_code not in (None, 0) else 1
+        return _wait_for(job, name, args) if args.wait else 0
     except (SpecError, RenderError, SchedulerError, TimeoutError) as err:
         print(f"hpcbench: error: {err}", file=sys.stderr)
         return 2 if isinstance(err, (SpecError, RenderError, JobIdError)) else 1
@@ -349,6 +337,32 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{err.filename}: " if err.filename else ""
         print(f"hpcbench: error: {where}{err.strerror or err}", file=sys.stderr)
         return 1
+
+
+def _wait_for(job: Any, name: str, args: argparse.Namespace) -> int:
+    """``submit --wait``: the job's log as it grows, then how it ended (with what the
+    scheduler's accounting recorded of it); the job's exit status."""
+    from hpcbench.jobs.accounting import describe
+
+    assert job.record is not None
+    print(f"--- {job.record.stdout_path} as it grows", flush=True)
+    try:
+        status = job.wait(args.timeout, on_line=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print(
+            f"\nstopped waiting; job {job.job_id} goes on (hpcbench cancel {job.job_id} "
+            f"--scheduler {name})",
+            file=sys.stderr,
+        )
+        return 130
+    if name != "local":  # the scheduler's record of it, kept beside its results
+        for line in describe(job.accounting()):
+            print(line)
+    if status.state == "COMPLETED":
+        print(f"job {job.job_id} completed")
+        return 0
+    print(job.failure_report(status), file=sys.stderr)
+    return status.exit_code if status.exit_code not in (None, 0) else 1
 
 
 def _logs_command(args: argparse.Namespace) -> int:
@@ -420,10 +434,24 @@ def _jobs_command(args: argparse.Namespace) -> int:
         for job_id, st in found_states.items():
             _print_status(job_id, st)
             unknown += st.state == "UNKNOWN" and bool(args.job_ids)
+            if args.verbose and st.finished:
+                _print_accounting(name, job_id)
         for array_id, tasks in arrays.items():
             if all(t in found_states for t in tasks):
                 _print_status(array_id, array_status([found_states[t] for t in tasks]))
     return 1 if unknown else 0
+
+
+def _print_accounting(scheduler: str, job_id: str) -> None:
+    """The scheduler's accounting of a finished job, read once and kept in its run directory
+    (where hpcbench knows the job)."""
+    from hpcbench.jobs import registry
+    from hpcbench.jobs.accounting import account_finished, describe
+
+    found = registry.lookup(job_id, scheduler)
+    record = account_finished(scheduler, job_id, found.run_dir if found else None)
+    for line in describe(record):
+        print(f"  {line}")
 
 
 def _print_status(job_id: str, st: JobStatus) -> None:

@@ -26,6 +26,12 @@ def _size_mb(text: str) -> float:
 
 
 def add_parsers(sub: Any) -> None:
+    _add_bench(sub)
+    _add_report_and_compare(sub)
+    _add_predict_scaling(sub)
+
+
+def _add_bench(sub: Any) -> None:
     b = sub.add_parser(
         "bench",
         help="run an experiment matrix with repetitions",
@@ -58,7 +64,16 @@ def add_parsers(sub: Any) -> None:
         "--profile", metavar="NAME", help="the cluster profile (default: $HPCBENCH_PROFILE)"
     )
     b.add_argument("--retry-failed", action="store_true", help="run failed runs again")
+    b.add_argument(
+        "--no-history",
+        dest="history",
+        action="store_false",
+        help="do not record the finished matrix in the results history ($HPCBENCH_HISTORY)",
+    )
     b.add_argument("--plan", action="store_true", help="print the runs in order; run nothing")
+
+
+def _add_report_and_compare(sub: Any) -> None:
     r = sub.add_parser(
         "report",
         help="speedup, efficiency, energy: a report of a matrix's results",
@@ -69,12 +84,25 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--output", metavar="DIR", help="default RESULTS/report")
     c = sub.add_parser(
         "compare",
-        help="what changed between two results directories",
-        description="Compare two results directories of hpcbench bench: configurations added "
-        "or removed, figures whose 95 %% intervals do not overlap, provenance.",
+        help="what changed between two results directories, or since a recorded result",
+        description="Compare two results directories of hpcbench bench, or one with a result "
+        "the history recorded (--against): configurations added or removed, figures whose 95 "
+        "%% intervals do not overlap, provenance.",
+        epilog="e.g. hpcbench compare runs/bench-a runs/bench-b; hpcbench compare runs/bench-a "
+        "--against last",
     )
     c.add_argument("a", metavar="RESULTS_A")
-    c.add_argument("b", metavar="RESULTS_B")
+    c.add_argument("b", metavar="RESULTS_B", nargs="?")
+    c.add_argument(
+        "--against",
+        metavar="WHICH",
+        help="compare RESULTS_A with a recorded result: last (this matrix's newest), a date "
+        "YYYY-MM-DD[THH:MM] (its newest on or before), a record id from hpcbench history, "
+        "or another matrix's name",
+    )
+
+
+def _add_predict_scaling(sub: Any) -> None:
     ps = sub.add_parser(
         "predict-scaling",
         help="step time, throughput and efficiency at N ranks, from a calibration",
@@ -197,7 +225,26 @@ def run(args: argparse.Namespace, program_args: list[str]) -> int:
         + (f"; {len(failed)} failed (--retry-failed runs them again)" if failed else "")
         + f"; hpcbench report {bench.results}"
     )
+    if args.history and all(r.status in ("completed", "failed") for r in runs):
+        _record_history(bench.results)
     return 1 if failed else 0
+
+
+def _record_history(results: Path) -> None:
+    """Record a finished matrix in the results history; a store that cannot be written is a
+    warning (the results directory stays the record)."""
+    from hpcbench.bench.results import AnalysisError
+    from hpcbench.history import HistoryError, record_results
+
+    try:
+        rid, new = record_results(results)
+    except (HistoryError, AnalysisError) as err:
+        print(f"hpcbench: warning: not recorded in the history: {err}", file=sys.stderr)
+        return
+    from hpcbench.history import history_path
+
+    said = "recorded" if new else "already recorded"
+    print(f"{said} in the history as #{rid} ({history_path()}); hpcbench history lists it")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -219,8 +266,17 @@ def _report(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from hpcbench.bench.analysis import compare
+    from hpcbench.bench.matrix import MatrixError
 
-    findings = compare(args.a, args.b)
+    if (args.b is None) == (args.against is None):
+        raise MatrixError("compare: give RESULTS_B or --against WHICH (one of them)")
+    if args.against is not None:
+        from hpcbench.history import compare_against
+
+        entry, findings = compare_against(args.a, args.against)
+        print(f"against {entry.label}: {entry.directory}")
+    else:
+        findings = compare(args.a, args.b)
     for finding in findings:
         print(finding)
     if not findings:

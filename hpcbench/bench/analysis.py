@@ -17,7 +17,9 @@ from typing import Any, TypedDict
 import numpy as np
 
 from hpcbench.bench import stats
+from hpcbench.bench.accounting import accounting_block, queue_sentence
 from hpcbench.bench.energy import energy_block, idle_watts, kind_name, normalise_energy
+from hpcbench.bench.estimates import estimate_block
 from hpcbench.bench.results import PHASES, Results, Run, is_number, load_results, phase_times
 
 
@@ -133,6 +135,7 @@ def analyse(results: Results) -> Analysis:
                 "name": name,
                 "devices": devices,
                 "device": cfg.get("device"),
+                "nodes": int(cfg.get("nodes") or 1),
                 "strategy": cfg.get("strategy"),
                 "world_size": world,
                 "runs": {
@@ -150,6 +153,12 @@ def analyse(results: Results) -> Analysis:
             }
         )
     normalise_energy(configs, base_one)
+    factors = factors_of(results)
+    for cfg in configs:
+        runs = [r for r in results.runs if r.config == cfg["name"]]
+        used = cfg["energy"]["used_j"]["median"] if cfg["energy"].get("used_j") else None
+        cfg["accounting"] = accounting_block(runs, used)
+        cfg["estimates"] = _estimates(cfg, factors)
     differences = _differences(configs, base_one)
     analysis: Analysis = {
         "name": matrix.get("name"),
@@ -161,6 +170,34 @@ def analyse(results: Results) -> Analysis:
     }
     analysis["sentences"] = sentences(analysis)
     return analysis
+
+
+def factors_of(results: Results) -> dict[str, Any]:
+    """The estimate factors the matrix ran with (recorded in bench.json when it started, the
+    matrix's own ``[estimates]`` over the profile's), with where each came from."""
+    recorded = results.bench.get("estimates")
+    if isinstance(recorded, dict) and isinstance(recorded.get("values"), dict):
+        return recorded
+    own = results.matrix.get("estimates") or {}
+    return {"values": dict(own), "sources": dict.fromkeys(own, "the matrix's [estimates]")}
+
+
+def _estimates(cfg: dict[str, Any], factors: dict[str, Any]) -> dict[str, Any] | None:
+    """Carbon and cost of one configuration from the factors (None when none is set): the
+    time is the scheduler's elapsed time where its accounting says, else the run's own."""
+    acct = cfg["accounting"]
+    if acct.get("available") and acct.get("elapsed_s"):
+        seconds, basis = acct["elapsed_s"]["median"], "the scheduler's elapsed time"
+    elif cfg["time"].get("total"):
+        setup = cfg["time"]["setup"]["median"] if cfg["time"].get("setup") else 0.0
+        seconds, basis = cfg["time"]["total"]["median"] + setup, "the run's set-up and work"
+    else:
+        seconds, basis = None, None
+    block = estimate_block(cfg, factors["values"], cfg["runs"]["completed"], seconds)
+    if block is not None:
+        block["time_basis"] = basis
+        block["sources"] = factors.get("sources") or {}
+    return block
 
 
 def _differences(configs: list[dict[str, Any]], base: str | None) -> list[dict[str, Any]]:
@@ -269,6 +306,8 @@ def sentences(analysis: Analysis) -> list[str]:
             if signif.get((name, "total")) is not True:
                 text += NOT_SIGNIFICANT
             out.append(text)
+    if (queued := queue_sentence(analysis["configs"])) is not None:
+        out.append(queued)
     if not analysis.get("energy_asked", True):
         return out
     for cfg in analysis["configs"]:
@@ -330,14 +369,25 @@ def compare(a_dir: str | Path, b_dir: str | Path) -> list[str]:
     configurations added or removed, a changed configuration or matrix setting, each metric
     whose 95 % intervals do not overlap, provenance that differs. Empty: nothing changed."""
     ra, rb = load_results(a_dir), load_results(b_dir)
-    aa, ab = analyse(ra), analyse(rb)
+    return compare_analyses(
+        (ra.matrix, analyse(ra), ra.bench.get("provenance") or {}),
+        (rb.matrix, analyse(rb), rb.bench.get("provenance") or {}),
+    )
+
+
+Side = tuple[dict[str, Any], Analysis, dict[str, Any]]
+
+
+def compare_analyses(side_a: Side, side_b: Side) -> list[str]:
+    """:func:`compare` of two (matrix, analysis, provenance) sides: a results directory's, or
+    one the history recorded."""
+    (ma, aa, pa), (mb, ab, pb) = side_a, side_b
     ca = {c["name"]: c for c in aa["configs"]}
     cb = {c["name"]: c for c in ab["configs"]}
     findings: list[str] = []
     findings += [f"config {n} added" for n in cb if n not in ca]
     findings += [f"config {n} removed" for n in ca if n not in cb]
 
-    ma, mb = ra.matrix, rb.matrix
     for key in sorted((set(ma) | set(mb)) - {"configs", "name"}):
         if ma.get(key) != mb.get(key):
             findings.append(f"matrix {key}: {ma.get(key)!r} → {mb.get(key)!r}")
@@ -358,6 +408,13 @@ def compare(a_dir: str | Path, b_dir: str | Path) -> list[str]:
         checks.append((f"{name} throughput", a["throughput"], b["throughput"], " samples/s"))
         checks.append((f"{name} test accuracy", a["accuracy"]["final"], b["accuracy"]["final"], ""))
         checks.append((f"{name} energy", a["energy"]["used_j"], b["energy"]["used_j"], " J"))
+        acct_a, acct_b = a.get("accounting") or {}, b.get("accounting") or {}
+        for label, key, unit in (
+            ("queue wait", "queue_wait_s", " s"),
+            ("memory high-water (MaxRSS)", "max_rss_bytes", " B"),
+            ("CPU efficiency", "cpu_efficiency", ""),
+        ):
+            checks.append((f"{name} {label}", acct_a.get(key), acct_b.get(key), unit))
         for label, sa, sb, unit in checks:
             found = _stat_change(label, sa, sb, unit)
             if found:
@@ -384,7 +441,6 @@ def compare(a_dir: str | Path, b_dir: str | Path) -> list[str]:
                 if found:
                     findings.append(found)
 
-    pa, pb = ra.bench.get("provenance") or {}, rb.bench.get("provenance") or {}
     for key in sorted(set(pa) | set(pb)):
         if pa.get(key) != pb.get(key):
             findings.append(f"provenance {key}: {pa.get(key)!r} → {pb.get(key)!r}")

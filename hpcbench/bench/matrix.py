@@ -13,6 +13,10 @@ A matrix is a TOML file (or the same built from flags, :func:`configs_from_words
     trainer_args = ["--model", "small_cnn", "--epochs", "2", "--global-batch-size", "32"]
     baseline_cpu = "cpu"             # optional: the configuration speedups are measured against
     baseline_one_device = "cpu"
+    estimates = { carbon_intensity = 250, pue = 1.2, price_per_node_hour = 1.5, currency = "EUR" }
+
+    [reference]                      # optional: what hpcbench check holds the results to
+    "ddp-2" = { samples_per_s = [900, -0.1, inf] }
 
     [[config]]
     name = "cpu"
@@ -107,6 +111,10 @@ class Matrix:
     baseline_cpu: str | None = None
     baseline_one_device: str | None = None
     smoke: bool = False  # the smoke form: its job spec's [smoke] form too
+    #: the carbon and cost factors (:mod:`hpcbench.bench.estimates`)
+    estimates: dict[str, Any] = field(default_factory=dict)
+    #: reference values with tolerances (:mod:`hpcbench.history.references`)
+    reference: dict[str, Any] = field(default_factory=dict)
 
     def config(self, name: str) -> Config:
         return next(c for c in self.configs if c.name == name)
@@ -125,6 +133,8 @@ class Matrix:
             "baseline_cpu": self.baseline_cpu,
             "baseline_one_device": self.baseline_one_device,
             "configs": [c.to_dict() for c in self.configs],
+            "estimates": dict(self.estimates),
+            "reference": _references_as_json(self.reference),
         }
 
 
@@ -267,6 +277,8 @@ def build_matrix(
         "baseline_cpu",
         "baseline_one_device",
         "config",
+        "estimates",
+        "reference",
     }
     for key in table:
         if key not in known:
@@ -291,6 +303,8 @@ def build_matrix(
         trainer_args=_args(table, "trainer_args", where),
         baseline_cpu=_str(table, "baseline_cpu", where),
         baseline_one_device=_str(table, "baseline_one_device", where),
+        estimates=_estimates(table.get("estimates"), where),
+        reference=_reference(table.get("reference"), where),
     )
     runs = len(configs) * (matrix.repetitions + matrix.energy_repetitions)
     if runs > MAX_RUNS:
@@ -307,6 +321,30 @@ def build_matrix(
         matrix.baseline_one_device or _first(configs, "cuda") or matrix.baseline_cpu
     )
     return matrix
+
+
+def _references_as_json(reference: dict[str, Any]) -> dict[str, Any]:
+    from hpcbench.history.references import as_json
+
+    return as_json(reference)
+
+
+def _estimates(table: Any, where: str) -> dict[str, Any]:
+    from hpcbench.bench.estimates import check_factors
+
+    try:
+        return check_factors(table, where)
+    except ValueError as err:
+        raise MatrixError(str(err)) from None
+
+
+def _reference(table: Any, where: str) -> dict[str, Any]:
+    from hpcbench.history.references import ReferenceError, check_references
+
+    try:
+        return check_references(table, where)
+    except ReferenceError as err:
+        raise MatrixError(str(err)) from None
 
 
 def smoke_form(table: dict[str, Any], where: str) -> dict[str, Any]:

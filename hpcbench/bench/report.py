@@ -20,7 +20,7 @@ from typing import Any
 
 from hpcbench.atomic import write_atomically
 from hpcbench.bench import figures
-from hpcbench.bench.analysis import Analysis, analyse
+from hpcbench.bench.analysis import Analysis, analyse, factors_of
 from hpcbench.bench.document import (
     Block,
     Bullets,
@@ -34,6 +34,7 @@ from hpcbench.bench.document import (
 )
 from hpcbench.bench.energy import power_traces
 from hpcbench.bench.formatting import fmt_est, fmt_stat, num, when
+from hpcbench.bench.report_accounting import accounting_blocks, estimate_blocks
 from hpcbench.bench.report_energy import energy_blocks
 from hpcbench.bench.results import TOTAL_PHASES, Results, load_results
 from hpcbench.bench.tables import write_tables
@@ -369,6 +370,11 @@ def build_blocks(
     if analysis.get("energy_asked", True):  # no energy run asked for: no section to fill
         blocks += [Heading(2, "Energy", "energy")]
         blocks += energy_blocks(analysis, results)
+
+    blocks += [Heading(2, "What the scheduler recorded", "accounting")]
+    blocks += accounting_blocks(analysis)
+    if estimated := estimate_blocks(analysis, factors_of(results)):
+        blocks += [Heading(2, "Carbon and cost (estimates)", "estimates"), *estimated]
 
     blocks += [Heading(2, "Failed runs", "failed")] + _failed_blocks(runs)
     blocks += [Heading(2, "Provenance", "provenance")] + _provenance_blocks(bench, runs)

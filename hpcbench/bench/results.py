@@ -2,7 +2,8 @@
 :mod:`hpcbench.bench` that opens its files.
 
 :func:`load_results` reads ``bench.json``, ``runs.json``, every completed run's ``metrics.json``
-and (energy runs) ``energy.json``, and ``idle.json``; :class:`AnalysisError`, one line naming the
+and (energy runs) ``energy.json``, each run's ``accounting.json`` (the scheduler's record), and
+``idle.json``; :class:`AnalysisError`, one line naming the
 file, for anything that is not a results directory of ``hpcbench bench``. The analysis, the
 energy figures, the tables, the figures and the report all work from the :class:`Results` it
 returns.
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcbench.jobs.accounting import load as load_accounting
 from hpcbench.jsonfile import JsonFileError, read_json
 
 BENCH_FORMAT = "hpcbench-bench/1"
@@ -45,6 +47,8 @@ class Run:
     metrics: dict[str, Any] | None = None
     energy: dict[str, Any] | None = None
     record: dict[str, Any] = field(default_factory=dict)  # as runs.json holds it
+    #: the scheduler's accounting of the run's job (``accounting.json``; None when not kept)
+    accounting: dict[str, Any] | None = None
 
 
 @dataclass
@@ -201,6 +205,8 @@ def load_results(results_dir: str | Path) -> Results:
             error=str(rec.get("error") or ""),
             record=rec,
         )
+        if run_dir:  # an unreadable accounting.json is as good as none: it never fails a report
+            run.accounting = load_accounting(run.run_dir)
         if run.status == "completed":
             mpath = run.run_dir / "metrics.json"
             run.metrics = _read_json(mpath, "the run is recorded as completed")

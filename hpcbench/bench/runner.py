@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.atomic import lock_directory
+from hpcbench.bench.estimates import chosen_factors
 from hpcbench.bench.machine_load import other_work
 from hpcbench.bench.matrix import RESERVED_TRAINER_FLAGS, Config, Matrix, MatrixError
 from hpcbench.bench.provenance import provenance
@@ -36,6 +37,7 @@ from hpcbench.bench.results import (
 )
 from hpcbench.data.manifest import write_json_atomically
 from hpcbench.jobs import submission
+from hpcbench.jobs.accounting import account_finished
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError, SchedulerUnreachable
 
@@ -102,6 +104,7 @@ class Bench:
         self.scheduler = scheduler
         self.echo = echo
         self.runs: list[Run] = []
+        self._said_no_accounting = False
 
     # ----------------------------------------------------------------------- the directory
 
@@ -126,11 +129,15 @@ class Bench:
         self._lock()
         if bench_file.exists():
             recorded = _read_json(bench_file, BENCH_FORMAT)
-            if recorded.get("matrix") != self.matrix.to_dict():
+            if _identity(recorded.get("matrix")) != _identity(self.matrix.to_dict()):
                 raise BenchError(
                     f"{bench_file}: holds another matrix; resume it with the matrix it was started "
                     "with, or give a new --results directory"
                 )
+            if recorded.get("matrix") != self.matrix.to_dict():  # new references or factors
+                recorded["matrix"] = self.matrix.to_dict()
+                recorded["estimates"] = chosen_factors(self.matrix.estimates)
+                write_json_atomically(bench_file, recorded)
             data = _read_json(self.runs_file, RUNS_FORMAT)
             try:
                 self.runs = [Run(**r) for r in data["runs"]]
@@ -150,6 +157,7 @@ class Bench:
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "matrix": self.matrix.to_dict(),
                 "provenance": provenance(self.cwd),
+                "estimates": chosen_factors(self.matrix.estimates),
             },
         )
         self.runs = plan(self.matrix)
@@ -380,8 +388,20 @@ class Bench:
                 run.error = job.failure_report(status, 8).strip()
         run.ended = run.ended or time.time()
         self._save()
+        self._account(run)
         if run.status == "completed":
             self._record_run_side(run)
+
+    def _account(self, run: Run) -> None:
+        """Keep the scheduler's accounting of the run's job beside its results (one ``sacct``,
+        ``qacct``, ``qstat -x -f`` or ``bacct``; where there is none, why)."""
+        if not run.job_id or not run.run_dir or run.status != "completed" and not run.started:
+            return
+        record = account_finished(run.scheduler or "local", run.job_id, self.results / run.run_dir)
+        if record.get("available") is False and not self._said_no_accounting:
+            self._said_no_accounting = True
+            if record.get("scheduler") != "local":
+                self.echo(f"no scheduler accounting for this matrix ({record.get('reason')})")
 
     def _record_run_side(self, run: Run) -> None:
         """Add what the ranks saw (hosts, node lists, MPI, backend, torch) to bench.json's
@@ -405,6 +425,14 @@ class Bench:
                 changed = True
         if changed:
             write_json_atomically(bench_file, bench)
+
+
+def _identity(matrix: Any) -> Any:
+    """What a resumed matrix must still be: all but its references and estimate factors,
+    which may change between runs (the report and check read the newest)."""
+    if not isinstance(matrix, dict):
+        return matrix
+    return {k: v for k, v in matrix.items() if k not in ("reference", "estimates")}
 
 
 def _shape(config: Config) -> dict[str, Any]:

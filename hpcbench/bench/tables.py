@@ -38,7 +38,7 @@ def _est(est: dict[str, Any] | None) -> list[Any]:
 def write_tables(analysis: Analysis, out_dir: str | Path) -> list[Path]:
     """The analysis as CSV files in ``out_dir`` (each written to a temporary name and renamed):
     ``times.csv``, ``scaling.csv``, ``accuracy.csv``, ``energy.csv``, ``energy_by_kind.csv``,
-    ``differences.csv``."""
+    ``accounting.csv``, ``estimates.csv``, ``differences.csv``."""
     out = Path(out_dir)
     cfgs = analysis["configs"]
     return [
@@ -47,6 +47,8 @@ def write_tables(analysis: Analysis, out_dir: str | Path) -> list[Path]:
         _accuracy(out, cfgs),
         _energy(out, cfgs),
         _energy_by_kind(out, cfgs),
+        _accounting(out, cfgs),
+        _estimates(out, cfgs),
         _differences(out, analysis["differences"]),
     ]
 
@@ -149,6 +151,54 @@ def _energy_by_kind(out: Path, cfgs: list[dict[str, Any]]) -> Path:
             + [e[k] for k in floats]
             for c in cfgs
             for kind, e in (c["energy"].get("by_kind") or {}).items()
+        ),
+    )
+
+
+ACCOUNTING_STATS = (
+    "queue_wait_s",
+    "elapsed_s",
+    "cpu_efficiency",
+    "max_rss_bytes",
+    "memory_used_bytes",
+    "scheduler_energy_j",
+)
+
+
+def _accounting(out: Path, cfgs: list[dict[str, Any]]) -> Path:
+    """What the scheduler's accounting recorded of each configuration's runs, and its source."""
+    return _write_csv(
+        out / "accounting.csv",
+        ["config", "available", "runs", "source", "reason"]
+        + _stat_header(ACCOUNTING_STATS)
+        + ["energy_ratio", "energy_reason"],
+        (
+            [c["name"], a["available"], a["runs"], a.get("source"), a.get("reason")]
+            + sum((_stat_cells(a.get(k)) for k in ACCOUNTING_STATS), [])
+            + [a.get("energy_ratio"), a.get("energy_reason")]
+            for c in cfgs
+            for a in [c.get("accounting") or {"available": False, "runs": 0}]
+        ),
+    )
+
+
+ESTIMATE_KEYS = ("facility_kwh", "co2e_g", "energy_cost", "allocation_cost")
+
+
+def _estimates(out: Path, cfgs: list[dict[str, Any]]) -> Path:
+    """The carbon and cost estimates (from the configured factors) per run and per
+    configuration; empty cells where a factor or the energy is missing."""
+    return _write_csv(
+        out / "estimates.csv",
+        ["config", "runs", "currency"]
+        + [f"{k}_per_run" for k in ESTIMATE_KEYS]
+        + [f"{k}_all_runs" for k in ESTIMATE_KEYS],
+        (
+            [c["name"], e["runs"], e["currency"]]
+            + [e["per_run"][k] for k in ESTIMATE_KEYS]
+            + [e["per_config"][k] for k in ESTIMATE_KEYS]
+            for c in cfgs
+            if (e := c.get("estimates"))
         ),
     )
 

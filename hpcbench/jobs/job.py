@@ -204,6 +204,33 @@ class Job:
             return [Job(record, self.scheduler).result() for record in found if record]
         return [self.result(timeout)]
 
+    def accounting(self) -> dict[str, Any]:
+        """What the batch system recorded of this job once it has finished (queue wait,
+        elapsed and CPU time, memory high-water marks, nodes, energy: the layout in
+        :mod:`hpcbench.jobs.accounting`), read once and kept as ``accounting.json`` in its run
+        directory. A job still queued or running, or one without accounting, gives a record
+        whose ``available`` is false and whose ``reason`` says why."""
+        from hpcbench.jobs.accounting import account_finished, unavailable
+
+        if self._submitit is not None:  # submitit keeps the files; SLURM's sacct still answers
+            if "Slurm" not in type(self._submitit).__name__:
+                return unavailable(self.scheduler_name, self.job_id, "none", "not a SLURM job")
+            return account_finished("slurm", self.job_id, None)
+        assert self.record is not None
+        if self.tasks:
+            return unavailable(
+                self.record.scheduler,
+                self.job_id,
+                "none",
+                f"an array of {len(self.tasks)} tasks: api.job(TASK).accounting() gives each task's",
+            )
+        status = self.status()
+        if not status.finished:
+            return unavailable(
+                self.record.scheduler, self.job_id, "none", f"the job is {status.state.lower()}"
+            )
+        return account_finished(self.record.scheduler, self.job_id, self.record.run_dir)
+
     def failure_report(self, status: JobStatus, lines: int = 30) -> str:
         """How the job ended, the first failing rank's traceback, else the tail of its error log."""
         code = "" if status.exit_code is None else f" with exit code {status.exit_code}"

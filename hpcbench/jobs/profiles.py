@@ -13,6 +13,8 @@ A profile is a named table of a TOML file::
     launcher = "torchrun"
     requeue_method = "scontrol"
     sacct = true                 # whether SLURM accounting answers here
+    carbon_intensity = 250       # gCO2e/kWh, pue, price_per_kwh, price_per_node_hour,
+    pue = 1.2                    # price_per_gpu_hour, currency: the bench report's estimates
 
 Two files hold profiles: the site's (``$HPCBENCH_SITE_CONFIG``, else
 ``/etc/hpcbench/profiles.toml``) and the user's (``$XDG_CONFIG_HOME/hpcbench/profiles.toml``,
@@ -29,6 +31,7 @@ passes the checks and the quoting of the job spec field it fills. A malformed fi
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import sys
@@ -79,7 +82,40 @@ INFO_KEYS = {
     "cores_per_node": ("CPU cores of one node", int),
     "sacct": ("whether SLURM accounting (sacct) answers on this cluster", bool),
     "description": ("what this profile is for", str),
+    # the factors of the bench report's carbon and cost estimates (a matrix's [estimates] wins)
+    "carbon_intensity": ("grid carbon intensity, gCO2e per kWh", float),
+    "pue": ("the data centre's power usage effectiveness (1 or more)", float),
+    "price_per_kwh": ("price of one kWh of energy", float),
+    "price_per_node_hour": ("price of one node for one hour", float),
+    "price_per_gpu_hour": ("price of one GPU for one hour", float),
+    "currency": ("the currency of the prices (e.g. EUR)", str),
 }
+#: the bounds of the estimate factors (low, high)
+FACTOR_BOUNDS = {
+    "carbon_intensity": (0.0, 5000.0),
+    "pue": (1.0, 10.0),
+    "price_per_kwh": (0.0, 1e6),
+    "price_per_node_hour": (0.0, 1e6),
+    "price_per_gpu_hour": (0.0, 1e6),
+}
+
+
+def check_factor(where: str, key: str, value: Any) -> Any:
+    """One estimate factor checked (a number within its bounds; ``currency`` a short word);
+    :class:`SpecError` naming ``where`` otherwise."""
+    if key == "currency":
+        if not isinstance(value, str) or not re.fullmatch(r"[^\x00-\x1f]{1,12}", value):
+            raise SpecError(f"{where}: expected a currency of 1 to 12 characters, got {value!r}")
+        return value
+    low, high = FACTOR_BOUNDS[key]
+    if (
+        not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
+        raise SpecError(f"{where}: expected a number from {low:g} to {high:g}, got {value!r}")
+    return float(value)
 
 
 @dataclass
@@ -177,6 +213,9 @@ def _check_key(path: Path, name: str, key: str, value: Any) -> None:
         raise SpecError(
             f"{where}: a profile holds data, not code or raw directives; put {key} in a job spec"
         )
+    if key in FACTOR_BOUNDS or key == "currency":
+        check_factor(where, key, value)
+        return
     if key in INFO_KEYS:
         kind = INFO_KEYS[key][1]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # slurm-down.sh: stop what slurm-up.sh started, by the PIDs it recorded in $HPCB_RUN (jobs are
-# cancelled first). munged is stopped only if slurm-up.sh started it, and not with --keep-munge.
+# cancelled first; slurmdbd and its MariaDB after slurmctld). munged is stopped only if slurm-up.sh
+# started it, and not with --keep-munge.
 set -uo pipefail
 RUN=${HPCB_RUN:-/run/hpcbench-slurm}
 keep_munge=0; [ "${1:-}" = --keep-munge ] && keep_munge=1
@@ -31,5 +32,7 @@ if [ -e "$RUN/slurmctld.pid" ] && command -v scancel >/dev/null; then
 fi
 for f in "$RUN"/slurmd-*.pid; do [ -e "$f" ] && stop "$f" slurmd; done
 [ -e "$RUN/slurmctld.pid" ] && stop "$RUN/slurmctld.pid" slurmctld
+[ -e "$RUN/slurmdbd.pid" ] && stop "$RUN/slurmdbd.pid" slurmdbd
+[ -e "$RUN/mariadbd.pid" ] && stop "$RUN/mariadbd.pid" mariadbd
 [ "$keep_munge" = 0 ] && [ -e "$RUN/munged.pid" ] && stop "$RUN/munged.pid" munged
 exit 0

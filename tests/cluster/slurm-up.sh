@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # slurm-up.sh: a throwaway SLURM cluster on this one Linux machine, for hpcbench's tests and for
-# trying hpcbench against SLURM (docs/schedulers.md). Needs root; no systemd, no slurmdbd, no cgroups.
+# trying hpcbench against SLURM (docs/schedulers.md). Needs root; no systemd, no cgroups.
+#
+# Accounting is real: a MariaDB server (Debian's mariadb-server, its own data directory in
+# $HPCB_RUN/db, 127.0.0.1:6829 only) behind slurmdbd (127.0.0.1:6830), so sacct answers as on a
+# production cluster (jobacct_gather/linux samples MaxRSS every few seconds; energy is gathered by
+# acct_gather_energy/rapl where /sys/class/powercap has Intel RAPL, else not at all, and sacct's
+# ConsumedEnergy stays 0). HPCB_ACCOUNTING=0 leaves them out (sacct then says "Slurm accounting
+# storage is disabled", as on clusters without slurmdbd).
 #
 # Two nodes (node1, node2) are two slurmd daemons on this host (ports 6818, 6819; each in its own UTS
 # namespace when allowed, so `srun hostname` says node1/node2), with HPCB_CPUS CPUs and HPCB_GPUS fake
@@ -19,6 +26,7 @@
 #
 # Prints one line on success. Exit status: 0 up, 1 failed (with log tails), 3 not root (tests skip).
 # Knobs: HPCB_NODES=2 HPCB_CPUS=$(nproc) HPCB_GPUS=2 HPCB_RUN=/run/hpcbench-slurm HPCB_TIMEOUT=60
+#        HPCB_ACCOUNTING=1
 set -euo pipefail
 
 NODES=${HPCB_NODES:-2}
@@ -26,24 +34,30 @@ CPUS=${HPCB_CPUS:-$(nproc)}
 GPUS=${HPCB_GPUS:-2}
 RUN=${HPCB_RUN:-/run/hpcbench-slurm}
 TIMEOUT=${HPCB_TIMEOUT:-60}
+ACCOUNTING=${HPCB_ACCOUNTING:-1}
 PACKAGES=(slurm-wlm slurmctld slurmd slurm-client munge)
+[ "$ACCOUNTING" = 1 ] && PACKAGES+=(slurmdbd mariadb-server)
 TORQUE_DEPS=(libslurm-perl libslurmdb-perl libswitch-perl)
 LOGS=/var/log/slurm
 SPOOL_CTLD=/var/spool/slurmctld
 SPOOL_D=/var/spool/slurmd
 CTLD_PORT=6817
 D_PORT=6818
+DB_PORT=6829
+DBD_PORT=6830
 
 say() { echo "slurm-up: $*" >&2; }
 fail() {
   echo "slurm-up: error: $*" >&2
-  for f in "$LOGS/slurmctld.log" "$LOGS"/slurmd-node*.log "$RUN/daemons.log"; do
+  for f in "$LOGS/slurmctld.log" "$LOGS"/slurmd-node*.log "$LOGS/slurmdbd.log" "$RUN/db.err" \
+    "$RUN/daemons.log"; do
     [ -f "$f" ] && { echo "--- last lines of $f" >&2; tail -n 12 "$f" >&2; }
   done
   exit 1
 }
 [ "$(id -u)" = 0 ] || { echo "slurm-up: needs root (it installs packages and starts daemons)" >&2; exit 3; }
-[[ $NODES =~ ^[1-8]$ && $CPUS =~ ^[1-9][0-9]*$ && $GPUS =~ ^[0-9]$ ]] || fail "bad HPCB_NODES/HPCB_CPUS/HPCB_GPUS"
+[[ $NODES =~ ^[1-8]$ && $CPUS =~ ^[1-9][0-9]*$ && $GPUS =~ ^[0-9]$ && $ACCOUNTING =~ ^[01]$ ]] \
+  || fail "bad HPCB_NODES/HPCB_CPUS/HPCB_GPUS/HPCB_ACCOUNTING"
 
 # alive PIDFILE COMM: the recorded process runs (not a zombie) and is the expected program
 alive() {
@@ -60,7 +74,8 @@ wait_for() { # SECONDS COMMAND...: retry every 0.2 s
 
 # 1. packages
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null \
-   || ! command -v sbatch >/dev/null; then
+   || ! command -v sbatch >/dev/null \
+   || { [ "$ACCOUNTING" = 1 ] && { [ ! -x /usr/sbin/slurmdbd ] || [ ! -x /usr/sbin/mariadbd ]; }; }; then
   command -v apt-get >/dev/null || fail "slurm is not installed and there is no apt-get"
   say "installing ${PACKAGES[*]}"
   mkdir -p "$RUN"
@@ -118,6 +133,20 @@ chmod 755 "$RUN/task-prolog.sh"
 
 # 2. the configuration
 names=(); for i in $(seq 1 "$NODES"); do names+=("node$i"); done
+if [ "$ACCOUNTING" = 1 ]; then
+  energy=acct_gather_energy/none
+  [ -r /sys/class/powercap/intel-rapl/intel-rapl:0/energy_uj ] && energy=acct_gather_energy/rapl
+  accounting_conf="AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$DBD_PORT
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=2,energy=2
+AcctGatherEnergyType=$energy
+AcctGatherNodeFreq=2"
+else
+  accounting_conf="AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none"
+fi
 nodelist=node1; [ "$NODES" -gt 1 ] && nodelist="node[1-$NODES]"
 mem=$(awk '/^MemTotal:/ {printf "%d", $2 / 1024 * 0.8}' /proc/meminfo)
 gres=""; [ "$GPUS" -gt 0 ] && gres=" Gres=gpu:$GPUS"
@@ -147,8 +176,7 @@ SchedulerParameters=batch_sched_delay=0
 MpiDefault=pmi2
 ReturnToService=2
 GresTypes=gpu
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
+$accounting_conf
 JobCompType=jobcomp/filetxt
 JobCompLoc=$LOGS/jobcomp.log
 MinJobAge=600
@@ -169,6 +197,10 @@ NodeName=$nodelist Name=gpu File=$RUN/gpu/nvidia[0-$((GPUS - 1))]"
 # 3. already up with this configuration? then nothing to do
 up=1
 alive "$RUN/slurmctld.pid" slurmctld || up=0
+if [ "$ACCOUNTING" = 1 ]; then
+  alive "$RUN/mariadbd.pid" mariadbd || up=0
+  alive "$RUN/slurmdbd.pid" slurmdbd || up=0
+fi
 for n in "${names[@]}"; do alive "$RUN/slurmd-$n.pid" slurmd || up=0; done
 if [ "$up" = 1 ] && [ "$(grep -v '^FirstJobId=' /etc/slurm/slurm.conf 2>/dev/null)" = "$conf" ] && munge_works \
    && scontrol ping 2>/dev/null | grep -q 'is UP'; then
@@ -177,7 +209,8 @@ if [ "$up" = 1 ] && [ "$(grep -v '^FirstJobId=' /etc/slurm/slurm.conf 2>/dev/nul
 fi
 # anything of ours half-running goes first
 "$(dirname "${BASH_SOURCE[0]}")/slurm-down.sh" --keep-munge >/dev/null 2>&1 || true
-for port in $CTLD_PORT $(seq "$D_PORT" $((D_PORT + NODES - 1))); do
+extra_ports=""; [ "$ACCOUNTING" = 1 ] && extra_ports="$DB_PORT $DBD_PORT"
+for port in $CTLD_PORT $(seq "$D_PORT" $((D_PORT + NODES - 1))) $extra_ports; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     fail "port $port is taken by a SLURM (or something else) that slurm-up.sh did not start"
   fi
@@ -221,6 +254,35 @@ fi
 
 # 6. daemons (they detach; their output goes to $RUN/daemons.log)
 : >"$RUN/daemons.log"
+if [ "$ACCOUNTING" = 1 ]; then
+  # 6a. MariaDB: a fresh data directory of its own, reachable on 127.0.0.1 only; the database
+  # user slurmdbd logs in with gets a new random password each time (only in slurmdbd.conf, 0600)
+  db=$RUN/db
+  rm -rf "${db:?}" && mkdir -p "$db/data" && chown -R mysql:mysql "$db" && chmod 700 "$db"
+  mariadb-install-db --no-defaults --datadir="$db/data" --user=mysql --skip-test-db \
+    --auth-root-authentication-method=socket >"$RUN/db-install.log" 2>&1 \
+    || { tail -n 5 "$RUN/db-install.log" >&2; fail "mariadb-install-db failed"; }
+  runuser -u mysql -- /usr/sbin/mariadbd --no-defaults --datadir="$db/data" --socket="$db/mysqld.sock" \
+    --pid-file="$db/mysqld.pid" --bind-address=127.0.0.1 --port="$DB_PORT" --log-error="$RUN/db.err" \
+    --innodb-buffer-pool-size=128M --innodb-lock-wait-timeout=900 </dev/null >/dev/null 2>&1 &
+  db_up() { mariadb --no-defaults --socket="$db/mysqld.sock" -u root -e 'select 1'; }
+  wait_for "$TIMEOUT" db_up || fail "mariadbd does not answer after ${TIMEOUT}s"
+  cp "$db/mysqld.pid" "$RUN/mariadbd.pid"
+  password=$(head -c 18 /dev/urandom | base64 | tr -dc A-Za-z0-9)
+  mariadb --no-defaults --socket="$db/mysqld.sock" -u root -e "
+    CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$password';
+    GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" || fail "cannot create the database user"
+  # 6b. slurmdbd (it reads slurmdbd.conf beside slurm.conf)
+  (umask 077 && printf '%s\n' "# written by hpcbench tests/cluster/slurm-up.sh: a throwaway test cluster" \
+    "AuthType=auth/munge" "DbdAddr=127.0.0.1" "DbdHost=$(hostname -s)" "DbdPort=$DBD_PORT" \
+    "SlurmUser=root" "PidFile=$RUN/slurmdbd.pid" "LogFile=$LOGS/slurmdbd.log" \
+    "StorageType=accounting_storage/mysql" "StorageHost=127.0.0.1" "StoragePort=$DB_PORT" \
+    "StorageUser=slurm" "StoragePass=$password" "StorageLoc=slurm_acct_db" >/etc/slurm/slurmdbd.conf)
+  slurmdbd </dev/null >>"$RUN/daemons.log" 2>&1 || fail "slurmdbd did not start"
+  dbd_up() { sacctmgr -n list cluster format=cluster; }
+  wait_for "$TIMEOUT" dbd_up || fail "slurmdbd does not answer after ${TIMEOUT}s"
+  sacctmgr -i add cluster hpcbench >>"$RUN/daemons.log" 2>&1 || fail "sacctmgr add cluster failed"
+fi
 slurmctld </dev/null >>"$RUN/daemons.log" 2>&1 || fail "slurmctld did not start"
 ping_up() { scontrol ping 2>/dev/null | grep -q 'is UP'; }
 wait_for "$TIMEOUT" ping_up || fail "slurmctld does not answer after ${TIMEOUT}s"
@@ -242,4 +304,6 @@ if ! wait_for 15 all_idle; then
   for n in "${names[@]}"; do scontrol update nodename="$n" state=resume >/dev/null 2>&1 || true; done
   wait_for "$TIMEOUT" all_idle || { sinfo -N -o '%N %t %E' >&2 || true; fail "nodes not idle after ${TIMEOUT}s"; }
 fi
-echo "slurm-up: SLURM $(sinfo -V | awk '{print $2}') up: partition debug, $nodelist, $CPUS CPUs and $GPUS fake GPU(s) each; PBS wrappers in $TORQUE_BIN"
+accounting="no accounting"
+[ "$ACCOUNTING" = 1 ] && accounting="accounting by slurmdbd and MariaDB ($energy)"
+echo "slurm-up: SLURM $(sinfo -V | awk '{print $2}') up: partition debug, $nodelist, $CPUS CPUs and $GPUS fake GPU(s) each; $accounting; PBS wrappers in $TORQUE_BIN"

@@ -408,10 +408,12 @@ def test_the_reference_study_published_figures_come_back(tmp_path):
 
     paths = write_tables(analysis, tmp_path / "tables")
     assert sorted(p.name for p in paths) == [
+        "accounting.csv",
         "accuracy.csv",
         "differences.csv",
         "energy.csv",
         "energy_by_kind.csv",
+        "estimates.csv",
         "scaling.csv",
         "times.csv",
     ]

@@ -1,0 +1,79 @@
+"""The scheduler's accounting of a matrix's runs, per configuration: what each run's
+``accounting.json`` says (written by the runner when the job ended, see
+:mod:`hpcbench.jobs.accounting`), summarised over the configuration's runs.
+
+- queue wait (submit to start): what many small jobs really cost on a busy cluster;
+- the scheduler's elapsed time, and CPU efficiency (seff's: CPU time over elapsed × CPUs);
+- the memory high-water mark of the largest rank (MaxRSS), and of all ranks together;
+- the energy the scheduler recorded (SLURM's ConsumedEnergy, its nodes' own counters), beside
+  hpcbench's own joules as a cross-check: they measure different things (whole nodes or CPU
+  packages against the devices a run used), so the ratio is shown, never reconciled.
+
+Where no run has accounting the block says why in one line (the first run's reason).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpcbench.bench import stats
+from hpcbench.bench.results import Run, is_number
+
+#: (key in the block, key of the accounting record's job)
+FIGURES = (
+    ("queue_wait_s", "queue_wait_s"),
+    ("elapsed_s", "elapsed_s"),
+    ("cpu_efficiency", "cpu_efficiency"),
+    ("max_rss_bytes", "max_rss_bytes"),
+    ("memory_used_bytes", "memory_used_bytes"),
+    ("scheduler_energy_j", "energy_j"),
+)
+
+
+def accounting_block(runs: list[Run], hpcbench_used_j: float | None) -> dict[str, Any]:
+    """One configuration's accounting over its runs (every run that has a record)."""
+    records = [r.accounting for r in runs if r.accounting]
+    found = [a for a in records if a.get("available")]
+    if not found:
+        reason = next((a.get("reason") for a in records if a.get("reason")), None)
+        return {
+            "available": False,
+            "runs": 0,
+            "source": records[0].get("source") if records else None,
+            "reason": reason
+            or "no accounting was recorded for these runs (results from before hpcbench kept "
+            "it, or runs that never started)",
+        }
+    block: dict[str, Any] = {
+        "available": True,
+        "runs": len(found),
+        "source": found[0].get("source"),
+        "reason": "",
+    }
+    for key, field in FIGURES:
+        values = [float(a["job"][field]) for a in found if is_number(a["job"].get(field))]
+        block[key] = stats.summarise(values)
+    if block["scheduler_energy_j"] is None:
+        block["energy_reason"] = next(
+            (a.get("energy_reason") for a in found if a.get("energy_reason")), "not recorded"
+        )
+    sched = block["scheduler_energy_j"]
+    block["energy_ratio"] = sched["median"] / hpcbench_used_j if sched and hpcbench_used_j else None
+    return block
+
+
+def queue_sentence(configs: list[dict[str, Any]]) -> str | None:
+    """The matrix's queue wait in words: in all, and as a share of the time its jobs ran."""
+    waits = [
+        (c["accounting"]["queue_wait_s"], c["accounting"]["elapsed_s"])
+        for c in configs
+        if c.get("accounting", {}).get("available") and c["accounting"].get("queue_wait_s")
+    ]
+    if not waits:
+        return None
+    waited = sum(w["median"] * w["n"] for w, _ in waits)
+    ran = sum(e["median"] * e["n"] for _, e in waits if e)
+    share = f" ({100 * waited / (waited + ran):.0f} % of their time in the cluster)" if ran else ""
+    return (
+        f"the matrix's jobs waited {waited:.0f} s in the queue in all{share} (scheduler accounting)"
+    )

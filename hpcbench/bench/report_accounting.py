@@ -1,0 +1,169 @@
+"""The report's sections on what the scheduler recorded (its accounting of every run's job) and
+on the carbon and cost estimates from the configured factors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpcbench.bench.analysis import Analysis
+from hpcbench.bench.document import Block, Bullets, Para, Table
+from hpcbench.bench.formatting import fmt_joules, fmt_stat, num
+
+
+def _pct(stat: Any) -> str:
+    return fmt_stat(stat, "%", 100.0)
+
+
+def _mib(stat: Any) -> str:
+    return fmt_stat(stat, "MiB", 1.0 / (1 << 20))
+
+
+def accounting_blocks(analysis: Analysis) -> list[Block]:
+    """Per configuration: queue wait, elapsed time, CPU efficiency, memory high-water marks and
+    the scheduler's energy beside hpcbench's; one line where there is no accounting."""
+    configs = analysis.get("configs", [])
+    found = [c for c in configs if (c.get("accounting") or {}).get("available")]
+    missing = [c for c in configs if not (c.get("accounting") or {}).get("available")]
+    blocks: list[Block] = []
+    if found:
+        sources = sorted({str(c["accounting"]["source"]) for c in found})
+        blocks.append(
+            Para(
+                f"From the scheduler's own accounting ({', '.join(sources)}), read once when each "
+                "run's job ended and kept as accounting.json in its run directory; median over the "
+                "configuration's runs with its 95 % interval. Queue wait = submit to start (what "
+                "many small jobs cost on a busy cluster); elapsed = the scheduler's start to end; "
+                "CPU efficiency = CPU time ÷ (elapsed × allocated CPUs), as seff computes it; "
+                "MaxRSS = the resident memory high-water mark of the largest rank; all ranks = the "
+                "largest step's sum of its ranks' peaks (seff's memory utilised). Scheduler energy "
+                "is what the cluster's own counters recorded for the job's nodes (SLURM's "
+                "ConsumedEnergy), hpcbench's the devices a run used (energy runs): they measure "
+                "different things, so their ratio is a cross-check, not a correction."
+            )
+        )
+        rows = []
+        for c in found:
+            a = c["accounting"]
+            energy = c.get("energy") or {}
+            rows.append(
+                [
+                    str(c["name"]),
+                    str(a["runs"]),
+                    fmt_stat(a.get("queue_wait_s"), "s"),
+                    fmt_stat(a.get("elapsed_s"), "s"),
+                    _pct(a.get("cpu_efficiency")),
+                    _mib(a.get("max_rss_bytes")),
+                    _mib(a.get("memory_used_bytes")),
+                    fmt_joules(a.get("scheduler_energy_j"))
+                    if a.get("scheduler_energy_j")
+                    else f"– ({a.get('energy_reason') or 'not recorded'})",
+                    fmt_joules(energy.get("used_j")) if energy.get("available") else "–",
+                    num(a.get("energy_ratio")),
+                ]
+            )
+        blocks.append(
+            Table(
+                [
+                    "configuration",
+                    "runs",
+                    "queue wait",
+                    "elapsed",
+                    "CPU efficiency",
+                    "MaxRSS (largest rank)",
+                    "memory, all ranks",
+                    "scheduler energy",
+                    "hpcbench energy (used)",
+                    "scheduler / hpcbench",
+                ],
+                rows,
+                numeric=set(range(1, 10)),
+            )
+        )
+    if missing:
+        reasons: dict[str, list[str]] = {}
+        for c in missing:
+            reason = (c.get("accounting") or {}).get("reason") or "not recorded"
+            reasons.setdefault(reason, []).append(str(c["name"]))
+        blocks.append(
+            Bullets(
+                [
+                    f"{', '.join(names)}: no scheduler accounting: {why}"
+                    for why, names in reasons.items()
+                ]
+            )
+        )
+    return blocks
+
+
+def _factor_words(factors: dict[str, Any], sources: dict[str, str]) -> list[str]:
+    names = {
+        "carbon_intensity": ("carbon intensity", "gCO2e/kWh"),
+        "pue": ("PUE", ""),
+        "price_per_kwh": ("price per kWh", ""),
+        "price_per_node_hour": ("price per node-hour", ""),
+        "price_per_gpu_hour": ("price per GPU-hour", ""),
+        "currency": ("currency", ""),
+    }
+    return [
+        f"{names[k][0]} {v}{' ' + names[k][1] if names[k][1] else ''} (from {sources.get(k, '?')})"
+        for k, v in factors.items()
+        if k in names
+    ]
+
+
+def estimate_blocks(analysis: Analysis, factors: dict[str, Any]) -> list[Block]:
+    """Estimated CO2e and cost per run and per configuration, labelled as estimates."""
+    configs = [c for c in analysis.get("configs", []) if c.get("estimates")]
+    if not configs:
+        return []
+    currency = configs[0]["estimates"].get("currency") or ""
+    blocks: list[Block] = [
+        Para(
+            "Estimates, not measurements: the energy hpcbench measured on the devices a run used, "
+            "× the data centre's PUE, × the factors below; the allocation's cost from node- and "
+            "GPU-hours (the scheduler's elapsed time where its accounting says, else the run's "
+            "set-up and work). Per configuration = per run (median) × its completed runs. A "
+            "figure resting on energy is – where the energy is not known (no energy runs, or "
+            "not measured)."
+        ),
+        Bullets(_factor_words(factors.get("values") or {}, factors.get("sources") or {})),
+    ]
+    rows = []
+    for c in configs:
+        e = c["estimates"]
+        one, every = e["per_run"], e["per_config"]
+        rows.append(
+            [
+                str(c["name"]),
+                num(one["facility_kwh"] * 1000) if one["facility_kwh"] is not None else "–",
+                num(one["co2e_g"]),
+                num(one["energy_cost"]),
+                num(one["allocation_cost"]),
+                str(e["runs"]),
+                num(every["co2e_g"]),
+                num(_sum(every["energy_cost"], every["allocation_cost"])),
+            ]
+        )
+    cur = f" ({currency})" if currency else ""
+    blocks.append(
+        Table(
+            [
+                "configuration",
+                "facility Wh / run",
+                "gCO2e / run (est.)",
+                f"energy cost / run{cur} (est.)",
+                f"allocation cost / run{cur} (est.)",
+                "runs",
+                "gCO2e, all runs (est.)",
+                f"cost, all runs{cur} (est.)",
+            ],
+            rows,
+            numeric=set(range(1, 8)),
+        )
+    )
+    return blocks
+
+
+def _sum(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None

@@ -1,0 +1,209 @@
+"""``hpcbench history`` and ``hpcbench check``: parse, call :mod:`hpcbench.history`, print."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from hpcbench.argparsing import count
+from hpcbench.jobs.profiles import PROFILE_VAR
+
+
+def add_parsers(sub: Any) -> None:
+    h = sub.add_parser(
+        "history",
+        help="the results history: list, show or add recorded results",
+        description="List the results recorded in the history (every finished hpcbench bench; "
+        "$HPCBENCH_HISTORY, else the user's data directory), newest first; with ID, one "
+        "record's figures; with --add, record a results directory or a training run.",
+        epilog="e.g. hpcbench history --name laptop --since 2026-11-01; hpcbench history 12",
+    )
+    h.add_argument("id", nargs="?", metavar="ID", help="show this record's figures")
+    h.add_argument("--name", help="only this matrix (or run) name")
+    h.add_argument("--profile", help="only results of this cluster profile")
+    h.add_argument("--since", metavar="DATE", help="recorded on or after YYYY-MM-DD[THH:MM]")
+    h.add_argument("--until", metavar="DATE", help="recorded on or before YYYY-MM-DD[THH:MM]")
+    h.add_argument("--last", type=count(1), default=20, help="how many (default 20)")
+    h.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    h.add_argument(
+        "--add",
+        metavar="DIR",
+        help="record DIR: a results directory of hpcbench bench, or a training run directory",
+    )
+    c = sub.add_parser(
+        "check",
+        help="check a results directory against reference values (exit 1 when out of tolerance)",
+        description="Check each referenced figure of a results directory of hpcbench bench "
+        "against its reference and tolerance (the matrix's [reference] table, or --references "
+        "FILE): one line per figure out of tolerance, exit status 1 if any, 0 if none; usable "
+        "as a CI step on a cluster.",
+        epilog='e.g. [reference] "1gpu" = { samples_per_s = [4400, -0.05, 0.10] }',
+    )
+    c.add_argument("results", metavar="RESULTS")
+    c.add_argument("--references", metavar="FILE", help="a TOML file with a [reference] table")
+    c.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="whose PROFILE:CONFIG references apply (default: the profile the matrix ran with)",
+    )
+    c.add_argument("-v", "--verbose", action="store_true", help="print the figures within too")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hpcbench.bench.results import AnalysisError
+    from hpcbench.history import HistoryError
+    from hpcbench.history.references import ReferenceError
+
+    try:
+        return _history(args) if args.action == "history" else _check(args)
+    except (HistoryError, AnalysisError, ReferenceError) as err:
+        print(f"hpcbench: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _history(args: argparse.Namespace) -> int:
+    from hpcbench.history import History, HistoryError, record_results, record_run
+
+    store = History()
+    if args.add:
+        target = Path(args.add)
+        if (target / "bench.json").is_file():
+            rid, new = record_results(target, store)
+        elif (target / "metrics.json").is_file():
+            rid, new = record_run(target, store)
+        else:
+            raise HistoryError(
+                f"--add {target}: neither a results directory of hpcbench bench (bench.json) "
+                "nor a training run directory (metrics.json)"
+            )
+        print(f"{'recorded' if new else 'already recorded'} as #{rid} in {store.path}")
+        return 0
+    if not store.path.exists():
+        print(f"no results recorded yet ({store.path} does not exist)")
+        return 0
+    if args.id is not None:
+        if not args.id.lstrip("#").isdigit():
+            raise HistoryError(f"ID {args.id!r}: a record id is a number (hpcbench history)")
+        entry = store.get(int(args.id.lstrip("#")))
+        if entry is None:
+            raise HistoryError(f"no record #{args.id.lstrip('#')} in {store.path}")
+        if args.json:
+            print(json.dumps(_entry_json(entry, full=True), indent=1))
+            return 0
+        for line in _show(entry):
+            print(line)
+        return 0
+    entries = store.entries(
+        name=args.name, profile=args.profile, since=args.since, until=args.until, limit=args.last
+    )
+    if args.json:
+        print(json.dumps([_entry_json(e) for e in entries], indent=1))
+        return 0
+    if not entries:
+        print(f"no recorded results match ({store.path})")
+        return 0
+    print("id\trecorded\tkind\tname\tprofile\tgit\tconfigurations")
+    for e in entries:
+        git = (e.git or "-")[:12]
+        print(
+            f"{e.id}\t{e.recorded_at[:16]}\t{e.kind}\t{e.name}\t{e.profile or '-'}\t{git}\t"
+            f"{', '.join(e.figures) or '-'}"
+        )
+    return 0
+
+
+def _entry_json(entry: Any, full: bool = False) -> dict[str, Any]:
+    data = {
+        "id": entry.id,
+        "recorded_at": entry.recorded_at,
+        "kind": entry.kind,
+        "name": entry.name,
+        "directory": entry.directory,
+        "profile": entry.profile,
+        "git": entry.git,
+        "hosts": entry.hosts,
+        "versions": entry.versions,
+        "figures": entry.figures,
+    }
+    if full:
+        data.update(matrix=entry.matrix, provenance=entry.provenance)
+    return data
+
+
+def _show(entry: Any) -> list[str]:
+    from hpcbench.history.figures import UNITS
+
+    lines = [
+        f"#{entry.id} {entry.kind} {entry.name}, recorded {entry.recorded_at}",
+        f"directory: {entry.directory}",
+        f"profile: {entry.profile or '-'}; git: {entry.git or '-'}; hosts: "
+        f"{', '.join(entry.hosts) or '-'}",
+        "versions: " + ", ".join(f"{k} {v}" for k, v in entry.versions.items() if v),
+    ]
+    for config, figures in entry.figures.items():
+        lines.append(f"{config}:")
+        for metric, stat in figures.items():
+            ci = stat.get("ci95")
+            interval = f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci and None not in ci else ""
+            n = f", n={stat['n']}" if stat.get("n") else ""
+            unit = f" {UNITS.get(metric, '')}".rstrip()
+            lines.append(f"  {metric}: {stat['median']:.4g}{unit}{interval}{n}")
+    return lines
+
+
+def _check(args: argparse.Namespace) -> int:
+    import os
+
+    from hpcbench.bench.analysis import analyse
+    from hpcbench.bench.matrix import MatrixError, read_matrix_table
+    from hpcbench.bench.results import load_results
+    from hpcbench.history.references import ReferenceError, check, check_references
+
+    results = load_results(args.results)
+    if args.references:
+        try:
+            table = read_matrix_table(args.references)
+        except MatrixError as err:
+            raise ReferenceError(str(err)) from None
+        unknown = sorted(set(table) - {"reference"})
+        if unknown:
+            raise ReferenceError(
+                f"{args.references}: {unknown[0]}: unknown key (a references file holds one "
+                "[reference] table)"
+            )
+        references = check_references(table.get("reference"), args.references)
+        where = args.references
+    else:
+        references = check_references(
+            results.matrix.get("reference"), str(Path(args.results) / "bench.json")
+        )
+        where = "the matrix's [reference]"
+    if not references:
+        raise ReferenceError(
+            f"{args.results}: no reference values (add a [reference] table to the matrix, or "
+            "give --references FILE)"
+        )
+    profile = (
+        args.profile
+        or (results.bench.get("provenance") or {}).get("profile")
+        or os.environ.get(PROFILE_VAR)
+    )
+    outcomes = check(dict(analyse(results)), references, profile)
+    if not outcomes:
+        raise ReferenceError(
+            f"{where}: no reference applies to these results"
+            f"{f' (profile {profile})' if profile else ' (no profile: PROFILE:CONFIG keys skipped)'}"
+        )
+    failed = [o for o in outcomes if not o.ok]
+    for outcome in outcomes:
+        if not outcome.ok or args.verbose:
+            print(outcome.line())
+    print(
+        f"{len(outcomes) - len(failed)} of {len(outcomes)} figure(s) within tolerance "
+        f"({where}{f', profile {profile}' if profile else ''})",
+        file=sys.stderr,
+    )
+    return 1 if failed else 0

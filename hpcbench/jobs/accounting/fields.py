@@ -1,0 +1,131 @@
+"""The values accounting commands print, read into numbers: memory sizes (``123456K``,
+``1.630GB``, ``2048kb``), durations (SLURM's ``1-02:03:04`` and ``03:04.123``, Grid Engine's
+``5.790s``, PBS's ``00:01:05``), dates (``2026-11-26T16:22:59``, ``Thu Nov 26 15:59:56 2026``,
+epoch seconds) and SLURM's TRES lists (``cpu=2,mem=1G,energy=120``). Each reader returns None for
+what it cannot read: an accounting field a site leaves empty is common, never an error.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from datetime import datetime
+
+# Binary multiples, as every one of these commands means them (SLURM's 1G is 1024M).
+_MULTIPLES = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([kmgtp]?)(?:i?b|bytes?)?\s*", re.I)
+
+
+def size_bytes(text: str | None, unit: str = "") -> int | None:
+    """``123456K``, ``1.630GB``, ``2048kb``, ``2 Mbytes`` as bytes; a bare number is in
+    ``unit`` (``"k"``: kibibytes, as SLURM's raw fields)."""
+    if not text:
+        return None
+    m = _SIZE.fullmatch(text.rstrip("nc"))  # SLURM's older ReqMem: 4000Mn (per node), Mc (per cpu)
+    if not m:
+        return None
+    suffix = (m.group(2) or unit).lower()
+    return int(round(float(m.group(1)) * _MULTIPLES[suffix]))
+
+
+_CLOCK = re.compile(r"(?:([0-9]+)-)?(?:([0-9]+):)?([0-9]+):([0-9]+(?:\.[0-9]+)?)")
+_SECONDS = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*s?")
+
+
+def duration_s(text: str | None) -> float | None:
+    """``1-02:03:04``, ``02:03:04``, ``03:04.123`` (SLURM's TotalCPU is MM:SS.mmm under an hour),
+    ``5.790s`` or ``65`` as seconds."""
+    if not text:
+        return None
+    text = text.strip()
+    m = _CLOCK.fullmatch(text)
+    if m:
+        days, hours, minutes, seconds = m.groups()
+        return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
+    m = _SECONDS.fullmatch(text)
+    return float(m.group(1)) if m else None
+
+
+def iso_time(text: str | None) -> float | None:
+    """SLURM's ``2026-11-26T16:22:59`` (the local time of the machine asking) as epoch
+    seconds; ``Unknown``, ``None`` and empty are None."""
+    if not text or not text[:1].isdigit():
+        return None
+    try:
+        return time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def ctime_time(text: str | None, year: int | None = None) -> float | None:
+    """``Thu Nov 26 15:59:56 2026`` (Grid Engine, PBS) as epoch seconds; LSF's
+    ``Thu Nov 26 15:59:56`` without a year takes ``year`` (else the latest year that does not
+    put it in the future)."""
+    if not text:
+        return None
+    words = text.split()
+    try:
+        if len(words) == 5:
+            return time.mktime(time.strptime(" ".join(words), "%a %b %d %H:%M:%S %Y"))
+        if len(words) == 4:
+            now = datetime.now()
+            for y in [year] if year else [now.year, now.year - 1]:
+                stamp = time.mktime(time.strptime(f"{' '.join(words)} {y}", "%a %b %d %H:%M:%S %Y"))
+                if year or stamp <= time.time() + 86400:
+                    return stamp
+    except ValueError:
+        return None
+    return None
+
+
+def epoch_time(text: str | None) -> float | None:
+    """Torque's ``1764172799`` (epoch seconds) as a number."""
+    try:
+        value = float(text or "")
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def tres(text: str | None) -> dict[str, str]:
+    """SLURM's ``cpu=2,mem=1G,node=1,billing=2,gres/gpu=2`` as a dict (values as printed)."""
+    out: dict[str, str] = {}
+    for item in (text or "").split(","):
+        key, sep, value = item.partition("=")
+        if sep and key:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def number(text: str | None) -> float | None:
+    try:
+        value = float(text or "")
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def whole(text: str | None) -> int | None:
+    value = number(text)
+    return int(value) if value is not None and value == int(value) else None
+
+
+def span(start: float | None, end: float | None) -> float | None:
+    """Seconds from ``start`` to ``end`` where both are known and in order."""
+    if start is None or end is None or end < start:
+        return None
+    return float(end - start)
+
+
+def iso(stamp: float | None) -> str | None:
+    """Epoch seconds as local ISO time (what the record shows)."""
+    return None if stamp is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(stamp))
+
+
+def efficiency(used: float | None, available: float | None) -> float | None:
+    """``used / available`` where both are known and ``available`` is positive (seff's
+    arithmetic: CPU time over elapsed time × allocated CPUs)."""
+    if used is None or not available or available <= 0:
+        return None
+    return used / available

@@ -1,0 +1,125 @@
+"""LSF's accounting of one job: ``bacct -l ID``.
+
+bacct prints the job's events (``Submitted from host``, ``Dispatched to <host>`` or LSF 10's
+``Dispatched N Task(s) on Host(s) <a> <b>``, ``Completed <done>`` or ``<exit>``; dates without a
+year unless the site shows it), then a table: ``CPU_T`` (CPU seconds of every process), ``WAIT``
+(seconds queued), ``TURNAROUND`` (seconds from submission to the end), ``STATUS``, ``HOG_FACTOR``,
+``MEM`` (the job's memory high-water mark, summed over its processes) and ``SWAP``. Lines longer
+than about 80 columns continue, split anywhere, on lines indented by 21 (26 with years) spaces.
+bacct records no energy (``bjobs -l`` shows a GPU's joules while LSF still holds the job).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from hpcbench.jobs.accounting import empty_record, fields, unavailable
+from hpcbench.jobs.schedulers.base import SchedulerError, run_process
+
+SOURCE = "bacct -l (LSF accounting)"
+Runner = Callable[[list[str]], tuple[int, str, str]]
+_EVENT = re.compile(r"^(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d(?: \d{4})?): (.*)$")
+# LSF 10: "Allocated 4 Slot(s)"; LSF 7-9: "Dispatched to 4 Hosts/Processors <2*a> <2*b>"
+_SLOTS = re.compile(r"Allocated (\d+) Slot\(s\)|(\d+) Hosts/Processors")
+_HOSTS = re.compile(r"<(?:(\d+)\*)?([^<>]+)>")
+
+
+def command(job_id: str) -> list[str]:
+    return ["bacct", "-l", job_id]
+
+
+def _run(argv: list[str]) -> tuple[int, str, str]:
+    try:
+        proc = run_process(argv, argv[0], timeout=60)
+    except SchedulerError as err:
+        return 127, "", str(err)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def read(job_id: str, run: Runner = _run) -> dict[str, Any]:
+    code, out, err = run(command(job_id))
+    if "CPU_T" not in out:
+        said = (err or out).strip().splitlines()
+        said = [line for line in said if line.strip() and not line.startswith(("-", " "))]
+        return unavailable("lsf", job_id, SOURCE, said[-1] if said else f"bacct exit {code}")
+    return parse(out, job_id)
+
+
+def unwrap(out: str) -> list[str]:
+    """bacct's lines with its wrapped continuations joined back (no separator: LSF splits
+    anywhere, inside words and ``<…>`` values)."""
+    lines: list[str] = []
+    for line in out.splitlines():
+        if lines and re.match(r" {21}\S", line) and not lines[-1].startswith(" "):
+            lines[-1] += line.strip()
+        else:
+            lines.append(line.rstrip())
+    return lines
+
+
+def parse(out: str, job_id: str) -> dict[str, Any]:
+    record = empty_record("lsf", job_id, SOURCE)
+    lines = unwrap(out)
+    head = next((i for i, line in enumerate(lines) if line.startswith(f"Job <{job_id}>")), None)
+    if head is None:
+        record["reason"] = f"bacct has no record of job {job_id}"
+        return record
+    record["available"] = True
+    record["energy_reason"] = "bacct records no energy"
+    status = re.search(r"Status <(\w+)>", lines[head])
+    submit = start = end = None
+    hosts: list[str] = []
+    slots = None
+    exit_code = None
+    table: dict[str, str] = {}
+    for i, line in enumerate(lines[head + 1 :], head + 1):
+        if line.startswith("---"):
+            break
+        if m := _EVENT.match(line):
+            stamp, what = fields.ctime_time(m.group(1)), m.group(2)
+            if what.startswith("Submitted"):
+                submit = stamp
+            elif what.startswith(("Dispatched", "Started")):
+                start = stamp
+                host_part = re.split(r", (?:Allocated|Effective|Execution)", what)[0]
+                found = _HOSTS.findall(host_part)
+                hosts += [host for _, host in found]
+                said = _SLOTS.search(what)
+                slots = (
+                    int(said.group(1) or said.group(2))
+                    if said
+                    else sum(int(c or 1) for c, _ in found) or None
+                )
+            elif what.startswith(("Completed", "Done", "Exited")):
+                end = stamp
+                if code := re.search(r"exit code (\d+)", what):
+                    exit_code = int(code.group(1))
+        elif line.split()[:2] == ["CPU_T", "WAIT"] and i + 1 < len(lines):
+            table = dict(zip(line.split(), lines[i + 1].split(), strict=False))
+    cpu = fields.number(table.get("CPU_T"))
+    wait = fields.number(table.get("WAIT"))
+    turnaround = fields.number(table.get("TURNAROUND"))
+    wall = turnaround - wait if turnaround is not None and wait is not None else None
+    state = (status.group(1) if status else table.get("STATUS", "")).upper()
+    record["job"].update(
+        state={"DONE": "COMPLETED", "EXIT": "FAILED"}.get(state, state or None),
+        exit_code=0 if state == "DONE" else exit_code,
+        submit=fields.iso(submit),
+        start=fields.iso(start),
+        end=fields.iso(end),
+        queue_wait_s=wait if wait is not None else fields.span(submit, start),
+        elapsed_s=wall if wall is not None else fields.span(start, end),
+        nodes=len(set(hosts)) or None,
+        nodelist=",".join(sorted(set(hosts))) or None,
+        cpus=slots,
+        cpu_time_s=cpu,
+        cpu_efficiency=fields.efficiency(cpu, (wall or 0) * (slots or 0)),
+        memory_used_bytes=fields.size_bytes(table.get("MEM")),
+        max_vmsize_bytes=fields.size_bytes(table.get("SWAP")),
+    )
+    record["notes"].append(
+        "LSF gives the job's memory summed over its processes (MEM), not each rank's"
+    )
+    return record

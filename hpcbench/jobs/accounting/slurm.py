@@ -1,0 +1,190 @@
+"""SLURM's accounting of one job: ``sacct`` once, for the job and its steps.
+
+``sacct --parsable2 --noconvert`` lists the allocation (``1234``, an array task ``1234_7``) and
+its steps (``1234.batch``, ``1234.extern``, ``1234.0`` for each ``srun``). From them: submit,
+eligible, start and end times (the queue wait), elapsed time, state and exit code, the nodes,
+the allocated CPUs and TRES, the CPU time of every step (seff's CPU efficiency: CPU time over
+elapsed time × allocated CPUs), the memory high-water mark of the largest task of each step
+(MaxRSS, MaxVMSize; seff's memory efficiency: the largest step's sum of its tasks' peaks,
+TRESUsageInTot's mem, over the memory allocated, AllocTRES's mem),
+and the energy the nodes drew while the job ran (ConsumedEnergyRaw, joules; 0 where no
+AcctGatherEnergyType gathers it). Clusters without slurmdbd refuse ``sacct``
+("Slurm accounting storage is disabled"): the record says so in one line.
+
+slurmctld hands a job's end to slurmdbd a moment after the job ends; the reader asks again for a
+few seconds while sacct still shows the job running.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hpcbench.jobs.accounting import empty_record, fields, unavailable
+from hpcbench.jobs.schedulers.base import SchedulerError, run_process
+from hpcbench.jobs.schedulers.slurm import sacct_exit_code
+
+FIELDS = (
+    "JobID",
+    "JobName",
+    "State",
+    "ExitCode",
+    "Submit",
+    "Eligible",
+    "Start",
+    "End",
+    "ElapsedRaw",
+    "TotalCPU",
+    "AllocCPUS",
+    "AllocTRES",
+    "NNodes",
+    "NodeList",
+    "NTasks",
+    "MaxRSS",
+    "MaxRSSTask",
+    "MaxRSSNode",
+    "MaxVMSize",
+    "TRESUsageInTot",
+    "ConsumedEnergyRaw",
+)
+SOURCE = "sacct (SLURM accounting)"
+_FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_ME")
+
+
+def command(job_id: str) -> list[str]:
+    return [
+        "sacct",
+        "--noheader",
+        "--parsable2",
+        "--noconvert",  # sizes in the unit SLURM keeps them (KiB): no rounding to 1.2G
+        f"--jobs={job_id}",
+        f"--format={','.join(FIELDS)}",
+    ]
+
+
+Runner = Callable[[list[str]], tuple[int, str, str]]
+
+
+def _run(argv: list[str]) -> tuple[int, str, str]:
+    try:
+        proc = run_process(argv, argv[0], timeout=60)
+    except SchedulerError as err:
+        return 127, "", str(err)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def read(job_id: str, run: Runner = _run, attempts: int = 20, pause: float = 0.5) -> dict[str, Any]:
+    """The accounting record of ``job_id`` (see :mod:`hpcbench.jobs.accounting`)."""
+    argv = command(job_id)
+    for attempt in range(attempts):
+        code, out, err = run(argv)
+        if code != 0:
+            said = (err or out).strip().splitlines()
+            return unavailable("slurm", job_id, SOURCE, said[0] if said else f"sacct exit {code}")
+        record = parse(out, job_id)
+        state = (record["job"].get("state") or "").split()[0] if record["available"] else ""
+        if record["available"] and state.startswith(_FINISHED) and record["job"]["end"]:
+            break
+        if attempt + 1 < attempts:
+            time.sleep(pause)
+    if record["available"] and record["job"]["energy_j"] is None:
+        record["energy_reason"] = _energy_reason(run)
+    return record
+
+
+def _energy_reason(run: Runner) -> str:
+    code, out, _ = run(["scontrol", "show", "config"])
+    plugin = next(
+        (
+            line.split("=", 1)[1].strip()
+            for line in out.splitlines()
+            if line.split("=", 1)[0].strip() == "AcctGatherEnergyType"
+        ),
+        None,
+    )
+    if code == 0 and plugin and plugin.endswith("/none"):
+        return f"this cluster gathers no energy (AcctGatherEnergyType = {plugin})"
+    if code == 0 and plugin:
+        return f"{plugin} recorded no energy for this job"
+    return "SLURM recorded no energy for this job"
+
+
+def parse(out: str, job_id: str) -> dict[str, Any]:
+    """The record from ``sacct``'s answer (its lines, ``|``-separated in :data:`FIELDS`'s
+    order); ``available`` false when the job is not among them."""
+    record = empty_record("slurm", job_id, SOURCE)
+    rows = []
+    for line in out.splitlines():
+        parts = line.split("|")
+        if len(parts) == len(FIELDS):
+            rows.append(dict(zip(FIELDS, parts, strict=True)))
+    head = next((r for r in rows if r["JobID"] == job_id), None)
+    if head is None:
+        record["reason"] = f"sacct does not know job {job_id} (yet)"
+        return record
+    steps = [r for r in rows if r["JobID"].startswith(f"{job_id}.")]
+    record["available"] = True
+    record["steps"] = [_step(r, job_id) for r in steps]
+    job = record["job"]
+    submit, eligible = fields.iso_time(head["Submit"]), fields.iso_time(head["Eligible"])
+    start, end = fields.iso_time(head["Start"]), fields.iso_time(head["End"])
+    cpus = fields.whole(head["AllocCPUS"])
+    nodes = fields.whole(head["NNodes"])
+    elapsed = fields.number(head["ElapsedRaw"])
+    step_cpu = [s["cpu_time_s"] for s in record["steps"] if s["cpu_time_s"] is not None]
+    cpu_time = sum(step_cpu) if step_cpu else fields.duration_s(head["TotalCPU"])
+    rss = [s["max_rss_bytes"] for s in record["steps"] if s["max_rss_bytes"] is not None]
+    vms = [s["max_vmsize_bytes"] for s in record["steps"] if s["max_vmsize_bytes"] is not None]
+    used = [s["memory_used_bytes"] for s in record["steps"] if s["memory_used_bytes"]]
+    allocated = fields.size_bytes(fields.tres(head["AllocTRES"]).get("mem"), "m")
+    energy = fields.number(head["ConsumedEnergyRaw"])
+    if not energy:  # the allocation line may stay 0 while its steps carry the joules
+        parts = [s["energy_j"] for s in record["steps"] if s["energy_j"]]
+        energy = sum(parts) if parts else None
+    job.update(
+        state=head["State"] or None,
+        exit_code=sacct_exit_code(head["ExitCode"]),
+        submit=fields.iso(submit),
+        eligible=fields.iso(eligible),
+        start=fields.iso(start),
+        end=fields.iso(end),
+        queue_wait_s=fields.span(submit, start),
+        eligible_wait_s=fields.span(eligible, start),
+        elapsed_s=elapsed,
+        nodes=nodes,
+        nodelist=head["NodeList"] or None,
+        cpus=cpus,
+        cpu_time_s=cpu_time,
+        cpu_efficiency=fields.efficiency(cpu_time, (elapsed or 0) * (cpus or 0)),
+        memory_allocated_bytes=allocated or None,
+        max_rss_bytes=max(rss) if rss else None,
+        max_vmsize_bytes=max(vms) if vms else None,
+        memory_used_bytes=max(used) if used else None,
+        memory_efficiency=fields.efficiency(max(used) if used else None, allocated),
+        energy_j=energy or None,
+        alloc_tres=fields.tres(head["AllocTRES"]) or None,
+    )
+    return record
+
+
+def _step(row: dict[str, str], job_id: str) -> dict[str, Any]:
+    usage = fields.tres(row["TRESUsageInTot"])
+    energy = fields.number(row["ConsumedEnergyRaw"]) or fields.number(usage.get("energy"))
+    return {
+        "step": row["JobID"][len(job_id) + 1 :],
+        "name": row["JobName"] or None,
+        "state": row["State"] or None,
+        "exit_code": sacct_exit_code(row["ExitCode"]),
+        "elapsed_s": fields.number(row["ElapsedRaw"]),
+        "tasks": fields.whole(row["NTasks"]),
+        "nodelist": row["NodeList"] or None,
+        "max_rss_bytes": fields.size_bytes(row["MaxRSS"], "k"),
+        "max_rss_task": fields.whole(row["MaxRSSTask"]),
+        "max_rss_node": row["MaxRSSNode"] or None,
+        "max_vmsize_bytes": fields.size_bytes(row["MaxVMSize"], "k"),
+        "cpu_time_s": fields.duration_s(row["TotalCPU"]),
+        "memory_used_bytes": fields.size_bytes(usage.get("mem"), "m"),
+        "energy_j": energy or None,
+        "tres_usage_in_tot": usage or None,
+    }
