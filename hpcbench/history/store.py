@@ -159,6 +159,7 @@ class History:
             db = sqlite3.connect(self.path, timeout=LOCK_WAIT_S, isolation_level=None)
             db.execute(f"PRAGMA busy_timeout = {int(LOCK_WAIT_S * 1000)}")
             db.execute("PRAGMA foreign_keys = ON")
+            self._refuse_foreign(db)  # before anything is changed, the journal mode included
             fs = filesystem_type(self.path.parent)
             wanted = "delete" if fs in NETWORK_FILESYSTEMS else "wal"
             self.journal = str(db.execute(f"PRAGMA journal_mode = {wanted}").fetchone()[0])
@@ -168,13 +169,18 @@ class History:
         self._db = db
         return db
 
-    def _check_or_create(self, db: sqlite3.Connection) -> None:
+    def _refuse_foreign(self, db: sqlite3.Connection) -> None:
+        """An SQLite file of someone else's is never touched."""
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if tables and "meta" not in tables:
+            db.close()
             raise HistoryError(
                 f"{self.path}: an SQLite file that is not an hpcbench history (tables: "
                 f"{', '.join(sorted(tables))}); give another $HPCBENCH_HISTORY"
             )
+
+    def _check_or_create(self, db: sqlite3.Connection) -> None:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "meta" not in tables:  # a new store (two writers may both get here: IF NOT EXISTS)
             with self._write(db):
                 for statement in SCHEMA.split(";"):

@@ -61,13 +61,17 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
     if not blocks:
         record["reason"] = f"qacct has no record of job {job_id}"
         return record
+    submit = min(_times(blocks, "qsub_time"), default=None)
+    # a job Grid Engine ran again (exit 99, a rescheduled node) has a record per attempt, and a
+    # parallel job one per host of an attempt: the last attempt is the job's outcome
+    last = blocks[-1].get("start_time")
+    blocks = [b for b in blocks if b.get("start_time") == last] or blocks[-1:]
     record["available"] = True
     record["energy_reason"] = "Grid Engine gathers no energy"
     record["notes"].append(
         "the resident high-water mark is not known: Grid Engine 8.1's qacct prints ru_maxrss "
         "(kilobytes) as bytes; maxvmem is the virtual memory high-water mark"
     )
-    submit = min(_times(blocks, "qsub_time"), default=None)
     start = min(_times(blocks, "start_time"), default=None)
     end = max(_times(blocks, "end_time"), default=None)
     wall = max(
@@ -83,7 +87,7 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
     exit_code = fields.whole((blocks[0].get("exit_status") or "").split(" ", 1)[0])
     state = "COMPLETED" if failed == "0" and exit_code == 0 else "FAILED"
     record["job"].update(
-        state=state if failed == "0" else f"FAILED ({blocks[0].get('failed')})",
+        state=state if failed == "0" else f"FAILED ({' '.join(blocks[0]['failed'].split())})",
         exit_code=exit_code,
         submit=fields.iso(submit),
         start=fields.iso(start),

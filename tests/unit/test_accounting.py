@@ -1,0 +1,216 @@
+"""The scheduler's accounting of a finished job (hpcbench.jobs.accounting), read from recorded
+answers of the real commands (tests/unit/recorded/README.md says where each comes from).
+
+Stand-in ``sacct``/``qacct``/``qstat``/``bacct`` programs first on PATH print the recorded files,
+so each reader runs its command as on a cluster. The real SLURM accounting (slurmdbd and
+MariaDB) is read in tests/cluster/test_accounting_slurm.py; PBS and LSF cannot run here.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from hpcbench.jobs import accounting
+from hpcbench.jobs.accounting import fields
+from tests.unit.test_scheduler_parsing import RECORDED, bindir, calls, fake, play  # noqa: F401
+
+
+def _local(text: str) -> float:
+    return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+
+
+# --------------------------------------------------------------------------------- fields
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "expected"),
+    [
+        ("123456K", "", 123456 * 1024),
+        ("1.630GB", "", int(round(1.630 * (1 << 30)))),
+        ("2048kb", "", 2048 * 1024),
+        ("219 Mbytes", "", 219 << 20),
+        ("4000Mn", "", 4000 << 20),
+        ("512", "k", 512 * 1024),
+        ("0", "", 0),
+        ("", "", None),
+        ("n/a", "", None),
+    ],
+)
+def test_sizes_as_the_schedulers_print_them(text, unit, expected):
+    assert fields.size_bytes(text, unit) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1-02:03:04", 93784.0),
+        ("02:03:04", 7384.0),
+        ("03:04.123", 184.123),
+        ("00:00:00", 0.0),
+        ("5.790s", 5.79),
+        ("65", 65.0),
+        ("Unknown", None),
+        ("", None),
+    ],
+)
+def test_durations(text, expected):
+    assert (
+        fields.duration_s(text) == pytest.approx(expected)
+        if expected is not None
+        else (fields.duration_s(text) is None)
+    )
+
+
+def test_dates_of_every_scheduler():
+    assert fields.iso_time("2026-11-26T16:22:59") == _local("2026-11-26T16:22:59")
+    assert fields.iso_time("Unknown") is None and fields.iso_time("None") is None
+    assert fields.ctime_time("Thu Nov 26 15:59:56 2026") == _local("2026-11-26T15:59:56")
+    # LSF without a year: the year given, else this year unless that is in the future
+    assert fields.ctime_time("Thu Nov 26 15:59:56", 2026) == _local("2026-11-26T15:59:56")
+    assert fields.epoch_time("1764172799") == 1764172799.0
+    assert fields.tres("cpu=2,mem=1G,node=1,gres/gpu=2") == {
+        "cpu": "2", "mem": "1G", "node": "1", "gres/gpu": "2"
+    }  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- Grid Engine
+
+
+def test_grid_engine_qacct_of_an_array_task(bindir):
+    fake(bindir, "qacct", play("sge", "qacct-j-52-t-1.txt"))
+    record = accounting.read_accounting("sge", "52.1")
+    assert calls(bindir, "qacct") == ["-j 52 -t 1"]
+    job = record["job"]
+    assert record["available"] and record["source"].startswith("qacct")
+    assert job["state"] == "COMPLETED" and job["exit_code"] == 0
+    assert job["submit"] == "2026-11-26T15:59:56" and job["end"] == "2026-11-26T16:00:02"
+    assert job["queue_wait_s"] == 0.0 and job["elapsed_s"] == 6.0
+    assert job["cpu_time_s"] == pytest.approx(5.79)
+    assert job["cpu_efficiency"] == pytest.approx(5.79 / 6.0)
+    assert job["max_vmsize_bytes"] == int(round(1.630 * (1 << 30)))
+    assert job["max_rss_bytes"] is None  # qacct's ru_maxrss is printed in the wrong unit
+    assert job["energy_j"] is None and record["energy_reason"] == "Grid Engine gathers no energy"
+
+
+def test_grid_engine_parallel_job_that_asked_to_run_again(bindir):
+    fake(bindir, "qacct", play("sge", "qacct-j-55-smp.txt"))
+    job = accounting.read_accounting("sge", "55")["job"]
+    assert job["cpus"] == 2 and job["exit_code"] == 99
+    assert job["state"] == "FAILED (25 : rescheduling)"
+    assert job["cpu_efficiency"] == pytest.approx(14.845 / (10 * 2))
+
+
+def test_grid_engine_unknown_job_is_one_line(bindir):
+    fake(bindir, "qacct", f"{play('sge', 'qacct-j-unknown.txt')} >&2; exit 1")
+    record = accounting.read_accounting("sge", "99999")
+    assert not record["available"]
+    assert record["reason"] == "error: job id 99999 not found"
+
+
+# ------------------------------------------------------------------------------------- PBS
+
+
+def test_openpbs_finished_job_from_the_history(bindir):
+    fake(bindir, "qstat", f'[ "$1" = --version ] && {{ {play("pbs", "openpbs", "qstat--version.txt")}; exit 0; }}\n'
+         f'{play("pbs", "openpbs", "qstat-x-f-finished.txt")}')  # fmt: skip
+    record = accounting.read_accounting("pbs", "4711.pbs1")
+    assert calls(bindir, "qstat")[-1] == "-x -f 4711.pbs1"
+    job = record["job"]
+    assert job["state"] == "COMPLETED" and job["exit_code"] == 0
+    assert job["queue_wait_s"] == 90.0 and job["eligible_wait_s"] == 80.0
+    assert job["elapsed_s"] == 60.0 and job["cpus"] == 4
+    assert job["cpu_time_s"] == 224.0 and job["cpu_efficiency"] == pytest.approx(224 / 240)
+    assert job["nodes"] == 2 and job["nodelist"] == "n001,n002"
+    assert job["memory_used_bytes"] == 2457600 * 1024
+    assert job["memory_efficiency"] == pytest.approx(2457600 / (8 << 20))
+    assert job["max_rss_bytes"] is None  # PBS has no per-rank figure
+
+
+def test_torque_completed_job(bindir):
+    fake(bindir, "qstat", f'[ "$1" = --version ] && {{ {play("pbs", "torque", "qstat--version.txt")}; exit 0; }}\n'
+         f'{play("pbs", "torque", "qstat-f-completed.txt")}')  # fmt: skip
+    job = accounting.read_accounting("pbs", "522.torque1.example.org")["job"]
+    assert calls(bindir, "qstat")[-1] == "-f 522.torque1.example.org"
+    assert job["start"] == "2026-11-26T04:27:38" and job["end"] == "2026-11-26T04:28:05"
+    assert job["queue_wait_s"] == 1.0 and job["elapsed_s"] == 27.0
+    assert job["memory_used_bytes"] == 348800 * 1024
+
+
+def test_pbs_job_no_longer_in_the_history(bindir):
+    fake(bindir, "qstat", f'[ "$1" = --version ] && {{ {play("pbs", "openpbs", "qstat--version.txt")}; exit 0; }}\n'
+         f'{play("pbs", "openpbs", "qstat-unknown.stderr.txt")} >&2; exit 153')  # fmt: skip
+    record = accounting.read_accounting("pbs", "299.pbs1")
+    assert not record["available"]
+    assert record["reason"] == "qstat: Unknown Job Id 299.pbs1"
+
+
+# ------------------------------------------------------------------------------------- LSF
+
+
+def test_lsf_bacct_of_a_finished_job(bindir):
+    fake(bindir, "bacct", play("lsf", "bacct-l.txt"))
+    record = accounting.read_accounting("lsf", "3329613")
+    assert calls(bindir, "bacct") == ["-l 3329613"]
+    job = record["job"]
+    assert job["state"] == "COMPLETED" and job["exit_code"] == 0
+    assert job["queue_wait_s"] == 50.0 and job["elapsed_s"] == 67.0  # turnaround - wait
+    assert job["nodelist"] == "a3201" and job["cpus"] == 1
+    assert job["cpu_efficiency"] == pytest.approx(60.08 / 67.0)
+    assert job["memory_used_bytes"] == 512 << 20
+    assert job["start"].endswith("T17:08:44")  # no year printed: this year's
+
+
+def test_lsf_10_bacct_with_tasks_on_two_hosts(bindir):
+    fake(bindir, "bacct", play("lsf", "bacct-l-10.txt"))
+    job = accounting.read_accounting("lsf", "8812")["job"]
+    assert job["state"] == "FAILED" and job["exit_code"] == 1
+    assert job["cpus"] == 4 and job["nodes"] == 2 and job["nodelist"] == "n001,n002"
+    assert job["cpu_efficiency"] == pytest.approx(400 / (120 * 4))
+
+
+def test_lsf_unknown_job(bindir):
+    fake(bindir, "bacct", f"{play('lsf', 'bacct-unknown.txt')}; exit 0")
+    record = accounting.read_accounting("lsf", "1")
+    assert not record["available"] and record["reason"] == "No matching job found"
+
+
+# ----------------------------------------------------------------------- none, kept, said
+
+
+def test_no_accounting_paths_are_one_line_and_never_raise(bindir, tmp_path, monkeypatch):
+    no_dbd = f"{play('slurm', '22.05', 'sacct-no-accounting.txt')} >&2; exit 1"
+    fake(bindir, "sacct", no_dbd)
+    record = accounting.read_accounting("slurm", "12")
+    assert not record["available"]
+    assert record["reason"] == "Slurm accounting storage is disabled"
+    assert accounting.describe(record) == [
+        "accounting: none (from sacct (SLURM accounting)): Slurm accounting storage is disabled"
+    ]
+    empty = tmp_path / "emptybin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    record = accounting.read_accounting("slurm", "12")  # sacct not installed at all
+    assert not record["available"] and "sacct not found" in record["reason"]
+    local = accounting.read_accounting("local", "local-3")
+    assert not local["available"] and "keeps no accounting" in local["reason"]
+
+
+def test_the_record_is_read_once_and_kept_in_the_run_directory(bindir, tmp_path):
+    fake(bindir, "qacct", play("sge", "qacct-j-52-t-1.txt"))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    first = accounting.account_finished("sge", "52.1", run_dir)
+    again = accounting.account_finished("sge", "52.1", run_dir)
+    assert calls(bindir, "qacct") == ["-j 52 -t 1"]  # once
+    assert first == again
+    kept = json.loads((run_dir / "accounting.json").read_text())
+    assert kept["format"] == "hpcbench-accounting/1" and kept["job"]["elapsed_s"] == 6.0
+    assert not [p for p in run_dir.iterdir() if p.name.startswith(".")]  # no temporary left
+    # a run directory that is not there: the record is returned, nothing is written
+    assert accounting.account_finished("sge", "52.1", tmp_path / "gone")["available"]
+    assert not (tmp_path / "gone").exists()
+    (run_dir / "accounting.json").write_text("{not json")
+    assert accounting.load(run_dir) is None  # a damaged record is as good as none

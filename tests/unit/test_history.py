@@ -1,0 +1,237 @@
+"""The results history (hpcbench.history): a real SQLite file, recorded from real results
+directories (the layout hpcbench bench writes, built by tests/unit/test_bench_analysis.py's
+helpers), listed, compared against, checked with references, and written by several processes
+at once."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from hpcbench import cli
+from hpcbench.bench.analysis import compare
+from hpcbench.history import History, HistoryError, compare_against, find, record_results
+from hpcbench.history import store as store_module
+from hpcbench.history.references import ReferenceError, check, check_references
+from tests.unit.test_bench_analysis import _small
+
+
+@pytest.fixture
+def history(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "data" / "history.sqlite"
+    monkeypatch.setenv("HPCBENCH_HISTORY", str(path))
+    return path
+
+
+def _with_reference(root: Path, reference: dict) -> Path:
+    bench = json.loads((root / "bench.json").read_text())
+    bench["matrix"]["reference"] = reference
+    (root / "bench.json").write_text(json.dumps(bench))
+    return root
+
+
+def test_record_list_and_show(history, tmp_path, capsys):
+    a = _small(tmp_path / "a", two_train=52.0)
+    rid, new = record_results(a)
+    assert (rid, new) == (1, True)
+    assert record_results(a) == (1, False)  # the same results twice: one record
+    assert oct(history.stat().st_mode & 0o777) == "0o600"
+    with History() as store:
+        [entry] = store.entries()
+    assert entry.name == "test" and entry.kind == "bench" and entry.directory == str(a.resolve())
+    assert entry.versions["torch"] == "2.3.0"
+    two = entry.figures["2dev-ddp"]
+    assert two["train_s"]["median"] == pytest.approx(52.0)
+    assert two["train_s"]["n"] == 6 and len(two["train_s"]["ci95"]) == 2
+    assert set(two) >= {"samples_per_s", "total_s", "train_s", "test_accuracy", "speedup"}
+
+    assert cli.main(["history"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("id\trecorded") and out[1].startswith("1\t") and "\ttest\t" in out[1]
+    assert cli.main(["history", "1"]) == 0
+    shown = capsys.readouterr().out
+    assert "2dev-ddp:" in shown and "train_s: 52 s" in shown
+    assert cli.main(["history", "--name", "other"]) == 0
+    assert "no recorded results match" in capsys.readouterr().out
+    assert cli.main(["history", "--json", "--since", "2000-01-01"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["figures"]["1dev"]["total_s"]["n"] == 6
+    assert cli.main(["history", "7"]) == 2
+    assert capsys.readouterr().err.strip() == f"hpcbench: error: no record #7 in {history}"
+
+
+def test_compare_against_last_date_id_and_name_uses_compares_rules(history, tmp_path):
+    old = _small(tmp_path / "old", two_train=52.0)
+    record_results(old)
+    new = _small(tmp_path / "new", two_train=60.0, torch="2.4.0", extra=True)
+    entry, findings = compare_against(new, "last")
+    assert entry.id == 1
+    assert findings == compare(old, new)  # the same findings as comparing the directories
+    assert any(f.startswith("2dev-ddp train time: 52 s → 60 s") for f in findings)
+    assert compare_against(new, "#1")[0].id == 1
+    assert compare_against(new, "test")[0].id == 1
+    today = entry.recorded_at[:10]
+    assert compare_against(new, today)[0].id == 1
+    with pytest.raises(HistoryError, match="no result of matrix 'test' recorded on or before"):
+        compare_against(new, "2000-01-01")
+    with pytest.raises(HistoryError, match="no recorded bench result #5"):
+        compare_against(new, "5")
+    # the results directory never compares against its own record
+    record_results(new)
+    with History() as store:
+        assert find(store, "last", "test", new).id == 1
+
+
+def test_compare_cli_against(history, tmp_path, capsys):
+    old = _small(tmp_path / "old", two_train=52.0)
+    record_results(old)
+    new = _small(tmp_path / "new", two_train=60.0)
+    assert cli.main(["compare", str(new), "--against", "last"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("against #1 test (") and "2dev-ddp train time: 52 s → 60 s" in out
+    assert cli.main(["compare", str(new)]) == 2
+    assert "give RESULTS_B or --against" in capsys.readouterr().err
+    assert cli.main(["compare", str(new), "--against", "nothing-like-it"]) == 1
+    assert "no recorded result of a matrix named 'nothing-like-it'" in capsys.readouterr().err
+
+
+def test_references_and_check_exit_codes(history, tmp_path, capsys):
+    root = _small(tmp_path / "r", two_train=52.0)
+    # 2dev-ddp trains at 14,769 samples/s (median) in these results
+    _with_reference(
+        root,
+        {
+            "2dev-ddp": {"samples_per_s": [14000, -0.05, "inf"], "train_s": [52.0, -0.01, 0.01]},
+            "*": {"test_accuracy": [0.8, -0.02, 0.02]},
+        },
+    )
+    assert cli.main(["check", str(root)]) == 0
+    assert "4 of 4 figure(s) within tolerance" in capsys.readouterr().err
+
+    _with_reference(root, {"2dev-ddp": {"samples_per_s": [16000, -0.05, 0.10]}})
+    assert cli.main(["check", str(root)]) == 1
+    out = capsys.readouterr()
+    assert out.out.splitlines() == [
+        "2dev-ddp samples_per_s: 14,769 samples/s out of tolerance: [15,200, 17,600] "
+        "(reference 16,000, -7.7% from the reference; 2dev-ddp)"
+    ]
+    assert "0 of 1 figure(s) within tolerance" in out.err
+
+    # a system's own reference wins over the general one; other systems' are not used
+    refs = tmp_path / "refs.toml"
+    refs.write_text(
+        '[reference]\n"2dev-ddp" = { samples_per_s = [16000, -0.05, 0.10] }\n'
+        '"hydra:2dev-ddp" = { samples_per_s = [14500, -0.05, 0.10] }\n'
+        '"other:*" = { train_s = [1, 0, 0] }\n'
+    )
+    assert cli.main(["check", str(root), "--references", str(refs), "--profile", "hydra"]) == 0
+    assert cli.main(["check", str(root), "--references", str(refs)]) == 1
+    capsys.readouterr()
+
+    # a configuration the results do not have fails, never passes silently
+    _with_reference(root, {"8dev-ddp": {"samples_per_s": [1, -1, "inf"]}})
+    assert cli.main(["check", str(root)]) == 1
+    assert "8dev-ddp samples_per_s: not measured" in capsys.readouterr().out
+
+    # bad references: one line naming the file and key, exit 2
+    refs.write_text('[reference]\n"1dev" = { samples_per_s = [100, 0.05, 0.1] }\n')
+    assert cli.main(["check", str(root), "--references", str(refs)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"hpcbench: error: {refs}: reference.1dev.samples_per_s: lower must be a number <= 0 "
+        "(or -inf), got 0.05"
+    )
+    no_refs = _small(tmp_path / "none", two_train=52.0)
+    assert cli.main(["check", str(no_refs)]) == 2
+    assert "no reference values" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"a": {"speed": [1, -0.1, 0.1]}}, "reference.a.speed: unknown figure"),
+        ({"a": {"samples_per_s": [1, -0.1]}}, "expected [reference, lower, upper]"),
+        ({"a": {"samples_per_s": ["x", -0.1, 0.1]}}, "the reference must be a finite number"),
+        ({"a": {"samples_per_s": [1, -0.1, -0.2]}}, "upper must be a number >= 0"),
+        ({":a": {"samples_per_s": [1, -0.1, 0.1]}}, "expected CONFIG, *, PROFILE:CONFIG"),
+        ({"a": {}}, "expected a table of figures"),
+    ],
+)
+def test_malformed_references_are_one_line(table, message):
+    with pytest.raises(ReferenceError, match=re.escape(message)):
+        check_references(table, "m.toml")
+
+
+def test_tolerances_follow_reframe_and_open_sides():
+    analysis = {
+        "configs": [{"name": "c", "throughput": {"median": 95.0, "ci95": [94, 96], "n": 3}}]
+    }
+    refs = check_references({"c": {"samples_per_s": [100, -0.05, "inf"]}}, "m")
+    [outcome] = check(analysis, refs)
+    assert outcome.ok and outcome.low == 95.0 and outcome.high == float("inf")
+    refs = check_references({"c": {"samples_per_s": [0, "-inf", 0.5]}}, "m")
+    assert check(analysis, refs)[0].high == 0.0 and not check(analysis, refs)[0].ok
+
+
+def _writer(path: str, worker: int, count: int) -> None:
+    from hpcbench.history.store import History
+
+    with History(path) as store:
+        for i in range(count):
+            store.record(
+                kind="bench",
+                name=f"w{worker}",
+                directory=f"/results/{worker}/{i}",
+                fingerprint=f"{worker}-{i}",
+                provenance={"torch": "2.3.0"},
+                matrix={"name": f"w{worker}"},
+                analysis={"configs": []},
+                figures={"c": {"total_s": {"median": float(i), "ci95": [i, i], "n": 1}}},
+                hosts=["n1"],
+            )
+
+
+def test_concurrent_writers_never_corrupt_the_store(tmp_path):
+    path = tmp_path / "shared" / "history.sqlite"
+    ctx = multiprocessing.get_context("spawn")
+    workers = [ctx.Process(target=_writer, args=(str(path), w, 25)) for w in range(4)]
+    for p in workers:
+        p.start()
+    for p in workers:
+        p.join(120)
+    assert [p.exitcode for p in workers] == [0, 0, 0, 0]
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert db.execute("SELECT count(*) FROM results").fetchone()[0] == 100
+    assert db.execute("SELECT count(*) FROM figures").fetchone()[0] == 100
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # a local filesystem
+
+
+def test_a_network_filesystem_gets_the_rollback_journal(tmp_path, monkeypatch):
+    # No NFS here: the filesystem's type is what /proc/self/mounts would say on a shared home.
+    monkeypatch.setattr(store_module, "filesystem_type", lambda path: "nfs4")
+    with History(tmp_path / "h.sqlite") as store:
+        store.entries()
+        assert store.journal == "delete"
+    assert store_module.filesystem_type(tmp_path) not in (None, "")
+
+
+def test_a_file_that_is_not_a_history_is_refused_and_left_alone(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("my notes\n" * 100)
+    with pytest.raises(HistoryError, match="not an hpcbench history"):
+        History(text).entries()
+    assert text.read_text() == "my notes\n" * 100
+    other = tmp_path / "other.sqlite"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE mine (x)")
+    db.commit()
+    db.close()
+    before = other.read_bytes()
+    with pytest.raises(HistoryError, match=r"tables: mine\)"):
+        History(other).entries()
+    assert other.read_bytes() == before
