@@ -21,13 +21,16 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 def pytest_configure(config):
     """No cluster profile of this machine's or its user's reaches a test (tests that use
-    profiles write their own files and point these variables at them)."""
+    profiles write their own files and point these variables at them), and no test's bench
+    lands in the user's results history."""
     import tempfile
 
     empty = Path(tempfile.mkdtemp(prefix="hpcbench-test-config-"))
     os.environ["HPCBENCH_SITE_CONFIG"] = str(empty / "site-profiles.toml")
     os.environ["XDG_CONFIG_HOME"] = str(empty / "config")
     os.environ.pop("HPCBENCH_PROFILE", None)
+    os.environ["XDG_DATA_HOME"] = str(empty / "data")  # the history's default place
+    os.environ.pop("HPCBENCH_HISTORY", None)
 
 
 def require(tool_ok: bool, reason: str) -> None:

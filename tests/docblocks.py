@@ -38,7 +38,7 @@ BATCH_COMMANDS = frozenset(
     "sdiag sprio sreport sshare sstat strigger "
     "qsub qstat qdel qacct qconf qhost qmod qalter qhold qrls qrsh qlogin qsh qmake qping "
     "qselect qsig tracejob pbsnodes "
-    "bsub bjobs bkill blaunch bqueues bhosts bmod bpeek brequeue bresume bstop".split()
+    "bsub bjobs bkill blaunch bqueues bhosts bmod bpeek brequeue bresume bstop bacct".split()
 )
 #: the variables a job or a launcher sets: a block runs as if typed at a fresh prompt
 JOB_VARIABLE_PREFIXES = (

@@ -50,6 +50,11 @@ def accounting_block(runs: list[Run], hpcbench_used_j: float | None) -> dict[str
         "source": found[0].get("source"),
         "reason": "",
     }
+    states: dict[str, int] = {}
+    for a in found:
+        state = str(a["job"].get("state") or "?").split()[0]
+        states[state] = states.get(state, 0) + 1
+    block["states"] = states
     for key, field in FIGURES:
         values = [float(a["job"][field]) for a in found if is_number(a["job"].get(field))]
         block[key] = stats.summarise(values)

@@ -49,6 +49,7 @@ def accounting_blocks(analysis: Analysis) -> list[Block]:
                 [
                     str(c["name"]),
                     str(a["runs"]),
+                    ", ".join(f"{k} {v}" for k, v in (a.get("states") or {}).items()) or "–",
                     fmt_stat(a.get("queue_wait_s"), "s"),
                     fmt_stat(a.get("elapsed_s"), "s"),
                     _pct(a.get("cpu_efficiency")),
@@ -66,6 +67,7 @@ def accounting_blocks(analysis: Analysis) -> list[Block]:
                 [
                     "configuration",
                     "runs",
+                    "states",
                     "queue wait",
                     "elapsed",
                     "CPU efficiency",
@@ -76,7 +78,7 @@ def accounting_blocks(analysis: Analysis) -> list[Block]:
                     "scheduler / hpcbench",
                 ],
                 rows,
-                numeric=set(range(1, 10)),
+                numeric={1, *range(3, 11)},
             )
         )
     if missing:

@@ -169,11 +169,13 @@ def _accounting(out: Path, cfgs: list[dict[str, Any]]) -> Path:
     """What the scheduler's accounting recorded of each configuration's runs, and its source."""
     return _write_csv(
         out / "accounting.csv",
-        ["config", "available", "runs", "source", "reason"]
+        ["config", "available", "runs", "states", "source", "reason"]
         + _stat_header(ACCOUNTING_STATS)
         + ["energy_ratio", "energy_reason"],
         (
-            [c["name"], a["available"], a["runs"], a.get("source"), a.get("reason")]
+            [c["name"], a["available"], a["runs"]]
+            + [" ".join(f"{k}={v}" for k, v in (a.get("states") or {}).items())]
+            + [a.get("source"), a.get("reason")]
             + sum((_stat_cells(a.get(k)) for k in ACCOUNTING_STATS), [])
             + [a.get("energy_ratio"), a.get("energy_reason")]
             for c in cfgs

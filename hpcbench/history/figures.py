@@ -1,20 +1,15 @@
 """The figures of an analysis that the history keeps and that references can name: for each
 configuration, each figure as a statistic (``median``, ``ci95``, ``n``).
 
-===================  ==========================================================  =========
-figure               what it is                                                   unit
-===================  ==========================================================  =========
-samples_per_s        training throughput                                          samples/s
-total_s, train_s     the run's measured work (train + val + test), its train loop s
-test_accuracy        the final test accuracy                                      fraction
-speedup              speedup of the whole run over the one-device baseline        ×
-efficiency           parallel efficiency (speedup / devices)                      fraction
-energy_j             energy of the devices the run used (energy runs)             J
-queue_wait_s         the scheduler's queue wait (accounting)                      s
-cpu_efficiency       CPU time over elapsed × CPUs (accounting, seff's)            fraction
-max_rss_bytes        the largest rank's resident memory high-water mark           bytes
-co2e_g               estimated CO2e of one run (from the configured factors)      g
-===================  ==========================================================  =========
+- ``samples_per_s``: training throughput (samples/s);
+- ``total_s``, ``train_s``: the run's measured work (train + val + test), its train loop (s);
+- ``test_accuracy``: the final test accuracy (a fraction);
+- ``speedup``: of the whole run over the one-device baseline; ``efficiency``: speedup / devices;
+- ``energy_j``: energy of the devices the run used (energy runs, J);
+- ``queue_wait_s``, ``cpu_efficiency``, ``max_rss_bytes``: the scheduler's accounting (queue
+  wait in s, seff's CPU time over elapsed × CPUs, the largest rank's resident high-water mark in
+  bytes);
+- ``co2e_g``: the estimated CO2e of one run, from the configured factors (g).
 """
 
 from __future__ import annotations

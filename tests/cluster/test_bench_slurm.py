@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -54,3 +55,13 @@ launcher = "srun"
     assert rep.returncode == 0, rep.stdout + rep.stderr
     md = (results / "report" / "report.md").read_text()
     assert "| mpi-2n |" in md and "node[1-2]" in md  # the hosts the ranks saw, in the provenance
+    # what slurmdbd recorded of each run's job: its state, queue wait and memory high-water
+    assert "## What the scheduler recorded" in md and "sacct (SLURM accounting)" in md
+    with (results / "report" / "tables" / "accounting.csv").open() as f:
+        rows = {row["config"]: row for row in csv.DictReader(f)}
+    for name in ("single", "ddp-2n", "mpi-2n"):
+        row = rows[name]
+        assert row["available"] == "True" and row["states"] == "COMPLETED=1", row
+        assert 0 <= float(row["queue_wait_s_median"]) < 300
+        assert float(row["max_rss_bytes_median"]) > 20 << 20  # a rank's torch, at its peak
+        assert f"| {name} | 1 | COMPLETED 1 |" in md

@@ -215,14 +215,14 @@ def test_status_of_twenty_jobs_is_one_squeue_call(slurm_cluster, workdir):
 
 
 def test_a_job_squeue_has_forgotten_falls_back_to_sacct_once(slurm_cluster, workdir):
-    """99999 was never submitted: squeue refuses it; one sacct call follows, which fails on a
-    cluster without accounting; the job is UNKNOWN, saying why."""
+    """99999 was never submitted: squeue refuses it; one sacct call follows, which does not
+    know it either (the test cluster keeps accounting); the job is UNKNOWN, saying why."""
     bindir = recorder(workdir, "squeue")
     recorder(workdir, "sacct")
     env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
     r = hpcbench("status", "99999", "--scheduler", "slurm", cwd=workdir, env=env)
     assert r.returncode == 1, r.stderr  # its state is not known: a script can tell
-    assert r.stdout.startswith("99999\tUNKNOWN\tno longer in squeue, and no accounting (sacct)")
+    assert r.stdout.startswith("99999\tUNKNOWN\tno longer in squeue, and sacct does not know it")
     assert len((workdir / "squeue.calls").read_text().splitlines()) == 1
     assert len((workdir / "sacct.calls").read_text().splitlines()) == 1
 

@@ -220,6 +220,10 @@ class SlurmScheduler(Scheduler):
             SchedulerError
         ):  # "Slurm accounting storage is disabled" on clusters without slurmdbd
             return gone
+        gone = {
+            j: JobStatus(UNKNOWN, None, "no longer in squeue, and sacct does not know it")
+            for j in job_ids
+        }
         for line in out.splitlines():
             parts = line.split("|")
             if len(parts) >= 3 and parts[0] in gone:
