@@ -388,7 +388,8 @@ def compare_analyses(side_a: Side, side_b: Side) -> list[str]:
     findings += [f"config {n} added" for n in cb if n not in ca]
     findings += [f"config {n} removed" for n in ca if n not in cb]
 
-    for key in sorted((set(ma) | set(mb)) - {"configs", "name"}):
+    # references and estimate factors say how to read results, not how they were made
+    for key in sorted((set(ma) | set(mb)) - {"configs", "name", "reference", "estimates"}):
         if ma.get(key) != mb.get(key):
             findings.append(f"matrix {key}: {ma.get(key)!r} → {mb.get(key)!r}")
     defs_a = {c["name"]: c for c in ma["configs"]}

@@ -155,43 +155,53 @@ class History:
                 new = False
             except OSError as err:
                 raise HistoryError(f"{self.path}: cannot create it ({err.strerror})") from None
+        db = sqlite3.connect(self.path, timeout=LOCK_WAIT_S, isolation_level=None)
         try:
-            db = sqlite3.connect(self.path, timeout=LOCK_WAIT_S, isolation_level=None)
             db.execute(f"PRAGMA busy_timeout = {int(LOCK_WAIT_S * 1000)}")
             db.execute("PRAGMA foreign_keys = ON")
-            self._refuse_foreign(db)  # before anything is changed, the journal mode included
-            fs = filesystem_type(self.path.parent)
-            wanted = "delete" if fs in NETWORK_FILESYSTEMS else "wal"
-            self.journal = str(db.execute(f"PRAGMA journal_mode = {wanted}").fetchone()[0])
-            self._check_or_create(db)
+            if self._refuse_foreign(db):  # an empty file: ours to set up
+                # WAL is a property of the file, set once when the store is made; a store on a
+                # network filesystem keeps the rollback journal
+                fs = filesystem_type(self.path.parent)
+                wanted = "delete" if fs in NETWORK_FILESYSTEMS else "wal"
+                db.execute(f"PRAGMA journal_mode = {wanted}")
+                self._create(db)
+            self.journal = str(db.execute("PRAGMA journal_mode").fetchone()[0])
         except sqlite3.DatabaseError as err:
+            db.close()
             raise HistoryError(f"{self.path}: not an hpcbench history ({err})") from None
+        except BaseException:
+            db.close()
+            raise
         self._db = db
         return db
 
-    def _refuse_foreign(self, db: sqlite3.Connection) -> None:
-        """An SQLite file of someone else's is never touched."""
+    def _refuse_foreign(self, db: sqlite3.Connection) -> bool:
+        """Whether the file is empty (a new store); an SQLite file of someone else's (any
+        table but an hpcbench history's, another format) is refused before anything in it
+        changes, the journal mode included."""
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if tables and "meta" not in tables:
-            db.close()
+        if not tables:
+            return True
+        fmt = None
+        if {"meta", "results", "figures"} <= tables:
+            row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+            fmt = row[0] if row else None
+        if fmt != HISTORY_FORMAT:
+            what = f"history format {fmt!r}" if fmt else f"tables: {', '.join(sorted(tables))}"
             raise HistoryError(
-                f"{self.path}: an SQLite file that is not an hpcbench history (tables: "
-                f"{', '.join(sorted(tables))}); give another $HPCBENCH_HISTORY"
+                f"{self.path}: an SQLite file that is not an hpcbench history ({what}); give "
+                "another $HPCBENCH_HISTORY"
             )
+        return False
 
-    def _check_or_create(self, db: sqlite3.Connection) -> None:
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "meta" not in tables:  # a new store (two writers may both get here: IF NOT EXISTS)
-            with self._write(db):
-                for statement in SCHEMA.split(";"):
-                    if statement.strip():
-                        db.execute(statement)
-                db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (HISTORY_FORMAT,))
-        fmt = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-        if not fmt or fmt[0] != HISTORY_FORMAT:
-            raise HistoryError(
-                f"{self.path}: history format {fmt[0] if fmt else None!r}, not {HISTORY_FORMAT!r}"
-            )
+    def _create(self, db: sqlite3.Connection) -> None:
+        """The tables of a new store (two writers may both get here: IF NOT EXISTS)."""
+        with self._write(db):
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (HISTORY_FORMAT,))
 
     @contextmanager
     def _write(self, db: sqlite3.Connection | None = None) -> Iterator[sqlite3.Connection]:
@@ -200,10 +210,11 @@ class History:
         db.execute("BEGIN IMMEDIATE")
         try:
             yield db
+            db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # never leave the write lock held
+                db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
 
     def close(self) -> None:
         if self._db is not None:
@@ -289,7 +300,7 @@ class History:
         kind: str | None = None,
         limit: int | None = None,
     ) -> list[Entry]:
-        """Recorded results, newest first, filtered."""
+        """Recorded results, the last recorded first, filtered."""
         where, args = [], []
         for column, value in (("name", name), ("profile", profile), ("kind", kind)):
             if value is not None:
@@ -304,7 +315,7 @@ class History:
         sql = "SELECT * FROM results"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY recorded_at DESC, id DESC"
+        sql += " ORDER BY id DESC"  # the order they were recorded in, whatever the clocks say
         if limit:
             sql += f" LIMIT {int(limit)}"
         try:

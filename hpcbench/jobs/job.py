@@ -18,7 +18,14 @@ from hpcbench.jobs import registry
 from hpcbench.jobs.follow import LogFollower
 from hpcbench.jobs.logs import RankError, first_rank_error
 from hpcbench.jobs.schedulers import get as get_scheduler
-from hpcbench.jobs.schedulers.base import JobRecord, JobStatus, Scheduler, array_status, tail
+from hpcbench.jobs.schedulers.base import (
+    JobRecord,
+    JobStatus,
+    Scheduler,
+    SchedulerError,
+    array_status,
+    tail,
+)
 from hpcbench.jsonfile import JsonFileError, parse_json
 
 METRICS_FILE = "metrics.json"  # what rank 0 of the trainer writes into the run directory
@@ -224,7 +231,10 @@ class Job:
                 "none",
                 f"an array of {len(self.tasks)} tasks: api.job(TASK).accounting() gives each task's",
             )
-        status = self.status()
+        try:
+            status = self.status()
+        except SchedulerError as err:
+            return unavailable(self.record.scheduler, self.job_id, "none", str(err))
         if not status.finished:
             return unavailable(
                 self.record.scheduler, self.job_id, "none", f"the job is {status.state.lower()}"

@@ -56,8 +56,9 @@ fail() {
   exit 1
 }
 [ "$(id -u)" = 0 ] || { echo "slurm-up: needs root (it installs packages and starts daemons)" >&2; exit 3; }
-[[ $NODES =~ ^[1-8]$ && $CPUS =~ ^[1-9][0-9]*$ && $GPUS =~ ^[0-9]$ && $ACCOUNTING =~ ^[01]$ ]] \
-  || fail "bad HPCB_NODES/HPCB_CPUS/HPCB_GPUS/HPCB_ACCOUNTING"
+[[ $NODES =~ ^[1-8]$ && $CPUS =~ ^[1-9][0-9]*$ && $GPUS =~ ^[0-9]$ && $ACCOUNTING =~ ^[01]$ \
+   && $TIMEOUT =~ ^[1-9][0-9]{0,3}$ ]] || fail "bad HPCB_NODES/HPCB_CPUS/HPCB_GPUS/HPCB_ACCOUNTING/HPCB_TIMEOUT"
+[[ $RUN =~ ^/[A-Za-z0-9._/-]+$ && $RUN != / ]] || fail "HPCB_RUN must be an absolute path (letters, digits, ._-/)"
 
 # alive PIDFILE COMM: the recorded process runs (not a zombie) and is the expected program
 alive() {
@@ -269,9 +270,11 @@ if [ "$ACCOUNTING" = 1 ]; then
   wait_for "$TIMEOUT" db_up || fail "mariadbd does not answer after ${TIMEOUT}s"
   cp "$db/mysqld.pid" "$RUN/mariadbd.pid"
   password=$(head -c 18 /dev/urandom | base64 | tr -dc A-Za-z0-9)
-  mariadb --no-defaults --socket="$db/mysqld.sock" -u root -e "
-    CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$password';
-    GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" || fail "cannot create the database user"
+  # on stdin, not the command line (which every local user can read in /proc)
+  mariadb --no-defaults --socket="$db/mysqld.sock" -u root <<SQL || fail "cannot create the database user"
+CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$password';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
+SQL
   # 6b. slurmdbd (it reads slurmdbd.conf beside slurm.conf)
   (umask 077 && printf '%s\n' "# written by hpcbench tests/cluster/slurm-up.sh: a throwaway test cluster" \
     "AuthType=auth/munge" "DbdAddr=127.0.0.1" "DbdHost=$(hostname -s)" "DbdPort=$DBD_PORT" \

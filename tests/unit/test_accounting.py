@@ -214,3 +214,38 @@ def test_the_record_is_read_once_and_kept_in_the_run_directory(bindir, tmp_path)
     assert not (tmp_path / "gone").exists()
     (run_dir / "accounting.json").write_text("{not json")
     assert accounting.load(run_dir) is None  # a damaged record is as good as none
+
+
+def test_lsf_lines_wrapped_under_dates_with_years(bindir):
+    text = (RECORDED / "lsf" / "bacct-l-10.txt").read_text()
+    with_years = text.replace("Thu Nov 26 11:14:09:", "Thu Nov 26 11:14:09 2026:").replace(
+        "\n                     ed 4 Slot", "\n                          ed 4 Slot"
+    ).replace("\n                     EQ <", "\n                          EQ <")
+    fake(bindir, "bacct", f"cat <<'EOT'\n{with_years}EOT")
+    job = accounting.read_accounting("lsf", "8812")["job"]
+    assert job["cpus"] == 4 and job["nodelist"] == "n001,n002"
+    assert job["start"] == "2026-11-26T11:14:09"
+
+
+def test_a_record_without_the_jobs_end_is_asked_for_again(bindir, tmp_path):
+    """slurmdbd down a moment, or the job not yet in it: kept (the report says why), and read
+    again next time rather than trusted."""
+    fake(bindir, "sacct", "echo 'sacct: error: slurmdbd: Connection refused' >&2; exit 1")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    first = accounting.account_finished("slurm", "12", run_dir)
+    assert not first["available"] and "Connection refused" in first["reason"]
+    assert accounting.load(run_dir)["reason"] == first["reason"]
+    accounting.account_finished("slurm", "12", run_dir)
+    assert len(calls(bindir, "sacct")) == 2
+
+
+def test_an_empty_state_or_odd_lines_never_raise(bindir):
+    from hpcbench.jobs.accounting import slurm
+
+    fields_ = "|".join([""] * (len(slurm.FIELDS) - 1))
+    fake(bindir, "sacct", f"echo '12|{fields_}'; echo 'garbage'")
+    fake(bindir, "scontrol", "echo 'AcctGatherEnergyType   = acct_gather_energy/none'")
+
+    record = slurm.read("12", attempts=2, pause=0.0)
+    assert record["available"] and record["job"]["state"] is None

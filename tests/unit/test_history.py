@@ -235,3 +235,17 @@ def test_a_file_that_is_not_a_history_is_refused_and_left_alone(tmp_path):
     with pytest.raises(HistoryError, match=r"tables: mine\)"):
         History(other).entries()
     assert other.read_bytes() == before
+
+
+def test_an_sqlite_file_with_a_table_named_meta_is_still_someone_elses(tmp_path):
+    other = tmp_path / "browser.sqlite"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE meta (key TEXT, value TEXT)")
+    db.execute("INSERT INTO meta VALUES ('version', '3')")
+    db.commit()
+    db.close()
+    before = other.read_bytes()
+    with pytest.raises(HistoryError, match="not an hpcbench history"):
+        History(other).entries()
+    assert other.read_bytes() == before  # not even the journal mode changed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["browser.sqlite"]

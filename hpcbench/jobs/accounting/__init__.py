@@ -10,8 +10,9 @@ at all (no slurmdbd, ``sacct`` refused, the local scheduler) ``available`` is fa
 ``reason`` says why in one line. Nothing here fails a job or a report.
 
 The record is kept beside the trainer's own results, as ``accounting.json`` in the run directory
-(:func:`store`), so it is read once per job: ``hpcbench status --verbose``, ``submit --wait``
-and ``bench`` write it when the job has finished, and the bench report reads it.
+(:func:`store`): ``hpcbench status --verbose``, ``submit --wait`` and ``bench`` write it when the
+job has finished, and the bench report reads it. A record that holds the job's end
+(:func:`final`) is never asked for again; one without accounting is asked for again next time.
 """
 
 from __future__ import annotations
@@ -137,15 +138,43 @@ def load(run_dir: Path) -> dict[str, Any] | None:
         data = read_json(run_dir / ACCOUNTING_FILE)
     except (JsonFileError, OSError):
         return None
-    if not isinstance(data, dict) or data.get("format") != ACCOUNTING_FORMAT:
+    if (
+        not isinstance(data, dict)
+        or data.get("format") != ACCOUNTING_FORMAT
+        or not isinstance(data.get("job"), dict)
+        or not isinstance(data.get("steps"), list)
+        or not all(isinstance(s, dict) for s in data["steps"])
+        or not isinstance(data.get("notes", []), list)
+    ):
         return None
+    data["job"] = {k: data["job"].get(k) for k in JOB_KEYS}  # a key an editor removed is None
     return data
 
 
+def final(record: dict[str, Any]) -> bool:
+    """Whether a record is the job's last word: accounting found, and the job ended in it."""
+    state = str((record.get("job") or {}).get("state") or "").split()[:1]
+    return bool(record.get("available")) and bool(state) and state[0] in FINAL_STATES
+
+
+FINAL_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
+     "BOOT_FAIL", "DEADLINE"}
+)  # fmt: skip
+
+
 def account_finished(scheduler: str, job_id: str, run_dir: Path | None) -> dict[str, Any]:
-    """The accounting of a finished job, read once: the record kept in its run directory,
-    else the scheduler's, kept there for next time."""
-    if run_dir is not None and (kept := load(run_dir)) is not None and kept["job_id"] == job_id:
+    """The accounting of a finished job: the record kept in its run directory when it is the
+    job's last word (:func:`final`), else the scheduler's, kept there in its place. A record
+    without accounting (slurmdbd down, the job not yet in it) is kept too, so that a report
+    says why, but asked again next time."""
+    kept = load(run_dir) if run_dir is not None else None
+    if (
+        kept is not None
+        and kept.get("job_id") == job_id
+        and kept.get("scheduler") == scheduler
+        and final(kept)
+    ):
         return kept
     record = read_accounting(scheduler, job_id)
     if run_dir is not None:

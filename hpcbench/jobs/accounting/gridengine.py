@@ -62,10 +62,10 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
         record["reason"] = f"qacct has no record of job {job_id}"
         return record
     submit = min(_times(blocks, "qsub_time"), default=None)
-    # a job Grid Engine ran again (exit 99, a rescheduled node) has a record per attempt, and a
-    # parallel job one per host of an attempt: the last attempt is the job's outcome
-    last = blocks[-1].get("start_time")
-    blocks = [b for b in blocks if b.get("start_time") == last] or blocks[-1:]
+    # a job Grid Engine ran again (exit 99, a rescheduled node) has a record per attempt, each
+    # earlier one "failed 25: rescheduling"; a parallel job one per host of an attempt: the
+    # records of the last attempt are the job's outcome
+    blocks = [b for b in blocks if (b.get("failed") or "0").split()[0] != "25"] or blocks[-1:]
     record["available"] = True
     record["energy_reason"] = "Grid Engine gathers no energy"
     record["notes"].append(

@@ -52,7 +52,7 @@ def unwrap(out: str) -> list[str]:
     anywhere, inside words and ``<…>`` values)."""
     lines: list[str] = []
     for line in out.splitlines():
-        if lines and re.match(r" {21}\S", line) and not lines[-1].startswith(" "):
+        if lines and re.match(r" {21}(?: {5})?\S", line) and not lines[-1].startswith(" "):
             lines[-1] += line.strip()
         else:
             lines.append(line.rstrip())

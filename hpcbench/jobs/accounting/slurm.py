@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hpcbench.jobs.accounting import empty_record, fields, unavailable
+from hpcbench.jobs.accounting import empty_record, fields, final, unavailable
 from hpcbench.jobs.schedulers.base import SchedulerError, run_process
 from hpcbench.jobs.schedulers.slurm import sacct_exit_code
 
@@ -49,7 +49,6 @@ FIELDS = (
     "ConsumedEnergyRaw",
 )
 SOURCE = "sacct (SLURM accounting)"
-_FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_ME")
 
 
 def command(job_id: str) -> list[str]:
@@ -83,8 +82,7 @@ def read(job_id: str, run: Runner = _run, attempts: int = 20, pause: float = 0.5
             said = (err or out).strip().splitlines()
             return unavailable("slurm", job_id, SOURCE, said[0] if said else f"sacct exit {code}")
         record = parse(out, job_id)
-        state = (record["job"].get("state") or "").split()[0] if record["available"] else ""
-        if record["available"] and state.startswith(_FINISHED) and record["job"]["end"]:
+        if final(record) and record["job"]["end"]:
             break
         if attempt + 1 < attempts:
             time.sleep(pause)
