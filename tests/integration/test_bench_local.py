@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -70,6 +71,18 @@ def test_a_small_matrix_runs_every_configuration_twice(workdir, bench_data):
     assert "[2/6] mpi-2 timing 1: completed in" in r.stdout
     assert "4 run(s) left, about" in r.stdout
     assert "6 of 6 run(s) completed; hpcbench report" in r.stdout
+    # the finished matrix is in the results history, and each run says why it has no
+    # scheduler accounting (the local scheduler keeps none)
+    assert re.search(r"^recorded in the history as #\d+ \(", r.stdout, re.M), r.stdout
+    from hpcbench.history import History
+
+    with History() as store:
+        [entry] = [e for e in store.entries() if e.directory == str(results.resolve())]
+    assert (
+        set(entry.figures) == {"single", "mpi-2"} and entry.figures["single"]["total_s"]["n"] == 2
+    )
+    kept = json.loads((results / runs[0]["run_dir"] / "accounting.json").read_text())
+    assert not kept["available"] and "the local scheduler keeps no accounting" in kept["reason"]
     # energy runs: one energy.json per run; nothing is readable here, and it says why (no 0 J)
     for run in (x for x in runs if x["kind"] == "energy"):
         energy = json.loads((results / run["run_dir"] / "energy.json").read_text())

@@ -9,13 +9,24 @@ MariaDB) is read in tests/cluster/test_accounting_slurm.py; PBS and LSF cannot r
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
 
 from hpcbench.jobs import accounting
 from hpcbench.jobs.accounting import fields
-from tests.unit.test_scheduler_parsing import RECORDED, bindir, calls, fake, play  # noqa: F401
+from tests.unit.test_scheduler_parsing import RECORDED, calls, fake, play
+
+
+@pytest.fixture
+def bindir(tmp_path, monkeypatch):
+    """A directory first on PATH for the stand-in programs."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    monkeypatch.setenv("PATH", f"{d}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("HPCBENCH_STATE_DIR", str(tmp_path / "state"))
+    return d
 
 
 def _local(text: str) -> float:
@@ -218,9 +229,11 @@ def test_the_record_is_read_once_and_kept_in_the_run_directory(bindir, tmp_path)
 
 def test_lsf_lines_wrapped_under_dates_with_years(bindir):
     text = (RECORDED / "lsf" / "bacct-l-10.txt").read_text()
-    with_years = text.replace("Thu Nov 26 11:14:09:", "Thu Nov 26 11:14:09 2026:").replace(
-        "\n                     ed 4 Slot", "\n                          ed 4 Slot"
-    ).replace("\n                     EQ <", "\n                          EQ <")
+    with_years = (
+        text.replace("Thu Nov 26 11:14:09:", "Thu Nov 26 11:14:09 2026:")
+        .replace("\n                     ed 4 Slot", "\n                          ed 4 Slot")
+        .replace("\n                     EQ <", "\n                          EQ <")
+    )
     fake(bindir, "bacct", f"cat <<'EOT'\n{with_years}EOT")
     job = accounting.read_accounting("lsf", "8812")["job"]
     assert job["cpus"] == 4 and job["nodelist"] == "n001,n002"
@@ -249,3 +262,64 @@ def test_an_empty_state_or_odd_lines_never_raise(bindir):
 
     record = slurm.read("12", attempts=2, pause=0.0)
     assert record["available"] and record["job"]["state"] is None
+
+
+# ----------------------------------------------------------------------------------- SLURM
+
+
+def test_slurm_sacct_of_a_two_node_job_and_its_steps(bindir):
+    """sacct-accounting.txt was recorded on the test cluster's slurmdbd: a two-node job whose
+    srun step held about 133 MiB in its largest task, then a one-node job asking --mem=100M."""
+    fake(bindir, "sacct", play("slurm", "22.05", "sacct-accounting.txt"))
+    fake(bindir, "scontrol", play("slurm", "22.05", "scontrol-show-config-energy.txt"))
+    record = accounting.read_accounting("slurm", "51870000")
+    [argv] = calls(bindir, "sacct")
+    assert argv.startswith("--noheader --parsable2 --noconvert --jobs=51870000 --format=JobID,")
+    job = record["job"]
+    assert job["state"] == "COMPLETED" and job["exit_code"] == 0
+    assert job["submit"] == "2026-11-26T17:03:20" and job["queue_wait_s"] == 0.0
+    assert job["elapsed_s"] == 4.0 and job["nodes"] == 2 and job["nodelist"] == "node[1-2]"
+    assert job["cpus"] == 2 and job["cpu_time_s"] == pytest.approx(0.033 + 0.517)
+    assert job["cpu_efficiency"] == pytest.approx(0.55 / (4 * 2))  # seff's arithmetic
+    # --noconvert: MaxRSS and TRESUsageInTot's mem in bytes
+    assert job["max_rss_bytes"] == 139563008 and job["max_vmsize_bytes"] == 363167744
+    assert job["memory_used_bytes"] == 279093248  # both tasks' peaks of step 0
+    assert job["memory_allocated_bytes"] == 2 * 38568 << 20  # ReqMem per node × nodes
+    assert job["energy_j"] is None
+    assert record["energy_reason"] == (
+        "this cluster gathers no energy (AcctGatherEnergyType = acct_gather_energy/none)"
+    )
+    steps = {s["step"]: s for s in record["steps"]}
+    assert steps["0"]["max_rss_task"] == 1 and steps["0"]["max_rss_node"] == "node2"
+    assert steps["0"]["tasks"] == 2 and steps["batch"]["max_rss_bytes"] == 12644352
+    lines = accounting.describe(record)
+    assert lines[0] == (
+        "accounting (from sacct (SLURM accounting)): COMPLETED exit 0; queued 0 s, ran 4 s on "
+        "node[1-2]"
+    )
+    assert "high-water 133 MiB per rank (MaxRSS)" in lines[2]
+    assert lines[-1] == "  step 0: COMPLETED, 4 s, 2 task(s), MaxRSS 133 MiB (task 1)"
+
+
+def test_slurm_job_too_short_to_be_sampled(bindir):
+    fake(bindir, "sacct", play("slurm", "22.05", "sacct-accounting.txt"))
+    fake(bindir, "scontrol", play("slurm", "22.05", "scontrol-show-config-energy.txt"))
+    job = accounting.read_accounting("slurm", "51870001")["job"]
+    assert job["memory_allocated_bytes"] == 100 << 20 and job["max_rss_bytes"] is None
+    assert job["memory_efficiency"] is None
+
+
+def test_slurm_asks_again_while_slurmdbd_has_not_the_end(bindir, tmp_path):
+    """The first answer shows the job RUNNING (slurmctld has not yet told slurmdbd), the
+    second its end."""
+    recorded = (RECORDED / "slurm" / "22.05" / "sacct-accounting.txt").read_text()
+    running = recorded.replace("51870000|acct-demo|COMPLETED", "51870000|acct-demo|RUNNING")
+    (tmp_path / "running.txt").write_text(running)
+    counter = tmp_path / "n"
+    fake(bindir, "sacct", f'if [ -e "{counter}" ]; then {play("slurm", "22.05", "sacct-accounting.txt")}; '
+         f'else touch "{counter}"; cat "{tmp_path / "running.txt"}"; fi')  # fmt: skip
+    fake(bindir, "scontrol", play("slurm", "22.05", "scontrol-show-config-energy.txt"))
+    from hpcbench.jobs.accounting import slurm
+
+    record = slurm.read("51870000", pause=0.0)
+    assert record["job"]["state"] == "COMPLETED" and len(calls(bindir, "sacct")) == 2

@@ -18,6 +18,7 @@ job has finished, and the bench report reads it. A record that holds the job's e
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,35 @@ def unavailable(scheduler: str, job_id: str, source: str, reason: str) -> dict[s
     record = empty_record(scheduler, job_id, source)
     record["reason"] = " ".join(reason.split())[:300] or "no accounting"
     return record
+
+
+Runner = Callable[[list[str]], tuple[int, str, str]]
+
+
+def ask(argv: list[str]) -> tuple[int, str, str]:
+    """Run an accounting command: (exit status, stdout, stderr); 127 when it is not installed
+    (its message names it), never an exception."""
+    from hpcbench.jobs.schedulers.base import SchedulerError, run_process
+
+    try:
+        proc = run_process(argv, argv[0], timeout=60)
+    except SchedulerError as err:
+        return 127, "", str(err)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def refused(
+    scheduler: str, job_id: str, source: str, answer: tuple[int, str, str], last: bool = False
+) -> dict[str, Any]:
+    """The record of a command that gave no accounting, in its own words: the first line it
+    said (``last``: the last one not part of a header or a table)."""
+    code, out, err = answer
+    said = [line for line in (err or out).strip().splitlines() if line.strip()]
+    if last:
+        said = [line for line in said if not line.startswith(("-", " "))][-1:]
+    return unavailable(
+        scheduler, job_id, source, said[0] if said else f"{source.split()[0]} exit {code}"
+    )
 
 
 def read_accounting(scheduler: str, job_id: str) -> dict[str, Any]:
@@ -193,6 +223,8 @@ def _mib(value: int | None) -> str:
 def _secs(value: float | None) -> str:
     if value is None:
         return "?"
+    if value < 10 and value != int(value):
+        return f"{value:.1f} s"
     if value < 120:
         return f"{value:.0f} s"
     if value < 7200:

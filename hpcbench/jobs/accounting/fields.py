@@ -19,7 +19,7 @@ _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([kmgtp]?)(?:i?b|bytes?)?\s*", r
 
 def size_bytes(text: str | None, unit: str = "") -> int | None:
     """``123456K``, ``1.630GB``, ``2048kb``, ``2 Mbytes`` as bytes; a bare number is in
-    ``unit`` (``"k"``: kibibytes, as SLURM's raw fields)."""
+    ``unit`` (``""``: bytes, ``"m"``: megabytes, as the mem of SLURM's AllocTRES)."""
     if not text:
         return None
     m = _SIZE.fullmatch(text.rstrip("nc"))  # SLURM's older ReqMem: 4000Mn (per node), Mc (per cpu)

@@ -11,14 +11,11 @@ guessed. Grid Engine gathers no energy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from hpcbench.jobs.accounting import empty_record, fields, unavailable
-from hpcbench.jobs.schedulers.base import SchedulerError, run_process
+from hpcbench.jobs.accounting import Runner, ask, empty_record, fields, refused
 
 SOURCE = "qacct (Grid Engine accounting)"
-Runner = Callable[[list[str]], tuple[int, str, str]]
 
 
 def command(job_id: str) -> list[str]:
@@ -26,20 +23,11 @@ def command(job_id: str) -> list[str]:
     return ["qacct", "-j", number, *(["-t", task] if task else [])]
 
 
-def _run(argv: list[str]) -> tuple[int, str, str]:
-    try:
-        proc = run_process(argv, argv[0], timeout=60)
-    except SchedulerError as err:
-        return 127, "", str(err)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def read(job_id: str, run: Runner = _run) -> dict[str, Any]:
-    code, out, err = run(command(job_id))
-    if code != 0 or "=====" not in out:
-        said = (err or out).strip().splitlines()
-        return unavailable("sge", job_id, SOURCE, said[0] if said else f"qacct exit {code}")
-    return parse(out, job_id)
+def read(job_id: str, run: Runner = ask) -> dict[str, Any]:
+    answer = run(command(job_id))
+    if answer[0] != 0 or "=====" not in answer[1]:
+        return refused("sge", job_id, SOURCE, answer)
+    return parse(answer[1], job_id)
 
 
 def records(out: str) -> list[dict[str, str]]:

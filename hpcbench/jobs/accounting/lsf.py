@@ -12,14 +12,11 @@ bacct records no energy (``bjobs -l`` shows a GPU's joules while LSF still holds
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
-from hpcbench.jobs.accounting import empty_record, fields, unavailable
-from hpcbench.jobs.schedulers.base import SchedulerError, run_process
+from hpcbench.jobs.accounting import Runner, ask, empty_record, fields, refused
 
 SOURCE = "bacct -l (LSF accounting)"
-Runner = Callable[[list[str]], tuple[int, str, str]]
 _EVENT = re.compile(r"^(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d(?: \d{4})?): (.*)$")
 # LSF 10: "Allocated 4 Slot(s)"; LSF 7-9: "Dispatched to 4 Hosts/Processors <2*a> <2*b>"
 _SLOTS = re.compile(r"Allocated (\d+) Slot\(s\)|(\d+) Hosts/Processors")
@@ -30,21 +27,11 @@ def command(job_id: str) -> list[str]:
     return ["bacct", "-l", job_id]
 
 
-def _run(argv: list[str]) -> tuple[int, str, str]:
-    try:
-        proc = run_process(argv, argv[0], timeout=60)
-    except SchedulerError as err:
-        return 127, "", str(err)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def read(job_id: str, run: Runner = _run) -> dict[str, Any]:
-    code, out, err = run(command(job_id))
-    if "CPU_T" not in out:
-        said = (err or out).strip().splitlines()
-        said = [line for line in said if line.strip() and not line.startswith(("-", " "))]
-        return unavailable("lsf", job_id, SOURCE, said[-1] if said else f"bacct exit {code}")
-    return parse(out, job_id)
+def read(job_id: str, run: Runner = ask) -> dict[str, Any]:
+    answer = run(command(job_id))
+    if "CPU_T" not in answer[1]:
+        return refused("lsf", job_id, SOURCE, answer, last=True)
+    return parse(answer[1], job_id)
 
 
 def unwrap(out: str) -> list[str]:

@@ -12,40 +12,25 @@ per-rank high-water mark and no energy (``tracejob`` reads the same server logs 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from hpcbench.jobs.accounting import empty_record, fields, unavailable
-from hpcbench.jobs.schedulers.base import SchedulerError, run_process
+from hpcbench.jobs.accounting import Runner, ask, empty_record, fields, refused
 from hpcbench.jobs.schedulers.pbs import TORQUE, PbsScheduler, job_status, parse_qstat
 
 SOURCE = "qstat -x -f (PBS job history)"
-Runner = Callable[[list[str]], tuple[int, str, str]]
 
 
 def command(job_id: str, torque: bool) -> list[str]:
     return ["qstat", "-f", job_id] if torque else ["qstat", "-x", "-f", job_id]
 
 
-def _run(argv: list[str]) -> tuple[int, str, str]:
-    try:
-        proc = run_process(argv, argv[0], timeout=60)
-    except SchedulerError as err:
-        return 127, "", str(err)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def read(job_id: str, run: Runner = _run, torque: bool | None = None) -> dict[str, Any]:
+def read(job_id: str, run: Runner = ask, torque: bool | None = None) -> dict[str, Any]:
     if torque is None:
         torque = PbsScheduler().flavour() == TORQUE
-    code, out, err = run(command(job_id, torque))
-    jobs = parse_qstat(out) if out.strip() else {}
-    if not jobs:
-        said = (err or out).strip().splitlines()
-        return unavailable(
-            "pbs", job_id, SOURCE, said[0] if said else f"qstat exit {code}: no such job"
-        )
-    return parse(out, job_id)
+    answer = run(command(job_id, torque))
+    if not (parse_qstat(answer[1]) if answer[1].strip() else {}):
+        return refused("pbs", job_id, SOURCE, answer)
+    return parse(answer[1], job_id)
 
 
 def _time(text: str | None) -> float | None:

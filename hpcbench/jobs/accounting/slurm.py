@@ -18,11 +18,9 @@ few seconds while sacct still shows the job running.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
-from hpcbench.jobs.accounting import empty_record, fields, final, unavailable
-from hpcbench.jobs.schedulers.base import SchedulerError, run_process
+from hpcbench.jobs.accounting import Runner, ask, empty_record, fields, final, refused
 from hpcbench.jobs.schedulers.slurm import sacct_exit_code
 
 FIELDS = (
@@ -41,6 +39,7 @@ FIELDS = (
     "NNodes",
     "NodeList",
     "NTasks",
+    "ReqMem",
     "MaxRSS",
     "MaxRSSTask",
     "MaxRSSNode",
@@ -56,32 +55,22 @@ def command(job_id: str) -> list[str]:
         "sacct",
         "--noheader",
         "--parsable2",
-        "--noconvert",  # sizes in the unit SLURM keeps them (KiB): no rounding to 1.2G
+        # sizes as SLURM keeps them, never rounded to 1.2G: MaxRSS, MaxVMSize and the mem of
+        # TRESUsageInTot in bytes, the mem of AllocTRES in megabytes
+        "--noconvert",
         f"--jobs={job_id}",
         f"--format={','.join(FIELDS)}",
     ]
 
 
-Runner = Callable[[list[str]], tuple[int, str, str]]
-
-
-def _run(argv: list[str]) -> tuple[int, str, str]:
-    try:
-        proc = run_process(argv, argv[0], timeout=60)
-    except SchedulerError as err:
-        return 127, "", str(err)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def read(job_id: str, run: Runner = _run, attempts: int = 20, pause: float = 0.5) -> dict[str, Any]:
+def read(job_id: str, run: Runner = ask, attempts: int = 20, pause: float = 0.5) -> dict[str, Any]:
     """The accounting record of ``job_id`` (see :mod:`hpcbench.jobs.accounting`)."""
     argv = command(job_id)
     for attempt in range(attempts):
-        code, out, err = run(argv)
-        if code != 0:
-            said = (err or out).strip().splitlines()
-            return unavailable("slurm", job_id, SOURCE, said[0] if said else f"sacct exit {code}")
-        record = parse(out, job_id)
+        answer = run(argv)
+        if answer[0] != 0:
+            return refused("slurm", job_id, SOURCE, answer)
+        record = parse(answer[1], job_id)
         if final(record) and record["job"]["end"]:
             break
         if attempt + 1 < attempts:
@@ -135,7 +124,9 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
     rss = [s["max_rss_bytes"] for s in record["steps"] if s["max_rss_bytes"] is not None]
     vms = [s["max_vmsize_bytes"] for s in record["steps"] if s["max_vmsize_bytes"] is not None]
     used = [s["memory_used_bytes"] for s in record["steps"] if s["memory_used_bytes"]]
-    allocated = fields.size_bytes(fields.tres(head["AllocTRES"]).get("mem"), "m")
+    allocated = fields.size_bytes(fields.tres(head["AllocTRES"]).get("mem"), "m") or (
+        _requested(head["ReqMem"], cpus, nodes)  # memory not a consumable resource here
+    )
     energy = fields.number(head["ConsumedEnergyRaw"])
     if not energy:  # the allocation line may stay 0 while its steps carry the joules
         parts = [s["energy_j"] for s in record["steps"] if s["energy_j"]]
@@ -166,6 +157,17 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
     return record
 
 
+def _requested(text: str, cpus: int | None, nodes: int | None) -> int | None:
+    """ReqMem as the job's whole memory: ``4000M`` per node (``4000Mn`` before 21.08),
+    ``4000Mc`` per CPU."""
+    value = fields.size_bytes(text, "m")
+    if not value:
+        return None
+    if text.endswith("c"):
+        return value * (cpus or 1)
+    return value * (nodes or 1)
+
+
 def _step(row: dict[str, str], job_id: str) -> dict[str, Any]:
     usage = fields.tres(row["TRESUsageInTot"])
     energy = fields.number(row["ConsumedEnergyRaw"]) or fields.number(usage.get("energy"))
@@ -177,12 +179,12 @@ def _step(row: dict[str, str], job_id: str) -> dict[str, Any]:
         "elapsed_s": fields.number(row["ElapsedRaw"]),
         "tasks": fields.whole(row["NTasks"]),
         "nodelist": row["NodeList"] or None,
-        "max_rss_bytes": fields.size_bytes(row["MaxRSS"], "k"),
+        "max_rss_bytes": fields.size_bytes(row["MaxRSS"]),
         "max_rss_task": fields.whole(row["MaxRSSTask"]),
         "max_rss_node": row["MaxRSSNode"] or None,
-        "max_vmsize_bytes": fields.size_bytes(row["MaxVMSize"], "k"),
+        "max_vmsize_bytes": fields.size_bytes(row["MaxVMSize"]),
         "cpu_time_s": fields.duration_s(row["TotalCPU"]),
-        "memory_used_bytes": fields.size_bytes(usage.get("mem"), "m"),
+        "memory_used_bytes": fields.size_bytes(usage.get("mem")),
         "energy_j": energy or None,
         "tres_usage_in_tot": usage or None,
     }

@@ -147,9 +147,10 @@ class Scheduler(ABC):
     directive_prefix: ClassVar[str] = ""
     #: the order in which :func:`hpcbench.jobs.schedulers.detect` asks (lowest first)
     detect_order: ClassVar[int] = 50
-    #: first poll interval and ceiling in seconds for ``wait`` (clusters: gentle on the controller)
+    #: first poll interval and ceiling in seconds for ``wait`` (clusters: gentle on the
+    #: controller, one call every 10 s at most; a job's end is seen within 10 s of it)
     poll_start: ClassVar[float] = 1.0
-    poll_ceiling: ClassVar[float] = 30.0
+    poll_ceiling: ClassVar[float] = 10.0
     #: ``wait`` gives up on a job whose state is UNKNOWN this many polls in a row
     unknown_polls: ClassVar[int] = 10
     #: the ids this scheduler hands out, and how to say so when one does not match
