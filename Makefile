@@ -44,6 +44,7 @@ test: $(STAMP) system-deps
 bench: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/cli_startup.py
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/sweep_submit.py
+	$(PY) benchmarks/history_store.py
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/loader.py --data runs/bench-loader
 	$(PY) benchmarks/energy_sampler.py
 

@@ -53,9 +53,9 @@ def add_parsers(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hpcbench.bench.references import ReferenceError
     from hpcbench.bench.results import AnalysisError
     from hpcbench.history import HistoryError
-    from hpcbench.history.references import ReferenceError
 
     try:
         return _history(args) if args.action == "history" else _check(args)
@@ -134,7 +134,7 @@ def _entry_json(entry: Any, full: bool = False) -> dict[str, Any]:
 
 
 def _show(entry: Any) -> list[str]:
-    from hpcbench.history.figures import UNITS
+    from hpcbench.bench.key_figures import UNITS
 
     lines = [
         f"#{entry.id} {entry.kind} {entry.name}, recorded {entry.recorded_at}",
@@ -159,8 +159,8 @@ def _check(args: argparse.Namespace) -> int:
 
     from hpcbench.bench.analysis import analyse
     from hpcbench.bench.matrix import MatrixError, read_matrix_table
+    from hpcbench.bench.references import ReferenceError, check, check_references
     from hpcbench.bench.results import load_results
-    from hpcbench.history.references import ReferenceError, check, check_references
 
     results = load_results(args.results)
     if args.references:

@@ -113,7 +113,7 @@ class Matrix:
     smoke: bool = False  # the smoke form: its job spec's [smoke] form too
     #: the carbon and cost factors (:mod:`hpcbench.bench.estimates`)
     estimates: dict[str, Any] = field(default_factory=dict)
-    #: reference values with tolerances (:mod:`hpcbench.history.references`)
+    #: reference values with tolerances (:mod:`hpcbench.bench.references`)
     reference: dict[str, Any] = field(default_factory=dict)
 
     def config(self, name: str) -> Config:
@@ -324,7 +324,7 @@ def build_matrix(
 
 
 def _references_as_json(reference: dict[str, Any]) -> dict[str, Any]:
-    from hpcbench.history.references import as_json
+    from hpcbench.bench.references import as_json
 
     return as_json(reference)
 
@@ -339,7 +339,7 @@ def _estimates(table: Any, where: str) -> dict[str, Any]:
 
 
 def _reference(table: Any, where: str) -> dict[str, Any]:
-    from hpcbench.history.references import ReferenceError, check_references
+    from hpcbench.bench.references import ReferenceError, check_references
 
     try:
         return check_references(table, where)

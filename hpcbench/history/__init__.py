@@ -2,8 +2,9 @@
 added by hand), comparisons against it, and checks against reference values.
 
 - :mod:`.store`: the SQLite file (:class:`~.store.History`), safe with several writers;
-- :mod:`.figures`: the figures kept per configuration;
-- :mod:`.references`: reference values with tolerances per system and configuration;
+- the figures kept per configuration are :mod:`hpcbench.bench.key_figures` and the reference
+  values with tolerances (per system and configuration, in the matrix) and their check
+  :mod:`hpcbench.bench.references`;
 - here: :func:`record_results` (a bench results directory), :func:`record_run` (a training run
   directory), :func:`find` (a stored result by ``last``, a date, an id or a matrix name) and
   :func:`compare_against`.
@@ -16,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hpcbench.history.figures import analysis_figures
+from hpcbench.bench.key_figures import analysis_figures
 from hpcbench.history.store import Entry, History, HistoryError, history_path
 
 __all__ = [

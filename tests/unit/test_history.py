@@ -15,9 +15,9 @@ import pytest
 
 from hpcbench import cli
 from hpcbench.bench.analysis import compare
+from hpcbench.bench.references import ReferenceError, check, check_references
 from hpcbench.history import History, HistoryError, compare_against, find, record_results
 from hpcbench.history import store as store_module
-from hpcbench.history.references import ReferenceError, check, check_references
 from tests.unit.test_bench_analysis import _small
 
 

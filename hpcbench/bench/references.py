@@ -12,7 +12,7 @@ profile only (``PROFILE:*`` too); the most specific key that names a figure wins
 ``[reference, lower, upper]`` and optionally its unit: the median must lie within
 ``reference + |reference| × lower`` and ``reference + |reference| × upper`` (``lower`` ≤ 0 ≤
 ``upper``; ``inf`` and ``-inf`` leave a side open). The figures are those of
-:mod:`hpcbench.history.figures`.
+:mod:`hpcbench.bench.key_figures`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from hpcbench.history.figures import FIGURE_NAMES, UNITS, analysis_figures
+from hpcbench.bench.key_figures import FIGURE_NAMES, UNITS, analysis_figures
 
 
 class ReferenceError(ValueError):
