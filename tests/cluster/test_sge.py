@@ -6,6 +6,7 @@ user would name the cluster's."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -18,11 +19,20 @@ pytestmark = [pytest.mark.sge]
 
 
 def test_sge_job_trains_on_two_ranks(sge_cluster, workdir, cluster_data):
-    _, metrics = train_on(
+    job, metrics = train_on(
         "sge", workdir, cluster_data, "--tasks-per-node", "2", "--python", sys.executable
     )
     assert metrics["run"]["world_size"] == 2 and metrics["run"]["strategy"] == "ddp"
     assert metrics["test"]["samples"] == TEST_SAMPLES
+    # qacct's record of it, read when submit --wait saw it end and kept in its run directory
+    from hpcbench import api
+
+    record = json.loads((api.job(job).record.run_dir / "accounting.json").read_text())
+    assert record["available"] and record["source"] == "qacct (Grid Engine accounting)"
+    assert record["job"]["state"] == "COMPLETED" and record["job"]["cpus"] == 2
+    assert record["job"]["cpu_time_s"] > 1 and record["job"]["max_vmsize_bytes"] > 100 << 20
+    shown = hpcbench("status", "-v", job, "--scheduler", "sge", cwd=workdir).stdout
+    assert "  accounting (from qacct (Grid Engine accounting)): COMPLETED exit 0;" in shown
 
 
 def test_sge_status_and_cancel(sge_cluster, workdir):
