@@ -78,7 +78,5 @@ def queue_sentence(configs: list[dict[str, Any]]) -> str | None:
         return None
     waited = sum(w["median"] * w["n"] for w, _ in waits)
     ran = sum(e["median"] * e["n"] for _, e in waits if e)
-    share = f" ({100 * waited / (waited + ran):.0f} % of their time in the cluster)" if ran else ""
-    return (
-        f"the matrix's jobs waited {waited:.0f} s in the queue in all{share} (scheduler accounting)"
-    )
+    share = f", {100 * waited / (waited + ran):.0f} % of their time in the cluster" if ran else ""
+    return f"the matrix's jobs waited {waited:.0f} s in the queue in all{share} (the scheduler's accounting)"

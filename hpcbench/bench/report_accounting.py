@@ -29,7 +29,7 @@ def accounting_blocks(analysis: Analysis) -> list[Block]:
         sources = sorted({str(c["accounting"]["source"]) for c in found})
         blocks.append(
             Para(
-                f"From the scheduler's own accounting ({', '.join(sources)}), read once when each "
+                f"From the scheduler's own accounting ({', '.join(sources)}), read when each "
                 "run's job ended and kept as accounting.json in its run directory; median over the "
                 "configuration's runs with its 95 % interval. Queue wait = submit to start (what "
                 "many small jobs cost on a busy cluster); elapsed = the scheduler's start to end; "
@@ -55,9 +55,7 @@ def accounting_blocks(analysis: Analysis) -> list[Block]:
                     _pct(a.get("cpu_efficiency")),
                     _mib(a.get("max_rss_bytes")),
                     _mib(a.get("memory_used_bytes")),
-                    fmt_joules(a.get("scheduler_energy_j"))
-                    if a.get("scheduler_energy_j")
-                    else f"– ({a.get('energy_reason') or 'not recorded'})",
+                    fmt_joules(a.get("scheduler_energy_j")),
                     fmt_joules(energy.get("used_j")) if energy.get("available") else "–",
                     num(a.get("energy_ratio")),
                 ]
@@ -81,20 +79,24 @@ def accounting_blocks(analysis: Analysis) -> list[Block]:
                 numeric={1, *range(3, 11)},
             )
         )
-    if missing:
-        reasons: dict[str, list[str]] = {}
-        for c in missing:
-            reason = (c.get("accounting") or {}).get("reason") or "not recorded"
-            reasons.setdefault(reason, []).append(str(c["name"]))
-        blocks.append(
-            Bullets(
-                [
-                    f"{', '.join(names)}: no scheduler accounting: {why}"
-                    for why, names in reasons.items()
-                ]
-            )
-        )
+    # each reason once, under the configurations it holds for
+    said = _by_reason(missing, "reason", "no scheduler accounting")
+    said += _by_reason(
+        [c for c in found if not c["accounting"].get("scheduler_energy_j")],
+        "energy_reason",
+        "no scheduler energy",
+    )
+    if said:
+        blocks.append(Bullets(said))
     return blocks
+
+
+def _by_reason(configs: list[dict[str, Any]], key: str, what: str) -> list[str]:
+    reasons: dict[str, list[str]] = {}
+    for c in configs:
+        reason = (c.get("accounting") or {}).get(key) or "not recorded"
+        reasons.setdefault(reason, []).append(str(c["name"]))
+    return [f"{', '.join(names)}: {what}: {why}" for why, names in reasons.items()]
 
 
 def _factor_words(factors: dict[str, Any], sources: dict[str, str]) -> list[str]:
@@ -107,7 +109,10 @@ def _factor_words(factors: dict[str, Any], sources: dict[str, str]) -> list[str]
         "currency": ("currency", ""),
     }
     return [
-        f"{names[k][0]} {v}{' ' + names[k][1] if names[k][1] else ''} (from {sources.get(k, '?')})"
+        f"{names[k][0]} {v:g}{' ' + names[k][1] if names[k][1] else ''} "
+        f"(from {sources.get(k, '?')})"
+        if not isinstance(v, str)
+        else f"{names[k][0]} {v} (from {sources.get(k, '?')})"
         for k, v in factors.items()
         if k in names
     ]

@@ -145,14 +145,13 @@ class History:
             return self._db
         if self.path.is_dir():
             raise HistoryError(f"{self.path}: is a directory, not a history file")
-        new = not self.path.exists()
-        if new:
+        if not self.path.exists():  # made here, readable by its owner alone
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
                 os.close(fd)
             except FileExistsError:  # another writer made it a moment ago
-                new = False
+                pass
             except OSError as err:
                 raise HistoryError(f"{self.path}: cannot create it ({err.strerror})") from None
         db = sqlite3.connect(self.path, timeout=LOCK_WAIT_S, isolation_level=None)

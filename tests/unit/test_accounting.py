@@ -9,24 +9,16 @@ MariaDB) is read in tests/cluster/test_accounting_slurm.py; PBS and LSF cannot r
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
 
 from hpcbench.jobs import accounting
 from hpcbench.jobs.accounting import fields
+from tests.unit import test_scheduler_parsing as answers
 from tests.unit.test_scheduler_parsing import RECORDED, calls, fake, play
 
-
-@pytest.fixture
-def bindir(tmp_path, monkeypatch):
-    """A directory first on PATH for the stand-in programs."""
-    d = tmp_path / "bin"
-    d.mkdir()
-    monkeypatch.setenv("PATH", f"{d}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("HPCBENCH_STATE_DIR", str(tmp_path / "state"))
-    return d
+bindir = answers.bindir  # the stand-in programs' directory, first on PATH
 
 
 def _local(text: str) -> float:
@@ -323,3 +315,28 @@ def test_slurm_asks_again_while_slurmdbd_has_not_the_end(bindir, tmp_path):
 
     record = slurm.read("51870000", pause=0.0)
     assert record["job"]["state"] == "COMPLETED" and len(calls(bindir, "sacct")) == 2
+
+
+def test_a_garbled_kept_record_is_unknown_figures_not_a_crash(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    record = accounting.empty_record("slurm", "7", "sacct (SLURM accounting)")
+    record["available"] = True
+    record["job"].update(state="COMPLETED", queue_wait_s="soon", elapsed_s=float("nan"), cpus=4)
+    record["steps"] = [{"step": "0", "max_rss_bytes": [1], "tasks": True}]
+    (run_dir / "accounting.json").write_text(json.dumps(record))
+    kept = accounting.load(run_dir)
+    assert kept["job"]["queue_wait_s"] is None and kept["job"]["elapsed_s"] is None
+    assert kept["job"]["cpus"] == 4 and kept["job"]["state"] == "COMPLETED"
+    assert kept["steps"][0]["max_rss_bytes"] is None and kept["steps"][0]["tasks"] is None
+    lines = accounting.describe(kept)
+    assert lines[0].endswith("COMPLETED; queued ?, ran ?")
+
+
+def test_a_job_sacct_never_heard_of_is_not_waited_for(bindir):
+    fake(bindir, "sacct", "exit 0")  # sacct answers, without the job
+    from hpcbench.jobs.accounting import slurm
+
+    record = slurm.read("424242", pause=0.0)
+    assert not record["available"] and record["reason"] == "sacct does not know job 424242 (yet)"
+    assert len(calls(bindir, "sacct")) == 4  # 2 s at the reader's pace, not 10

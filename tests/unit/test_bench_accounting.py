@@ -87,8 +87,9 @@ def test_accounting_per_configuration_with_its_source(tmp_path):
     assert "AcctGatherEnergyType" in two["energy_reason"]
     sentences = analyse(load_results(root))["sentences"]
     # (4 runs × 30 s + 4 × 90 s) queued, 8 × 130 s ran
-    assert "the matrix's jobs waited 480 s in the queue in all (32 % of their time" in " ".join(
-        sentences
+    assert (
+        "the matrix's jobs waited 480 s in the queue in all, 32 % of their time in the cluster "
+        "(the scheduler's accounting)" in sentences
     )
 
 
@@ -155,7 +156,11 @@ def test_the_report_shows_accounting_and_estimates_with_their_sources(tmp_path):
     assert "## What the scheduler recorded" in md and "sacct (SLURM accounting)" in md
     assert "## Carbon and cost (estimates)" in md
     assert "Estimates, not measurements" in md
-    assert "carbon intensity 250.0 gCO2e/kWh (from user profile hydra" in md
+    assert "carbon intensity 250 gCO2e/kWh (from user profile hydra" in md
+    assert (
+        "2dev-ddp: no scheduler energy: this cluster gathers no energy (AcctGatherEnergyType = "
+        "acct_gather_energy/none)" in md
+    )
     rows = {r["config"]: r for r in csv.DictReader((root / "report/tables/accounting.csv").open())}
     assert float(rows["2dev-ddp"]["queue_wait_s_median"]) == 90.0
     assert rows["1dev"]["source"] == "sacct (SLURM accounting)"

@@ -17,6 +17,7 @@ job has finished, and the bench report reads it. A record that holds the job's e
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -177,8 +178,25 @@ def load(run_dir: Path) -> dict[str, Any] | None:
         or not isinstance(data.get("notes", []), list)
     ):
         return None
-    data["job"] = {k: data["job"].get(k) for k in JOB_KEYS}  # a key an editor removed is None
+    # what an editor removed or garbled is unknown, never a crash of status or the report
+    data["job"] = {k: _checked(k, data["job"].get(k)) for k in JOB_KEYS}
+    data["steps"] = [{k: _checked(k, s.get(k)) for k in STEP_KEYS} for s in data["steps"]]
     return data
+
+
+_TEXT_KEYS = frozenset(
+    {"state", "submit", "eligible", "start", "end", "nodelist", "step", "name", "max_rss_node"}
+)
+
+
+def _checked(key: str, value: Any) -> Any:
+    """A kept figure as the readers write it: text, a table (TRES) or a finite number."""
+    if key in _TEXT_KEYS:
+        return value if isinstance(value, str) else None
+    if key in ("alloc_tres", "tres_usage_in_tot"):
+        return value if isinstance(value, dict) else None
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return value if number and math.isfinite(value) else None
 
 
 def final(record: dict[str, Any]) -> bool:

@@ -11,8 +11,8 @@ and the energy the nodes drew while the job ran (ConsumedEnergyRaw, joules; 0 wh
 AcctGatherEnergyType gathers it). Clusters without slurmdbd refuse ``sacct``
 ("Slurm accounting storage is disabled"): the record says so in one line.
 
-slurmctld hands a job's end to slurmdbd a moment after the job ends; the reader asks again for a
-few seconds while sacct still shows the job running.
+slurmctld hands a job's end to slurmdbd a moment after the job ends; the reader asks again for up
+to 10 s while sacct still shows the job running (2 s while it does not know the job at all).
 """
 
 from __future__ import annotations
@@ -72,6 +72,8 @@ def read(job_id: str, run: Runner = ask, attempts: int = 20, pause: float = 0.5)
             return refused("slurm", job_id, SOURCE, answer)
         record = parse(answer[1], job_id)
         if final(record) and record["job"]["end"]:
+            break
+        if not record["available"] and attempt >= 3:  # not a job slurmdbd is about to know
             break
         if attempt + 1 < attempts:
             time.sleep(pause)
