@@ -12,6 +12,19 @@ from hpcbench.argparsing import count
 from hpcbench.jobs.profiles import PROFILE_VAR
 
 
+def _date(text: str) -> str:
+    """A date (and time) as the history's records begin: ``2026-11-26``, ``2026-11-26T18:00``."""
+    from datetime import datetime
+
+    for form in ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"):
+        try:
+            datetime.strptime(text, form)
+            return text
+        except ValueError:
+            continue
+    raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD[THH:MM], got {text[:40]!r}")
+
+
 def add_parsers(sub: Any) -> None:
     h = sub.add_parser(
         "history",
@@ -24,8 +37,12 @@ def add_parsers(sub: Any) -> None:
     h.add_argument("id", nargs="?", metavar="ID", help="show this record's figures")
     h.add_argument("--name", help="only this matrix (or run) name")
     h.add_argument("--profile", help="only results of this cluster profile")
-    h.add_argument("--since", metavar="DATE", help="recorded on or after YYYY-MM-DD[THH:MM]")
-    h.add_argument("--until", metavar="DATE", help="recorded on or before YYYY-MM-DD[THH:MM]")
+    h.add_argument(
+        "--since", metavar="DATE", type=_date, help="recorded on or after YYYY-MM-DD[THH:MM]"
+    )
+    h.add_argument(
+        "--until", metavar="DATE", type=_date, help="recorded on or before YYYY-MM-DD[THH:MM]"
+    )
     h.add_argument("--last", type=count(1), default=20, help="how many (default 20)")
     h.add_argument("--json", action="store_true", help="print JSON instead of a table")
     h.add_argument(

@@ -60,6 +60,10 @@ def test_record_list_and_show(history, tmp_path, capsys):
     assert "no recorded results match" in capsys.readouterr().out
     assert cli.main(["history", "--json", "--since", "2000-01-01"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["figures"]["1dev"]["total_s"]["n"] == 6
+    with pytest.raises(SystemExit) as bad:
+        cli.main(["history", "--since", "last week"])
+    assert bad.value.code == 2
+    assert "--since: expected YYYY-MM-DD[THH:MM], got 'last week'" in capsys.readouterr().err
     assert cli.main(["history", "7"]) == 2
     assert capsys.readouterr().err.strip() == f"hpcbench: error: no record #7 in {history}"
 
