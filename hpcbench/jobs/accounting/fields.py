@@ -123,6 +123,21 @@ def iso(stamp: float | None) -> str | None:
     return None if stamp is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(stamp))
 
 
+def times(
+    submit: float | None, start: float | None, end: float | None, eligible: float | None = None
+) -> dict[str, str | float | None]:
+    """A job's dates as the record shows them, and the waits they give: ``queue_wait_s``
+    (submit to start) and ``eligible_wait_s`` (eligible to start)."""
+    return {
+        "submit": iso(submit),
+        "eligible": iso(eligible),
+        "start": iso(start),
+        "end": iso(end),
+        "queue_wait_s": span(submit, start),
+        "eligible_wait_s": span(eligible, start),
+    }
+
+
 def efficiency(used: float | None, available: float | None) -> float | None:
     """``used / available`` where both are known and ``available`` is positive (seff's
     arithmetic: CPU time over elapsed time × allocated CPUs)."""

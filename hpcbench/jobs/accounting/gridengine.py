@@ -77,10 +77,7 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
     record["job"].update(
         state=state if failed == "0" else f"FAILED ({' '.join(blocks[0]['failed'].split())})",
         exit_code=exit_code,
-        submit=fields.iso(submit),
-        start=fields.iso(start),
-        end=fields.iso(end),
-        queue_wait_s=fields.span(submit, start),
+        **fields.times(submit, start, end),
         elapsed_s=wall,
         nodes=len(hosts) or None,
         nodelist=",".join(hosts) or None,

@@ -93,10 +93,7 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
     record["job"].update(
         state={"DONE": "COMPLETED", "EXIT": "FAILED"}.get(state, state or None),
         exit_code=0 if state == "DONE" else exit_code,
-        submit=fields.iso(submit),
-        start=fields.iso(start),
-        end=fields.iso(end),
-        queue_wait_s=wait if wait is not None else fields.span(submit, start),
+        **fields.times(submit, start, end),
         elapsed_s=wall if wall is not None else fields.span(start, end),
         nodes=len(set(hosts)) or None,
         nodelist=",".join(sorted(set(hosts))) or None,
@@ -106,6 +103,8 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
         memory_used_bytes=fields.size_bytes(table.get("MEM")),
         max_vmsize_bytes=fields.size_bytes(table.get("SWAP")),
     )
+    if wait is not None:  # bacct's own count of the seconds queued, over the dates' minutes
+        record["job"]["queue_wait_s"] = wait
     record["notes"].append(
         "LSF gives the job's memory summed over its processes (MEM), not each rank's"
     )

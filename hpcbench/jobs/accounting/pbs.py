@@ -61,12 +61,7 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
     record["job"].update(
         state=status.state,
         exit_code=status.exit_code,
-        submit=fields.iso(submit),
-        eligible=fields.iso(eligible),
-        start=fields.iso(start),
-        end=fields.iso(end),
-        queue_wait_s=fields.span(submit, start),
-        eligible_wait_s=fields.span(eligible, start),
+        **fields.times(submit, start, end, eligible),
         elapsed_s=wall if wall is not None else fields.span(start, end),
         nodes=fields.whole(attrs.get("Resource_List.nodect")) or len(hosts) or None,
         nodelist=",".join(hosts) or None,

@@ -136,12 +136,7 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
     job.update(
         state=head["State"] or None,
         exit_code=sacct_exit_code(head["ExitCode"]),
-        submit=fields.iso(submit),
-        eligible=fields.iso(eligible),
-        start=fields.iso(start),
-        end=fields.iso(end),
-        queue_wait_s=fields.span(submit, start),
-        eligible_wait_s=fields.span(eligible, start),
+        **fields.times(submit, start, end, eligible),
         elapsed_s=elapsed,
         nodes=nodes,
         nodelist=head["NodeList"] or None,
