@@ -94,6 +94,9 @@ def submitted_id(stdout: str, scheduler: str) -> str:
 # the step dies before the program starts. That is the test cluster's MPI start, not what the
 # tests check: a job that failed with this signature, and only such a job, is submitted again.
 STARTUP_GARBLE = "mpi/pmi2: invalid client request"
+# Its spells last up to about a minute (four start-ups garbled in a row, 5 s apart, were seen):
+# the retries span two.
+GARBLE_RETRIES, GARBLE_PAUSE_S = 5, 20.0
 
 
 @pytest.fixture
@@ -138,10 +141,10 @@ def garbled_start(stdout: str) -> bool:
 
 
 def bench_on_slurm(cwd: Path, *args: str, timeout: float = 1500) -> Path:
-    """``hpcbench bench --scheduler slurm ARGS``, run again with ``--retry-failed`` (up to 3
-    times) when a run failed only because the test cluster garbled its MPI start-up; the
-    results directory. The options come first: ARGS may end with ``-- TRAINER-ARGS``."""
-    for attempt in range(4):
+    """``hpcbench bench --scheduler slurm ARGS``, run again with ``--retry-failed`` (up to
+    ``GARBLE_RETRIES`` times) when a run failed only because the test cluster garbled its MPI
+    start-up; the results directory. The options come first: ARGS may end with ``-- TRAINER-ARGS``."""
+    for attempt in range(GARBLE_RETRIES + 1):
         ours = ["--scheduler", "slurm", *(["--retry-failed"] if attempt else [])]
         r = hpcbench("bench", *ours, *args, cwd=cwd, timeout=timeout)
         found = sorted((cwd / "runs").glob("bench-*"), key=lambda p: p.stat().st_mtime)
@@ -154,7 +157,7 @@ def bench_on_slurm(cwd: Path, *args: str, timeout: float = 1500) -> Path:
             for x in failed
         ):
             break
-        time.sleep(5)  # the garbling comes in spells
+        time.sleep(GARBLE_PAUSE_S)  # the garbling comes in spells
     assert r.returncode == 0, r.stdout + r.stderr
     return found[-1]
 
@@ -163,9 +166,9 @@ def train_on(
     scheduler: str, workdir: Path, data: Path, *flags: str, trainer: tuple[str, ...] = ()
 ) -> tuple[str, dict]:
     """Submit the trainer with ``--wait``; return (job id, its metrics.json as a dict)."""
-    for attempt in range(4):
+    for attempt in range(GARBLE_RETRIES + 1):
         if attempt:
-            time.sleep(5)  # the garbling comes in spells
+            time.sleep(GARBLE_PAUSE_S)  # the garbling comes in spells
         r = hpcbench(
             "submit",
             "--scheduler",
