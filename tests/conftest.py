@@ -1,7 +1,13 @@
-"""Shared test helpers: run the real CLI in a subprocess, isolate state, insist on tools in CI.
+"""Shared test helpers: run the real CLI in a subprocess, isolate state, insist on tools in CI,
+mark each test with its tier.
 
 In CI (``CI=true``) a test that needs MPI, torch or shellcheck fails when the tool is missing
 instead of skipping: the Makefile installs all of them, so a skip there would hide a broken set-up.
+
+Tiers: tests/tiers.toml names the tier of every test module (``fast`` or ``full``) and, for a
+full module, the tests that represent it in the fast tier; each such test is marked ``fast``
+(``pytest -m fast`` is ``make test-fast``). ``HPCBENCH_TEST_TIER=fast`` also shrinks the property
+tests' example counts (:func:`examples`); their pinned examples always run.
 """
 
 from __future__ import annotations
@@ -16,7 +22,30 @@ from types import ModuleType
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+TESTS = REPO / "tests"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+TIERS_FILE = TESTS / "tiers.toml"
+FAST_TIER = os.environ.get("HPCBENCH_TEST_TIER", "") == "fast"
+
+
+def tier_table() -> tuple[dict[str, str], dict[str, list[str]]]:
+    """tests/tiers.toml: each module's tier ("unit/test_x.py" -> "fast" or "full") and the fast
+    representatives of the full modules (module -> test ids)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
+    table = tomllib.loads(TIERS_FILE.read_text())
+    return dict(table.get("modules", {})), {
+        k: list(v) for k, v in table.get("representatives", {}).items()
+    }
+
+
+def examples(full: int) -> int:
+    """A property test's number of examples: ``full`` in the whole suite, a sixth of it (at least
+    20) in the fast tier (``HPCBENCH_TEST_TIER=fast``)."""
+    return max(20, full // 6) if FAST_TIER else full
 
 
 def pytest_configure(config):
@@ -112,6 +141,19 @@ LOCAL_JOB_MODULES = frozenset(
         "test_local_scheduler",
     }
 )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the fast tier's tests ``fast`` (tests/tiers.toml). A module the table does not name is
+    in no tier: tests/unit/test_tiers.py fails for it."""
+    modules, representatives = tier_table()
+    for item in items:
+        try:
+            module = item.path.resolve().relative_to(TESTS).as_posix()
+        except ValueError:
+            continue
+        if modules.get(module) == "fast" or item.name in representatives.get(module, ()):
+            item.add_marker(pytest.mark.fast)
 
 
 def pytest_itemcollected(item):

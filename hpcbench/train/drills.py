@@ -9,6 +9,11 @@ requeue), ``disk-full`` (rank 0's checkpoint write at that step fails with ENOSP
 ``drift`` (from that step on the rank nudges its parameters after every step: a replica that departs)
 and ``other-device`` (the same, from a rank that counts as a device of its own kind, as a CPU rank
 beside GPU ranks: :mod:`hpcbench.train.replicas`).
+
+The slow-step drill, ``HPCBENCH_STEP_DELAY=SECONDS``, makes every rank sleep that long before each
+training step: a tiny model then runs as long as a big one would, with its small checkpoints, so a
+job is still running when a signal, a time limit or a cancel reaches it (tests and rehearsals use
+it in place of a big model as a clock). A value that is not a number from 0 to 60 is ignored.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import time
 from dataclasses import dataclass
 
 FAIL_AT_VARIABLE = "HPCBENCH_FAIL_AT"
+STEP_DELAY_VARIABLE = "HPCBENCH_STEP_DELAY"
+MAX_STEP_DELAY_S = 60.0
 MODES = ("raise", "kill", "hang", "stop", "disk-full", "drift", "other-device")
 PASSIVE = ("disk-full", "drift", "other-device")  # acted on elsewhere, not before a step
 
@@ -41,6 +48,16 @@ def drill_for(rank: int) -> Drill | None:
         if mode in MODES and int(parts[0]) == rank:
             return Drill(int(parts[0]), int(parts[1]), mode)
     return None
+
+
+def step_delay() -> float:
+    """Seconds each rank sleeps before every training step (``$HPCBENCH_STEP_DELAY``; 0 when it
+    is unset or not a number from 0 to :data:`MAX_STEP_DELAY_S`)."""
+    try:
+        seconds = float(os.environ.get(STEP_DELAY_VARIABLE, "") or 0)
+    except ValueError:
+        return 0.0
+    return seconds if 0 < seconds <= MAX_STEP_DELAY_S else 0.0
 
 
 def act(drill: Drill, steps_done: int, noun: str = "step", program: str = "hpcbench train") -> None:

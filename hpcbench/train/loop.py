@@ -38,7 +38,7 @@ from hpcbench.train import checkpointing
 from hpcbench.train.breakdown import per_step_ms
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData
-from hpcbench.train.drills import act
+from hpcbench.train.drills import act, step_delay
 from hpcbench.train.failures import diverged_at_step, diverged_in_epoch, stop_together
 from hpcbench.train.finite import nonfinite_flag
 from hpcbench.train.metrics import Meter
@@ -250,10 +250,13 @@ def _train_steps(
     weight = t.data.weight
     timed = t.strategy.breakdown
     timed.reset()
+    delay = step_delay()
     for step in range(first, t.data.steps):
         t.watchdog.at("batch", t.steps_done)
         if t.drill is not None:
             act(t.drill, t.steps_done)
+        if delay:
+            time.sleep(delay)
         d0 = time.perf_counter()
         with timed.part("data"):
             x, y = t.norm.normalize(*next(batches))

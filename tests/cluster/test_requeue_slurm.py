@@ -21,9 +21,12 @@ from tests.conftest import hpcbench, need_module
 
 torch = need_module("torch")
 
+# A tiny model made slow by the slow-step drill (0.3 s before every step): signalled mid-run
+# every time, with checkpoints of a few kilobytes.
+SLOW_STEP = ("--env", "HPCBENCH_STEP_DELAY=0.3")
 TRAINER = [
     "--model",
-    "resnet18",  # slow enough on these CPUs (~0.2 s a step) to be signalled mid-run
+    "small_cnn",
     "--epochs",
     "3",
     "--max-steps",
@@ -47,6 +50,7 @@ def submit(workdir: Path, data: Path, *flags: str, trainer: tuple[str, ...] = ()
         "slurm",
         "--nodes",
         "2",
+        *SLOW_STEP,
         *flags,
         "--",
         "--data",

@@ -290,11 +290,12 @@ def test_usr2_sent_to_the_steps_reaches_every_srun_rank(slurm_cluster, workdir, 
 
 
 # Long enough to be deleted while it trains, and to outlive the notify time when the stop does not
-# reach the ranks (resnet18 on 2 CPU ranks: half a second to a second a step here, 8 epochs of 24
-# steps); a checkpoint every 4 steps. Stopped as it should, the job ends a few steps after qdel.
+# reach the ranks (a tiny model slowed by the slow-step drill to half a second a step, 8 epochs of
+# 24 steps); a checkpoint every 4 steps. Stopped as it should, the job ends a few steps after qdel.
+SGE_SLOW_STEP = ("--env", "HPCBENCH_STEP_DELAY=0.5")
 SGE_TRAIN_ARGS = [
     "--model",
-    "resnet18",
+    "small_cnn",
     "--epochs",
     "8",
     "--checkpoint-every",
@@ -343,6 +344,7 @@ def test_qdel_of_a_notify_job_stops_the_trainer_after_a_checkpoint(
         "2",
         "--python",
         sys.executable,
+        *SGE_SLOW_STEP,
         "--",
         "--data",
         str(cluster_data),

@@ -84,9 +84,10 @@ def test_submitits_signal_checkpoints_requeues_and_resumes_the_trainer(
     from tests.integration.test_trainer import env
 
     spec = api.load_spec(
-        None, nodes=1, cpus_per_task=1, job_name="submitit-requeue", time="00:10:00"
-    )
-    trainer = ["--data", str(cluster_data), "--model", "resnet18", "--epochs", "2"]
+        None, nodes=1, cpus_per_task=1, job_name="submitit-requeue", time="00:10:00",
+        variables={"HPCBENCH_STEP_DELAY": "0.3"},  # the slow-step drill: still running when signalled
+    )  # fmt: skip
+    trainer = ["--data", str(cluster_data), "--model", "small_cnn", "--epochs", "2"]
     trainer += ["--max-steps", "9", "--global-batch-size", "16", "--checkpoint-every", "3"]
     run = tmp_path / "run"
     job = api.submit_training(

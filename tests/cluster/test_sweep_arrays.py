@@ -26,7 +26,7 @@ from tests.conftest import REPO, hpcbench, need_module
 need_module("torch")
 
 TRAINER = ["--epochs", "2", "--max-steps", "6", "--global-batch-size", "16", "--eval-batch-size",
-           "64", "--checkpoint-every", "2", "--progress", "lines", "--model", "resnet18"]  # fmt: skip
+           "64", "--checkpoint-every", "2", "--progress", "lines", "--model", "small_cnn"]  # fmt: skip
 
 
 def sweep_file(workdir: Path, data: Path, job: str | None = None) -> Path:
@@ -45,11 +45,11 @@ def squeue(*args: str) -> list[list[str]]:
     return [line.split(None, 2) for line in out.splitlines()]
 
 
-# The reference sweep's smoke form, each task made long enough to be requeued mid-run: a model
-# of ~0.2 s a step here, 2 epochs of 15 steps, a checkpoint every 3 steps (single-valued axes add
-# options without adding settings).
-LONGER = ["--axis", "model=resnet18", "--axis", "max-steps=15", "--axis", "checkpoint-every=3"]
-EXTRA = ",model=resnet18,max-steps=15,checkpoint-every=3"
+# The reference sweep's smoke form, each task made long enough to be requeued mid-run: a tiny
+# model slowed by the slow-step drill (the job's HPCBENCH_STEP_DELAY, 0.3 s a step), 2 epochs of
+# 15 steps, a checkpoint every 3 steps (single-valued axes add options without adding settings).
+LONGER = ["--axis", "model=small_cnn", "--axis", "max-steps=15", "--axis", "checkpoint-every=3"]
+EXTRA = ",model=small_cnn,max-steps=15,checkpoint-every=3"
 
 
 @pytest.mark.slurm
@@ -61,7 +61,8 @@ def test_the_reference_sweep_is_one_slurm_array_capped_cancelled_requeued_and_co
         shutil.copytree(cluster_data, workdir / "data" / name)
     results = workdir / "runs" / "sweep-reference-hparams-smoke"
     cmd = ["sweep", "jobs/reference-study/sweep.toml", "--smoke", "--scheduler", "slurm", *LONGER]
-    r = hpcbench(*cmd, "--no-wait", cwd=workdir)
+    # sbatch passes the submitter's environment on (--export=ALL, its default): the drill too
+    r = hpcbench(*cmd, "--no-wait", cwd=workdir, env={"HPCBENCH_STEP_DELAY": "0.3"})
     assert r.returncode == 0 and "submitted 4 task(s) as array job" in r.stdout, r.stdout + r.stderr
     (sub,) = json.loads((results / "submissions.json").read_text())["submissions"]
     array, tasks = sub["job_id"], sub["task_ids"]
@@ -102,7 +103,7 @@ def test_the_reference_sweep_is_one_slurm_array_capped_cancelled_requeued_and_co
     out1 = (results / "logs" / f"sweep-reference-hparams-{array}_1.out").read_text()
     assert "resuming from" in out1 and "ckpt-" in out1, out1
     metrics = json.loads((run1 / "metrics.json").read_text())
-    assert metrics["run"]["global_batch"] == 16 and metrics["run"]["model"] == "resnet18"
+    assert metrics["run"]["global_batch"] == 16 and metrics["run"]["model"] == "small_cnn"
     assert not (results / "runs" / last).exists()  # the cancelled task never started
 
     retried = hpcbench(*cmd, "--retry-failed", cwd=workdir, timeout=600)
@@ -144,8 +145,7 @@ def test_a_sweep_is_one_grid_engine_array(sge_cluster, workdir, cluster_data):
     job = workdir / "job.toml"  # Grid Engine's execd resets PATH: the job names its python
     job.write_text(f"[program]\npython = {json.dumps(sys.executable)}\n")
     sweep = sweep_file(workdir, cluster_data, str(job))
-    sweep.write_text(sweep.read_text().replace("[0.01, 0.05, 0.1]", "[0.01, 0.05]")
-                     .replace('"--model", "resnet18"', '"--model", "small_cnn"'))  # fmt: skip
+    sweep.write_text(sweep.read_text().replace("[0.01, 0.05, 0.1]", "[0.01, 0.05]"))
     results = workdir / "r"
     r = hpcbench("sweep", str(sweep), "--results", str(results), "--scheduler", "sge",
                  cwd=workdir, timeout=600)  # fmt: skip

@@ -80,57 +80,17 @@ def small_data(tmp_path_factory):
     return root
 
 
-def trajectory(
-    strategy: str, ranks: int, data: Path, tmp: Path, weights: str = "", options: tuple = ()
-) -> dict:
-    out = tmp / f"{strategy}-{ranks}-{weights or 'equal'}-{'-'.join(options)}.npz"
-    r = run(
-        launch(
-            strategy, ranks, [str(WORKER), str(out), strategy, str(data), "5", weights, *options]
-        ),
-        tmp,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    return dict(np.load(out))
-
-
-@pytest.fixture(scope="module")
-def reference(small_data, tmp_path_factory):
-    return trajectory("single", 1, small_data, tmp_path_factory.mktemp("ref"))
-
-
-@pytest.mark.mpi
-@pytest.mark.torch
-@pytest.mark.parametrize(
-    "strategy,ranks,weights",
-    [
-        ("ddp", 2, ""),
-        ("ddp", 4, ""),
-        ("mpi", 2, ""),
-        ("mpi", 4, ""),
-        ("mpi", 3, "1,2,5"),
-        ("ddp", 2, "1,3"),
-    ],
-)
-def test_strategies_match_one_process_step_by_step(
-    strategy, ranks, weights, small_data, reference, tmp_path
-):
-    if strategy == "mpi":
-        require(
-            mpiexec_available() and have_module("mpi4py"),
-            "mpiexec and mpi4py (pip install mpi4py mpich)",
-        )
-    got = trajectory(strategy, ranks, small_data, tmp_path, weights)
-    assert got["batch_sizes"].sum() == reference["batch_sizes"].sum() == 24
-    if weights:
-        assert len(set(got["batch_sizes"].tolist())) > 1  # really unequal shares
-    assert got["identical"].all(), f"replicas diverged at steps {np.flatnonzero(~got['identical'])}"
-    for step in range(5):
-        torch.testing.assert_close(
-            torch.from_numpy(got["weights"][step]), torch.from_numpy(reference["weights"][step])
-        )
-    assert not np.array_equal(reference["weights"][0], reference["weights"][4])  # it did train
-
+# The equivalence matrix: each test compares one variant (rank weights, trainer options) of one
+# (strategy, ranks) against one process. Every variant of a (strategy, ranks) runs in one launch
+# of the worker (the first test that needs it pays for it), and so do the single process's.
+EQUAL_CASES = [
+    ("ddp", 2, ""),
+    ("ddp", 4, ""),
+    ("mpi", 2, ""),
+    ("mpi", 4, ""),
+    ("mpi", 3, "1,2,5"),
+    ("ddp", 2, "1,3"),
+]
 
 # Mixed precision and compressed gradients, against one process. Under bf16/fp16 autocast one
 # process's batch of 24 and the ranks' smaller batches round their activations differently
@@ -150,6 +110,73 @@ PRECISION_CASES = [
 ]
 
 
+def variant(weights: str = "", options: tuple = ()) -> str:
+    """The worker's ``NAME;WEIGHTS;OPTIONS`` for these rank weights and trainer options."""
+    name = "-".join([weights.replace(",", "_") or "equal", *options]).replace("=", "_")
+    return f"{name};{weights};{','.join(options)}"
+
+
+def variants_of(strategy: str, ranks: int) -> list[str]:
+    """Every variant the tests below need of this (strategy, ranks), in a fixed order."""
+    if strategy == "single":
+        wanted = [variant(), *(variant(options=c[3]) for c in PRECISION_CASES)]
+    else:
+        wanted = [variant(w) for s, r, w in EQUAL_CASES if (s, r) == (strategy, ranks)]
+        wanted += [variant(options=c[2]) for c in PRECISION_CASES if c[:2] == (strategy, ranks)]
+    return list(dict.fromkeys(wanted))
+
+
+@pytest.fixture(scope="module")
+def trajectory(small_data, tmp_path_factory):
+    """``trajectory(strategy, ranks, weights, options)``: that variant's weights after each step,
+    whether the replicas stayed identical, the ranks' batch sizes."""
+    launched: dict[tuple[str, int], Path] = {}
+
+    def get(strategy: str, ranks: int, weights: str = "", options: tuple = ()) -> dict:
+        if (strategy, ranks) not in launched:
+            out = tmp_path_factory.mktemp(f"{strategy}-{ranks}")
+            args = [str(WORKER), str(out), strategy, str(small_data), "5"]
+            r = run(launch(strategy, ranks, [*args, *variants_of(strategy, ranks)]), out)
+            assert r.returncode == 0, r.stdout + r.stderr
+            launched[(strategy, ranks)] = out
+        name = variant(weights, options).split(";", 1)[0]
+        return dict(np.load(launched[(strategy, ranks)] / f"{name}.npz"))
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def reference(trajectory):
+    return trajectory("single", 1)
+
+
+@pytest.mark.mpi
+@pytest.mark.torch
+@pytest.mark.parametrize(
+    "strategy,ranks,weights",
+    EQUAL_CASES,
+    ids=[f"{s}-{r}-{w or 'equal'}" for s, r, w in EQUAL_CASES],
+)
+def test_strategies_match_one_process_step_by_step(
+    strategy, ranks, weights, reference, trajectory
+):
+    if strategy == "mpi":
+        require(
+            mpiexec_available() and have_module("mpi4py"),
+            "mpiexec and mpi4py (pip install mpi4py mpich)",
+        )
+    got = trajectory(strategy, ranks, weights)
+    assert got["batch_sizes"].sum() == reference["batch_sizes"].sum() == 24
+    if weights:
+        assert len(set(got["batch_sizes"].tolist())) > 1  # really unequal shares
+    assert got["identical"].all(), f"replicas diverged at steps {np.flatnonzero(~got['identical'])}"
+    for step in range(5):
+        torch.testing.assert_close(
+            torch.from_numpy(got["weights"][step]), torch.from_numpy(reference["weights"][step])
+        )
+    assert not np.array_equal(reference["weights"][0], reference["weights"][4])  # it did train
+
+
 @pytest.mark.mpi
 @pytest.mark.torch
 @pytest.mark.parametrize(
@@ -158,15 +185,15 @@ PRECISION_CASES = [
     ids=["-".join((c[0], str(c[1]), *c[2])) for c in PRECISION_CASES],
 )
 def test_mixed_precision_and_compressed_gradients_match_one_process(
-    strategy, ranks, options, single_options, small_data, tmp_path
+    strategy, ranks, options, single_options, trajectory
 ):
     if strategy == "mpi":
         require(
             mpiexec_available() and have_module("mpi4py"),
             "mpiexec and mpi4py (pip install mpi4py mpich)",
         )
-    one = trajectory("single", 1, small_data, tmp_path, options=single_options)
-    got = trajectory(strategy, ranks, small_data, tmp_path, options=options)
+    one = trajectory("single", 1, options=single_options)
+    got = trajectory(strategy, ranks, options=options)
     assert got["identical"].all(), f"replicas diverged at steps {np.flatnonzero(~got['identical'])}"
     for step in range(5):
         torch.testing.assert_close(

@@ -31,16 +31,16 @@ from hpcbench.jobs.spec import MAX_LINE_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS, J
 from hpcbench.jobs.spec_load import load_spec as load_spec_file
 from hpcbench.train.command_line import parse_args
 from hpcbench.train.config import ConfigError
-from tests.conftest import need_module
+from tests.conftest import examples, need_module
 
 SWEEP = settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-WIDE = settings(SWEEP, max_examples=200)  # the properties over many fields or flags
+WIDE = settings(SWEEP, max_examples=examples(200))  # the properties over many fields or flags
 SCHEDULERS = ("slurm", "pbs", "sge", "lsf", "local")
 CONTROL = ["\n", "\r", "\x00", "\x1b", "\x7f", "\x0b", "\n#SBATCH --wrap=x", "\n#$ -S /bin/sh"]
 

@@ -184,3 +184,17 @@ def test_the_results_layout_is_documented():
     assert [key for key, _, _ in EPOCH_FIELDS][: len(CSV_COLUMNS)] == CSV_COLUMNS
     missing = [key for key, _, _ in EPOCH_FIELDS if f"`{key}`" not in docs]
     assert missing == []
+
+
+@pytest.mark.parametrize(
+    "value,seconds",
+    [("0.25", 0.25), ("2", 2.0), ("", 0.0), ("0", 0.0), ("-1", 0.0), ("61", 0.0), ("x", 0.0),
+     ("nan", 0.0), ("inf", 0.0)],
+)  # fmt: skip
+def test_the_slow_step_drill_reads_seconds_from_0_to_60_and_ignores_the_rest(
+    value, seconds, monkeypatch
+):
+    from hpcbench.train.drills import STEP_DELAY_VARIABLE, step_delay
+
+    monkeypatch.setenv(STEP_DELAY_VARIABLE, value)
+    assert step_delay() == seconds

@@ -1,10 +1,15 @@
 """Run under mpiexec, torchrun or alone: N training steps of one strategy on the global data order,
-saving rank 0's weights after every step and checking that all replicas are bitwise identical.
+for each of several variants (rank weights, trainer options) in turn within one launch, saving
+rank 0's weights after every step and checking that all replicas are bitwise identical.
 
-    python equivalence.py OUT STRATEGY DATA STEPS [WEIGHTS [OPTION=VALUE …]]
+    python equivalence.py OUT_DIR STRATEGY DATA STEPS VARIANT [VARIANT …]
 
-OPTION=VALUE pairs set more trainer options (``precision=bf16``, ``grad_compression=fp16``,
-``error_feedback=1``).
+Each VARIANT is ``NAME;WEIGHTS;OPTION=VALUE,…`` (``equal;;`` is equal shares and no options;
+``w125;1,2,5;`` unequal shares; ``ef;;grad_compression=bf16,error_feedback=1`` more trainer
+options: ``precision=bf16``, ``grad_compression=fp16``, ``error_feedback=1``); its trajectory goes
+to ``OUT_DIR/NAME.npz``. One launch per (strategy, ranks) pays the interpreter, torch import and
+process-group start once; every variant builds its own strategy, model and optimizer from the same
+seeds, as a launch of its own would (under DDP they share the one process group).
 
 Pickling is forbidden during the steps (mpi4py's pickle and the pickle module both raise), so a
 training step that pickles anything fails the test.
@@ -13,6 +18,7 @@ training step that pickles anything fails the test.
 from __future__ import annotations
 
 import contextlib
+import gc
 import pickle
 import sys
 from pathlib import Path
@@ -42,11 +48,18 @@ def no_pickling(strategy_name: str):
             mpi.pickle.__init__()
 
 
-def main() -> int:
-    out, strategy_name, data_dir, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    weights = (
-        [float(w) for w in sys.argv[5].split(",")] if len(sys.argv) > 5 and sys.argv[5] else None
-    )
+def parse_variant(text: str) -> tuple[str, list[float] | None, dict]:
+    """``NAME;WEIGHTS;OPTION=VALUE,…`` as (name, rank weights or None, trainer options)."""
+    name, weights, opts = (text.split(";") + ["", ""])[:3]
+    options = dict(item.split("=", 1) for item in opts.split(",") if item)
+    if "error_feedback" in options:
+        options["error_feedback"] = options["error_feedback"] == "1"
+    return name, ([float(w) for w in weights.split(",")] if weights else None), options
+
+
+def run_variant(
+    out: Path, strategy_name: str, data_dir: str, steps: int, variant: str, runtime, last: bool
+) -> None:
     from hpcbench.train.config import TrainConfig
     from hpcbench.train.data import TrainData
     from hpcbench.train.loop import train_step
@@ -54,13 +67,9 @@ def main() -> int:
     from hpcbench.train.normalize import Normalizer
     from hpcbench.train.optim import make_optimizer
     from hpcbench.train.precision import Precision
-    from hpcbench.train.runtime import make_runtime
     from hpcbench.train.strategies import make_strategy
 
-    options = dict(arg.split("=", 1) for arg in sys.argv[6:])
-    if "error_feedback" in options:
-        options["error_feedback"] = options["error_feedback"] == "1"
-    runtime = make_runtime("cpu", threads=1)
+    name, weights, options = parse_variant(variant)
     config = TrainConfig(
         data=data_dir,
         strategy=strategy_name,
@@ -103,12 +112,29 @@ def main() -> int:
     del model, optimizer, batches  # the strategy owns the last references; close() frees them
     if runtime.rank == 0:
         np.savez(
-            Path(out),
+            out / f"{name}.npz",
             weights=np.stack(trajectory),
             identical=np.array(identical),
             batch_sizes=np.array(data.batch_sizes),
         )
-    strategy.close()
+    if last:
+        strategy.close()
+    else:  # the next variant reuses the process group: free this one's model (and DDP's reducer)
+        strategy.all_reduce(np.zeros(1), "max")  # every rank done with this variant
+        strategy.model = strategy.eval_model = None
+        gc.collect()
+
+
+def main() -> int:
+    out, strategy_name, data_dir, steps = (
+        Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+    )  # fmt: skip
+    variants = sys.argv[5:]
+    from hpcbench.train.runtime import make_runtime
+
+    runtime = make_runtime("cpu", threads=1)
+    for i, variant in enumerate(variants):
+        run_variant(out, strategy_name, data_dir, steps, variant, runtime, i == len(variants) - 1)
     return 0
 
 
