@@ -365,9 +365,31 @@ def run_all(a: argparse.Namespace, runner: Runner) -> None:
         ):
             log = out / f"{name}.txt"
             workers = ["-n", str(a.test_workers)] if importlib.util.find_spec("xdist") else []
-            rc = runner.step(name, limit, ["sh", "-c", " ".join(
-                [py, "-m", "pytest", "-v", "-rfE", *workers, "-p", "no:cacheprovider",
-                 *paths, ">", str(log), "2>&1"])], REPO)  # fmt: skip (-v: each test named as it ends)
+            rc = runner.step(
+                name,
+                limit,
+                [
+                    "sh",
+                    "-c",
+                    " ".join(
+                        [
+                            py,
+                            "-m",
+                            "pytest",
+                            "-v",
+                            "-rfE",
+                            *workers,
+                            "-p",
+                            "no:cacheprovider",
+                            *paths,
+                            ">",
+                            str(log),
+                            "2>&1",
+                        ]
+                    ),
+                ],
+                REPO,
+            )  # fmt: skip (-v: each test named as it ends)
             if rc is not None and log.exists():
                 text = log.read_text(errors="replace")
                 tail = [x for x in text.splitlines() if re.search(r"passed|failed|error", x)]

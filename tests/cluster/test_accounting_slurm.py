@@ -20,7 +20,7 @@ from hpcbench.jobs.accounting import read_accounting
 from tests.cluster.conftest import train_on
 from tests.conftest import have_module, hpcbench, require
 
-pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("garble_watchdog")]
+pytestmark = pytest.mark.slurm
 
 
 def test_a_finished_jobs_accounting_is_read_once_and_kept(slurm_cluster, workdir, cluster_data):

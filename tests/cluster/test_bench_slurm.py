@@ -11,7 +11,7 @@ import pytest
 from tests.cluster.conftest import TRAIN_ARGS, bench_on_slurm
 from tests.conftest import have_module, hpcbench, require
 
-pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("garble_watchdog")]
+pytestmark = pytest.mark.slurm
 
 
 def test_a_matrix_runs_as_slurm_jobs(slurm_cluster, workdir, cluster_data):

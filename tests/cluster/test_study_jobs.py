@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import TEST_SAMPLES, bench_on_slurm, garbled_start, submitted_id
+from tests.cluster.conftest import TEST_SAMPLES, bench_on_slurm, submitted_id
 from tests.conftest import hpcbench, need_module
 
-pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("garble_watchdog")]
+pytestmark = pytest.mark.slurm
 need_module("torch")
 
 REPO = Path(__file__).resolve().parents[2]
@@ -131,12 +131,7 @@ def test_herbarium_smoke_trains_over_mpi_then_predicts_after_it(
     slurm_cluster, studies, cluster_data
 ):
     train_args = ["jobs/herbarium/train.toml", "--smoke", "--scheduler", "slurm", "--"]
-    for _ in range(4):  # srun's MPI start-up is resubmitted only when the test cluster garbled it
-        out = submit(studies, *train_args, "--data", str(cluster_data))
-        train = submitted_id(out, "slurm")
-        if finished(train) == "COMPLETED" or not garbled_start(out):
-            break
-        time.sleep(5)
+    train = submitted_id(submit(studies, *train_args, "--data", str(cluster_data)), "slurm")
     predict_args = ["jobs/herbarium/predict.toml", "--smoke", "--scheduler", "slurm", "--"]
     predict_args += ["--input", str(cluster_data), "--checkpoint"]
     predict_args += [str(studies / "runs" / f"herbarium-train-smoke-{train}")]

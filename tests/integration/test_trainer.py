@@ -157,9 +157,7 @@ def reference(trajectory):
     EQUAL_CASES,
     ids=[f"{s}-{r}-{w or 'equal'}" for s, r, w in EQUAL_CASES],
 )
-def test_strategies_match_one_process_step_by_step(
-    strategy, ranks, weights, reference, trajectory
-):
+def test_strategies_match_one_process_step_by_step(strategy, ranks, weights, reference, trajectory):
     if strategy == "mpi":
         require(
             mpiexec_available() and have_module("mpi4py"),
