@@ -1,15 +1,18 @@
-# make demo   install into .venv and run the demo job on the local scheduler
-# make test   install into .venv (plus shellcheck and chromium) and run the whole test suite; as root the tests
-#             also start throwaway SLURM and Grid Engine clusters (tests/cluster/*-up.sh)
-# make bench  run the benchmarks (each prints ratios against a peer measured in the same run)
-# make data   generate the built-in synthetic dataset into data/shapes
-# make docs   build the documentation site into build/docs (warnings are errors)
+# make demo       install into .venv and run the demo job on the local scheduler
+# make test       install into .venv (plus shellcheck and chromium) and run the whole test suite; as
+#                 root the tests also start throwaway SLURM and Grid Engine clusters
+#                 (tests/cluster/*-up.sh); what CI runs
+# make test-fast  the fast tier (under 5 minutes): unit tests, in-process integration tests and one
+#                 test of each mechanism; no clusters (tests/tiers.toml)
+# make bench      run the benchmarks (each prints ratios against a peer measured in the same run)
+# make data       generate the built-in synthetic dataset into data/shapes
+# make docs       build the documentation site into build/docs (warnings are errors)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo test bench data docs system-deps clean
+.PHONY: demo test test-fast bench data docs system-deps clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,14 +35,17 @@ system-deps:
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/hpcbench submit jobs/demo.toml --scheduler local --wait
 
-# Unit tests in two processes (pytest-xdist: they are independent and light); the tests that
-# start clusters, MPI ranks and trainers one after the other. Running those two groups side by
-# side (pytest -n 2 --dist loadgroup tests: tests/conftest.py marks the groups) was 15 % faster
-# but not reliable: srun's MPI jobs on the test cluster and mpiexec's on the same host at the same
-# time garbled PMI-2 start-ups and UCX shared-memory connections now and then.
+# One pytest, three processes (pytest-xdist, --dist loadgroup: tests/conftest.py groups the tests):
+# every cluster test in one process, one after the other (they share the clusters, and mostly wait
+# for them); each integration module whole in one process; the tests that submit local jobs
+# together; unit tests wherever a process is free. The 30 slowest tests are printed so that the
+# budget (docs/contributing.md: under 15 minutes, the fast tier under 5) is watched at every run.
+PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest --durations=30
 test: $(STAMP) system-deps
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 2 tests/unit
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest tests/cluster tests/integration
+	$(PYTEST) -n 3 --dist loadgroup tests
+
+test-fast: $(STAMP) system-deps
+	HPCBENCH_TEST_TIER=fast $(PYTEST) -n 2 --dist loadgroup -m fast tests
 
 bench: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/cli_startup.py

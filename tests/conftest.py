@@ -143,6 +143,7 @@ LOCAL_JOB_MODULES = frozenset(
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m reads the marks
 def pytest_collection_modifyitems(config, items):
     """Mark the fast tier's tests ``fast`` (tests/tiers.toml). A module the table does not name is
     in no tier: tests/unit/test_tiers.py fails for it."""
@@ -157,13 +158,12 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_itemcollected(item):
-    """Under pytest-xdist's ``--dist loadgroup`` (``pytest -n 2 --dist loadgroup tests``; ``make
-    test`` runs the cluster and integration tests one after the other instead): every test of the
-    throwaway clusters in one process, one after the other (they share the clusters, which their
-    fixtures start once); the modules that submit local jobs together (see above); every other
-    integration module whole in one process (its module fixtures run once); unit tests wherever a
-    process is free. Marked as each test is collected: xdist reads the groups in its own
-    collection hook."""
+    """Under pytest-xdist's ``--dist loadgroup`` (``make test`` and ``make test-fast``): every
+    test of the throwaway clusters in one process, one after the other (they share the clusters,
+    which their fixtures start once); the modules that submit local jobs together (see above);
+    every other integration module whole in one process (its module fixtures run once); unit tests
+    wherever a process is free. Marked as each test is collected: xdist reads the groups in its
+    own collection hook."""
     parts = item.path.parts
     if "cluster" in parts:
         item.add_marker(pytest.mark.xdist_group("cluster"))

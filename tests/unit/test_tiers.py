@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO, TESTS, tier_table
 
 
@@ -20,32 +22,43 @@ def test_every_test_module_has_a_tier_and_every_entry_a_module():
     assert not bad, f"a tier is fast or full: {bad}"
 
 
-def test_representatives_are_tests_of_full_modules_that_exist():
-    modules, representatives = tier_table()
-    for module, ids in representatives.items():
-        assert modules.get(module) == "full", f"{module}: representatives are for full modules"
+@pytest.fixture(scope="module")
+def collected_fast() -> tuple[set[str], set[str]]:
+    """(every test id, the ids marked fast) of the full modules with representatives, this module
+    and one cluster module: one ``pytest --collect-only`` of each kind."""
+    _, representatives = tier_table()
+    paths = [f"tests/{m}" for m in representatives]
+    paths += ["tests/unit/test_tiers.py", "tests/cluster/test_sge.py"]
+
+    def collect(*marks: str) -> set[str]:
         listed = subprocess.run(
             [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-             "-p", "no:randomly", f"tests/{module}"],
-            cwd=REPO, capture_output=True, text=True, timeout=120,
+             *marks, *paths],
+            cwd=REPO, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
-        collected = {line.split("::", 1)[1] for line in listed.stdout.splitlines() if "::" in line}
-        unknown = sorted(set(ids) - collected)
-        if "skipped" in listed.stdout and not collected:
+        return {line for line in listed.stdout.splitlines() if line.startswith("tests/")}
+
+    return collect(), collect("-m", "fast")
+
+
+def test_representatives_are_tests_of_full_modules_that_exist(collected_fast):
+    modules, representatives = tier_table()
+    everything, _ = collected_fast
+    for module, ids in representatives.items():
+        assert modules.get(module) == "full", f"{module}: representatives are for full modules"
+        collected = {t.split("::", 1)[1] for t in everything if t.startswith(f"tests/{module}::")}
+        if not collected:
             continue  # the module's own requirements are missing here (torch, MPI): it skips
+        unknown = sorted(set(ids) - collected)
         assert not unknown, f"tests/tiers.toml: {module} has no tests {unknown}"
 
 
-def test_the_fast_mark_selects_the_fast_modules_and_the_representatives():
-    listed = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "fast",
-         "-p", "no:cacheprovider", "tests/unit/test_tiers.py", "tests/integration/test_trainer.py",
-         "tests/cluster/test_sge.py"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    chosen = {line for line in listed.stdout.splitlines() if "::" in line}
-    assert any(line.startswith("tests/unit/test_tiers.py::") for line in chosen), listed.stdout
-    assert not any(line.startswith("tests/cluster/") for line in chosen), listed.stdout
+def test_the_fast_mark_selects_the_fast_modules_and_the_representatives(collected_fast):
+    everything, chosen = collected_fast
+    assert any(t.startswith("tests/unit/test_tiers.py::") for t in chosen), chosen
+    assert any(t.startswith("tests/cluster/test_sge.py::") for t in everything), everything
+    assert not any(t.startswith("tests/cluster/") for t in chosen), chosen
     _, representatives = tier_table()
-    trainer = {line.split("::", 1)[1] for line in chosen if "test_trainer.py" in line}
-    assert trainer <= set(representatives["integration/test_trainer.py"]), trainer
+    for module, ids in representatives.items():
+        got = {t.split("::", 1)[1] for t in chosen if t.startswith(f"tests/{module}::")}
+        assert got <= set(ids), (module, got - set(ids))
