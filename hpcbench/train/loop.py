@@ -252,11 +252,11 @@ def _train_steps(
     timed.reset()
     delay = step_delay()
     for step in range(first, t.data.steps):
+        if delay:  # the slow-step drill, before the watchdog's clock starts for this step
+            time.sleep(delay)
         t.watchdog.at("batch", t.steps_done)
         if t.drill is not None:
             act(t.drill, t.steps_done)
-        if delay:
-            time.sleep(delay)
         d0 = time.perf_counter()
         with timed.part("data"):
             x, y = t.norm.normalize(*next(batches))

@@ -6,6 +6,8 @@ root they skip with the reason. The SLURM one also carries slurm-wlm-torque's PB
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -33,16 +35,69 @@ TRAIN_ARGS = [
 TEST_SAMPLES = 54  # of the dataset below: 13 % of 450, stratified over 9 classes
 
 
-def _cluster(up_script: str, down_script: str, what: str) -> Iterator[str]:
+# The test processes of one run (pytest-xdist's workers, each a session of its own) share each
+# cluster: the first to need it starts it, the last to finish stops it, and only if one of them
+# started it. The users are counted under a lock in root's /run (the up scripts need root).
+SHARED = Path("/run/hpcbench-test-clusters")
+
+
+@contextlib.contextmanager
+def _cluster_lock() -> Iterator[None]:
+    SHARED.mkdir(mode=0o700, exist_ok=True)
+    with open(SHARED / "lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def shared_cluster(up_script: str, down_script: str) -> Iterator[subprocess.CompletedProcess]:
+    """Run ``up_script`` (it does nothing when the cluster is up already), yield its result while
+    this process uses the cluster, then stop the cluster if this was its last user and a test
+    process started it (a cluster someone else started stays up)."""
     run = {"capture_output": True, "text": True, "stdin": subprocess.DEVNULL}
-    up = subprocess.run(["bash", str(HERE / up_script)], timeout=600, **run)
-    if up.returncode == 3 and not IN_CI:
-        pytest.skip(f"{what} needs root (tests/cluster/{up_script})")
-    if up.returncode != 0:
-        pytest.fail(f"tests/cluster/{up_script} failed:\n{up.stdout}\n{up.stderr[-3000:]}")
-    yield up.stdout.strip()
-    if "already running" not in up.stdout:  # a cluster someone else started stays up
-        subprocess.run(["bash", str(HERE / down_script)], timeout=120, **run)
+    if os.geteuid() != 0:  # the up script says it needs root (exit 3)
+        yield subprocess.run(["bash", str(HERE / up_script)], timeout=600, **run)
+        return
+    users, ours, me = SHARED / f"{up_script}.users", SHARED / f"{up_script}.ours", f"{os.getpid()}"
+    with _cluster_lock():
+        up = subprocess.run(["bash", str(HERE / up_script)], timeout=600, **run)
+        if up.returncode == 0:
+            if "already running" not in up.stdout:
+                ours.touch()
+            alive = [u for u in _lines(users) if u != me and _running(int(u))]
+            users.write_text("\n".join([*alive, me]) + "\n")
+    try:
+        yield up
+    finally:
+        if up.returncode == 0:
+            with _cluster_lock():
+                left = [u for u in _lines(users) if u != me and _running(int(u))]
+                users.write_text("".join(f"{u}\n" for u in left))
+                if not left and ours.exists():
+                    subprocess.run(["bash", str(HERE / down_script)], timeout=120, **run)
+                    ours.unlink()
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _cluster(up_script: str, down_script: str, what: str) -> Iterator[str]:
+    for up in shared_cluster(up_script, down_script):
+        if up.returncode == 3 and not IN_CI:
+            pytest.skip(f"{what} needs root (tests/cluster/{up_script})")
+        if up.returncode != 0:
+            pytest.fail(f"tests/cluster/{up_script} failed:\n{up.stdout}\n{up.stderr[-3000:]}")
+        yield up.stdout.strip()
 
 
 @pytest.fixture(scope="session")
@@ -122,8 +177,13 @@ def _garbles_since(sizes: dict[Path, int]) -> dict[str, int]:
 
 
 @pytest.fixture(autouse=True)
-def no_garbled_startups() -> Iterator[None]:
-    """Every cluster test fails if slurmd logged a garbled MPI start-up while it ran."""
+def no_garbled_startups(request) -> Iterator[None]:
+    """Every test of the SLURM cluster fails if slurmd logged a garbled MPI start-up while it
+    ran (the logs are the cluster's: a job another test left running would be counted here too,
+    and a garble is a failure wherever it comes from)."""
+    if "slurm_cluster" not in request.fixturenames:
+        yield
+        return
     before = _log_sizes()
     yield
     grown = _garbles_since(before)

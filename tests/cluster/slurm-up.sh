@@ -128,13 +128,15 @@ echo "export PBS_JOBID=\$SLURM_JOB_ID"
 echo "export PBS_O_WORKDIR=\$SLURM_SUBMIT_DIR"
 echo "export PBS_NODEFILE=\$nodefile"
 # a job's node-local scratch directory, as sites give one (MareNostrum, JUWELS: \$TMPDIR)
-mkdir -p "$RUN/tmp/\$SLURM_JOB_ID" && echo "export TMPDIR=$RUN/tmp/\$SLURM_JOB_ID"# MPICH's OFI network module: the UCX one (the mpich wheel's default) publishes address cards in
+mkdir -p "$RUN/tmp/\$SLURM_JOB_ID" && echo "export TMPDIR=$RUN/tmp/\$SLURM_JOB_ID"
+# MPICH's OFI network module: the UCX one (the mpich wheel's default) publishes address cards in
 # PMI-1 lines of up to 1,083 bytes, and Slurm's pmi2 plugin reads a PMI-1 line with one read() of
 # at most 1024 (pmi1.c, "TODO: read until newline"): a line cut in two is the step's "mpi/pmi2:
 # invalid client request". OFI's card is one short line. (docs/troubleshooting.md)
 echo "export MPIR_CVAR_CH4_NETMOD=ofi"
 EOF
 chmod 755 "$RUN/task-prolog.sh"
+sh -n "$RUN/task-prolog.sh" || fail "the TaskProlog written to $RUN/task-prolog.sh is not valid sh"
 
 # 2. the configuration
 names=(); for i in $(seq 1 "$NODES"); do names+=("node$i"); done

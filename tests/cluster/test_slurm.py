@@ -240,3 +240,19 @@ def test_bench_stops_when_no_slurm_controller_answers_and_keeps_its_runs_to_do(
     assert r.stdout.count("again in") == 1, r.stdout  # one retry, not one a run
     runs = json.loads((workdir / "res" / "runs.json").read_text())["runs"]
     assert {x["status"] for x in runs} == {"pending"}, runs
+
+
+def test_every_step_task_gets_the_test_clusters_mpi_module_and_scratch(slurm_cluster, workdir):
+    """The test cluster's TaskProlog: each srun task has MPICH's OFI network module chosen (the
+    cure for garbled PMI-1 start-ups, docs/troubleshooting.md) and a per-job TMPDIR."""
+    r = hpcbench(
+        *("submit", "--scheduler", "slurm", "--nodes", "2", "--tasks-per-node", "1"),
+        *("--launcher", "srun", "--program", "printenv MPIR_CVAR_CH4_NETMOD TMPDIR"),
+        *("--wait", "--timeout", "120"),
+        cwd=workdir,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = submitted_id(r.stdout, "slurm")
+    out = (workdir / "runs" / f"hpcbench-{job}.out").read_text()
+    assert out.count("ofi\n") == 2, out
+    assert out.count(f"/tmp/{job}\n") == 2, out

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -136,8 +137,14 @@ def laptop(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
-def slurm_up() -> bool:
-    return docblocks.slurm_answers()
+def slurm_up() -> Iterator[bool]:
+    """Whether the dry-run blocks can be checked against a SLURM partition: the test cluster,
+    shared with the cluster tests that may run beside this one (as root; elsewhere whatever
+    SLURM answers here)."""
+    from tests.cluster.conftest import shared_cluster
+
+    for _ in shared_cluster("slurm-up.sh", "slurm-down.sh"):
+        yield docblocks.slurm_answers()
 
 
 def _run(block: docblocks.Block, path: Path, work: Path, env: dict) -> tuple[int | None, str]:

@@ -45,14 +45,19 @@ def test_a_local_array_runs_at_most_its_cap_and_cancels_one_pending_task(workdir
     for k in (1, 2, 3, 4):
         (tasks_dir / f"{k}.run").write_text(f"t{k}\n")
         (tasks_dir / f"{k}.toml").write_text("")
-    spec = build_spec({"program": {"command": ["sleep", "2"]}, "resources": {"job_name": "arr"}})
+    spec = build_spec({"program": {"command": ["sleep", "4"]}, "resources": {"job_name": "arr"}})
     spec.array = Array(4, str(tasks_dir), str(workdir / "runs"), max_parallel=2)
     job = submit(spec, "local", cwd=workdir)
     assert job.job_id.startswith("local-") and len(job.tasks) == 4
     assert job.tasks[3] == f"{job.job_id}_4"
     sched = get("local")
-    time.sleep(0.5)
-    states = sched.statuses(list(job.tasks))
+    deadline = time.monotonic() + 30  # the cap's two tasks start (on a loaded machine, slowly)
+    while True:
+        states = sched.statuses(list(job.tasks))
+        if sum(x.state == "RUNNING" for x in states.values()) >= 2:
+            break
+        assert time.monotonic() < deadline, states
+        time.sleep(0.1)
     assert sum(s.state == "RUNNING" for s in states.values()) == 2, states
     assert states[job.tasks[3]].state == "PENDING"
     assert states[job.tasks[3]].reason == "waiting for a free slot of its array"

@@ -130,17 +130,22 @@ def variants_of(strategy: str, ranks: int) -> list[str]:
 def trajectory(small_data, tmp_path_factory):
     """``trajectory(strategy, ranks, weights, options)``: that variant's weights after each step,
     whether the replicas stayed identical, the ranks' batch sizes."""
-    launched: dict[tuple[str, int], Path] = {}
+    launched: dict[tuple[str, int], tuple[Path, str]] = {}  # where, and what failed (or "")
 
     def get(strategy: str, ranks: int, weights: str = "", options: tuple = ()) -> dict:
-        if (strategy, ranks) not in launched:
+        if (strategy, ranks) not in launched:  # once, failed or not: a failure is not re-run
             out = tmp_path_factory.mktemp(f"{strategy}-{ranks}")
             args = [str(WORKER), str(out), strategy, str(small_data), "5"]
-            r = run(launch(strategy, ranks, [*args, *variants_of(strategy, ranks)]), out)
-            assert r.returncode == 0, r.stdout + r.stderr
-            launched[(strategy, ranks)] = out
+            try:
+                r = run(launch(strategy, ranks, [*args, *variants_of(strategy, ranks)]), out)
+                failed = "" if r.returncode == 0 else r.stdout + r.stderr
+            except subprocess.TimeoutExpired as err:
+                failed = f"timed out: {err}"
+            launched[(strategy, ranks)] = out, failed
+        out, failed = launched[(strategy, ranks)]
+        assert not failed, f"the launch of {strategy} on {ranks} rank(s) failed:\n{failed}"
         name = variant(weights, options).split(";", 1)[0]
-        return dict(np.load(launched[(strategy, ranks)] / f"{name}.npz"))
+        return dict(np.load(out / f"{name}.npz"))
 
     return get
 
