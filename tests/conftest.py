@@ -90,6 +90,27 @@ def need_module(name: str) -> ModuleType:
         pytest.skip(f"needs {name}", allow_module_level=True)
 
 
+@pytest.fixture(scope="session")
+def shapes_data(tmp_path_factory):
+    """``shapes_data(samples, classes, size, seed=0)``: the built-in synthetic set in that shape
+    (grayscale HDF5 shards, ``size`` as (width, height)), converted once per test process and
+    shared by every module that asks for the same shape. Read it; never write into it."""
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
+
+    made: dict[tuple, Path] = {}
+
+    def get(samples: int, classes: int, size: tuple[int, int], seed: int = 0) -> Path:
+        key = (samples, classes, tuple(size), seed)
+        if key not in made:
+            root = tmp_path_factory.mktemp(f"shapes-{samples}-{size[0]}x{size[1]}") / "shapes"
+            options = ConvertOptions(size=tuple(size), grayscale=True, progress=False)
+            convert(synthetic(samples, classes, seed=seed), root, options)
+            made[key] = root
+        return made[key]
+
+    return get
+
+
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
     """A fresh directory to submit from, with its own local-scheduler state."""

@@ -19,12 +19,8 @@ TRAIN = ["--epochs", "1", "--max-steps", "4", "--model", "mlp", "--eval-batch-si
 
 
 @pytest.fixture(scope="module")
-def bench_data(tmp_path_factory) -> Path:
-    from hpcbench.data_prep import ConvertOptions, convert, synthetic
-
-    root = tmp_path_factory.mktemp("benchdata") / "shapes"
-    convert(synthetic(450, 9), root, ConvertOptions(size=(16, 12), grayscale=True, progress=False))
-    return root
+def bench_data(shapes_data) -> Path:
+    return shapes_data(450, 9, (16, 12))
 
 
 def runs_of(results: Path) -> list[dict]:

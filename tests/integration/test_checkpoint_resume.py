@@ -42,18 +42,9 @@ ARGS = [
 STEPS = 16  # 2 epochs x 8 steps
 
 
-def small_shapes(root: Path) -> Path:
-    """900 synthetic 16x12 grayscale samples of 9 classes in ``root``/shapes."""
-    from hpcbench.data_prep import ConvertOptions, convert, synthetic
-
-    out = root / "shapes"
-    convert(synthetic(900, 9), out, ConvertOptions(size=(16, 12), grayscale=True, progress=False))
-    return out
-
-
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    return small_shapes(tmp_path_factory.mktemp("ckpt"))
+def data(shapes_data):
+    return shapes_data(900, 9, (16, 12))  # shared with the other trainer modules
 
 
 def command(strategy: str, ranks: int) -> list[str]:

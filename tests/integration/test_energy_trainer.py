@@ -28,12 +28,8 @@ ARGS = ["--epochs", "3", "--global-batch-size", "16", "--progress", "none"]
 
 
 @pytest.fixture(scope="module")
-def small_data(tmp_path_factory):
-    from hpcbench.data_prep import ConvertOptions, convert, synthetic
-
-    root = tmp_path_factory.mktemp("energy") / "shapes"
-    convert(synthetic(900, 9), root, ConvertOptions(size=(16, 12), grayscale=True, progress=False))
-    return root
+def small_data(shapes_data):
+    return shapes_data(900, 9, (16, 12))  # shared with the other trainer modules
 
 
 def write(path: Path, value: int) -> None:

@@ -13,14 +13,14 @@ import json
 import pytest
 
 from tests.conftest import need_module
-from tests.integration.test_checkpoint_resume import final_weights, small_shapes, train
+from tests.integration.test_checkpoint_resume import final_weights, train
 
 torch = need_module("torch")
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    return small_shapes(tmp_path_factory.mktemp("replicas"))
+def data(shapes_data):
+    return shapes_data(900, 9, (16, 12))  # shared with the other trainer modules
 
 
 @pytest.mark.parametrize("strategy", ["mpi", "ddp"])

@@ -42,13 +42,9 @@ def test_the_option_is_in_help_and_round_trips_through_a_config_file(tmp_path):
 
 # ---- real runs --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def small_data(tmp_path_factory):
+def small_data(shapes_data):
     need_module("torch")
-    from hpcbench.data_prep import ConvertOptions, convert, synthetic
-
-    root = tmp_path_factory.mktemp("tb") / "shapes"
-    convert(synthetic(900, 9), root, ConvertOptions(size=(16, 12), grayscale=True, progress=False))
-    return root
+    return shapes_data(900, 9, (16, 12))  # shared with the other trainer modules
 
 
 def train(strategy: str, ranks: int, data: Path, cwd: Path, *extra: str, **kw):

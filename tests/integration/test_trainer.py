@@ -72,12 +72,8 @@ def run(
 
 
 @pytest.fixture(scope="module")
-def small_data(tmp_path_factory):
-    from hpcbench.data_prep import ConvertOptions, convert, synthetic
-
-    root = tmp_path_factory.mktemp("eq") / "shapes"
-    convert(synthetic(900, 9), root, ConvertOptions(size=(16, 12), grayscale=True, progress=False))
-    return root
+def small_data(shapes_data):
+    return shapes_data(900, 9, (16, 12))  # shared with the other trainer modules
 
 
 # The equivalence matrix: each test compares one variant (rank weights, trainer options) of one
