@@ -59,23 +59,33 @@ if [ "$4" != - ]; then  # a task of an array: it waits for one of the array's sl
 fi
 bash "$1" </dev/null 9>&-; rc=$?
 trap '' TERM
-others() {
+others() {  # the processes of this session other than this shell and the subshell running this
   local s line rest st pp pg sid pid
   for s in /proc/[0-9]*/stat; do
     { read -r line <"$s"; } 2>/dev/null || continue  # a process may end between glob and read
     rest=${line##*) }
     read -r st pp pg sid _ <<<"$rest"
     pid=${s//[^0-9]/}
-    [ "$sid" = "$$" ] && [ "$st" != Z ] && [ "$pid" != "$$" ] && echo "$pid"
+    [ "$sid" = "$$" ] && [ "$st" != Z ] && [ "$pid" != "$$" ] && [ "$pid" != "$BASHPID" ] && echo "$pid"
+  done
+}
+signal() {  # SIGNAL PID...: each PID that is still a live process of this session
+  local sig=$1 pid line rest st sid
+  shift
+  for pid in "$@"; do
+    { read -r line <"/proc/$pid/stat"; } 2>/dev/null || continue
+    rest=${line##*) }
+    read -r st _ _ sid _ <<<"$rest"
+    [ "$sid" = "$$" ] && [ "$st" != Z ] && kill "-$sig" "$pid" 2>/dev/null
   done
 }
 left=$(others)
 if [ -n "$left" ]; then
-  kill -TERM $left 2>/dev/null
+  signal TERM $left
   for _ in $(seq $(( $3 * 10 ))); do
     sleep 0.1; left=$(others); [ -z "$left" ] && break
   done
-  [ -n "$left" ] && kill -KILL $left 2>/dev/null
+  [ -n "$left" ] && signal KILL $left
 fi
 echo "$rc" >"$2.tmp" && mv -f "$2.tmp" "$2"
 """
