@@ -138,12 +138,14 @@ def test_a_failed_run_is_recorded_and_a_stopped_matrix_resumes(workdir, bench_da
         stderr=subprocess.PIPE,
         text=True,
     )
+    seen = []
     for line in proc.stdout:
+        seen.append(line)
         if line.startswith("[1/3] good timing 1: completed"):
             proc.send_signal(signal.SIGINT)
             break
     proc.wait(timeout=300)
-    assert proc.returncode == 130, proc.stderr.read()
+    assert proc.returncode == 130, "".join(seen) + proc.stdout.read() + proc.stderr.read()
     results = workdir / "runs" / "bench-resume"
     first = runs_of(results)
     assert [x["status"] for x in first][0] == "completed"
