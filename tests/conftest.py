@@ -102,7 +102,7 @@ def shapes_data(tmp_path_factory):
     def get(samples: int, classes: int, size: tuple[int, int], seed: int = 0) -> Path:
         key = (samples, classes, tuple(size), seed)
         if key not in made:
-            root = tmp_path_factory.mktemp(f"shapes-{samples}-{size[0]}x{size[1]}") / "shapes"
+            root = tmp_path_factory.mktemp(f"shapes-{samples}-{size[0]}x{size[1]}-") / "shapes"
             options = ConvertOptions(size=tuple(size), grayscale=True, progress=False)
             convert(synthetic(samples, classes, seed=seed), root, options)
             made[key] = root
@@ -180,15 +180,34 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_itemcollected(item):
     """Under pytest-xdist's ``--dist loadgroup`` (``make test`` and ``make test-fast``): every
-    test of the throwaway clusters in one process, one after the other (they share the clusters,
-    which their fixtures start once); the modules that submit local jobs together (see above);
-    every other integration module whole in one process (its module fixtures run once); unit tests
-    wherever a process is free. Marked as each test is collected: xdist reads the groups in its
-    own collection hook."""
+    test of the throwaway SLURM cluster in one process, one after the other (they share the
+    cluster, which their fixtures start once), and every test of the Grid Engine in another; the
+    modules that submit local jobs together (see above); every other integration module whole in
+    one process (its module fixtures run once); unit tests wherever a process is free. Marked as
+    each test is collected: xdist reads the groups in its own collection hook."""
     parts = item.path.parts
     if "cluster" in parts:
-        item.add_marker(pytest.mark.xdist_group("cluster"))
+        sge = "sge_cluster" in getattr(item, "fixturenames", ())
+        item.add_marker(pytest.mark.xdist_group("cluster-sge" if sge else "cluster"))
     elif "integration" in parts:
         stem = item.path.stem
         group = "local-jobs" if stem in LOCAL_JOB_MODULES else f"integration-{stem}"
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+# The cluster tests are the suite's longest chain, one test after another: the other test
+# processes run at a lower priority (the clusters' daemons, and so their jobs, are started at the
+# usual one: tests/cluster/conftest.py), and torch computes in one thread in each of them (two
+# cores, three processes: more threads only wait for each other).
+LOWER_PRIORITY = 5
+_lowered: list[bool] = []
+
+
+def pytest_runtest_setup(item):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if not _lowered and "cluster" not in item.path.parts:
+        os.nice(LOWER_PRIORITY)
+        _lowered.append(True)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
