@@ -36,9 +36,9 @@ demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/hpcbench submit jobs/demo.toml --scheduler local --wait
 
 # One pytest, three processes (pytest-xdist, --dist loadgroup: tests/conftest.py groups the tests):
-# every cluster test in one process, one after the other (they share the clusters, and mostly wait
-# for them); each integration module whole in one process; the tests that submit local jobs
-# together; unit tests wherever a process is free. The 30 slowest tests are printed so that the
+# the SLURM cluster's tests in one process, one after the other (they share the cluster, and
+# mostly wait for it), the Grid Engine's in another; each integration module whole in one process;
+# the tests that submit local jobs together; unit tests wherever a process is free. The 30 slowest tests are printed so that the
 # budget (docs/contributing.md: under 15 minutes, the fast tier under 5) is watched at every run.
 PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest --durations=30
 test: $(STAMP) system-deps
