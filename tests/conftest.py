@@ -150,9 +150,11 @@ def mpiexec_available() -> bool:
     )
 
 
-# Integration modules that submit jobs to the local scheduler: their job ids (local-1, …) start
-# again in each test's state directory, and a job derives its rendezvous port from its id, so two
-# of them at once could meet on one port. They run one after the other in one process.
+# Integration modules whose local-scheduler jobs meet at a rendezvous port (torchrun across
+# emulated nodes, DDP): their job ids (local-1, …) start again in each test's state directory, and
+# a job derives its port from its id, so two of them at once could meet on one port. They run one
+# after the other in one process. (test_sweep_local's and test_predict's local jobs are single
+# processes or MPI, which meets through mpiexec: no port.)
 LOCAL_JOB_MODULES = frozenset(
     {
         "test_bench_local",
