@@ -192,6 +192,10 @@ def run(args: argparse.Namespace, program_args: list[str]) -> int:
                     "was a file of it edited?"
                 ) from None
         matrix = build_matrix_from(args, program_args)
+        if not args.plan:  # a bad $HPCBENCH_POLL_CEILING stops before any run is submitted
+            from hpcbench.jobs.schedulers.base import poll_ceiling
+
+            poll_ceiling(0.0)
         if args.plan:
             for i, r in enumerate(plan(matrix), 1):
                 print(f"{i}\t{r.config}\t{r.kind}\t{r.rep}")

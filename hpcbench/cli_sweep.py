@@ -66,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
         if args.plan:
             _print_plan(sweep)
             return 0
+        from hpcbench.jobs.schedulers.base import poll_ceiling
+
+        poll_ceiling(0.0)  # a bad $HPCBENCH_POLL_CEILING stops before any task is submitted
         results = args.results or f"runs/sweep-{sweep.name}{'-smoke' if args.smoke else ''}"
         runner = SweepRunner(sweep, results, args.scheduler)
         continued = runner.open()

@@ -279,3 +279,34 @@ def test_sge_qstat_then_qacct(bindir):
     assert [found[j].state for j in ("21", "22", "23")] == ["RUNNING", "PENDING", "FAILED"]
     assert (found["24"].state, found["24"].exit_code) == ("FAILED", 5)
     assert calls(bindir, "qacct") == ["-j 24"]
+
+
+@pytest.mark.parametrize(
+    "value,ceiling", [("", 10.0), ("1", 1.0), ("2.5", 2.5), ("60", 10.0), ("0.5", 0.5)]
+)
+def test_the_poll_ceiling_is_the_schedulers_or_a_shorter_one_from_the_environment(
+    value, ceiling, monkeypatch
+):
+    from hpcbench.jobs.schedulers.base import POLL_CEILING_VARIABLE, poll_ceiling
+
+    monkeypatch.setenv(POLL_CEILING_VARIABLE, value)
+    assert poll_ceiling(10.0) == ceiling
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x", "nan", "601", "1e9"])
+def test_a_bad_poll_ceiling_is_one_line_naming_the_variable(value, monkeypatch):
+    from hpcbench.jobs.schedulers.base import POLL_CEILING_VARIABLE, poll_ceiling
+
+    monkeypatch.setenv(POLL_CEILING_VARIABLE, value)
+    with pytest.raises(SchedulerError, match=rf"^{POLL_CEILING_VARIABLE}=.*: must be seconds"):
+        poll_ceiling(10.0)
+
+
+def test_submit_wait_with_a_bad_poll_ceiling_submits_nothing(tmp_path, monkeypatch):
+    from hpcbench.cli import main
+
+    monkeypatch.setenv("HPCBENCH_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("HPCBENCH_POLL_CEILING", "soon")
+    monkeypatch.chdir(tmp_path)
+    assert main(["submit", "--scheduler", "local", "--program", "true", "--wait"]) == 1
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "state").exists()

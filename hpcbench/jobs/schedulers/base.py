@@ -100,6 +100,30 @@ class JobRecord:
     tasks: tuple[str, ...] = ()
 
 
+POLL_CEILING_VARIABLE = "HPCBENCH_POLL_CEILING"
+POLL_CEILING_RANGE = (0.5, 600.0)
+
+
+def poll_ceiling(default: float) -> float:
+    """The longest wait between two polls of a scheduler: its own ``default``, or
+    ``$HPCBENCH_POLL_CEILING`` seconds where that is shorter (a private or test cluster whose
+    controller may be asked every second, so that a job's end is seen sooner). A value that is
+    not a number from 0.5 to 600 is a SchedulerError naming the variable."""
+    raw = os.environ.get(POLL_CEILING_VARIABLE, "").strip()
+    if not raw:
+        return default
+    low, high = POLL_CEILING_RANGE
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = float("nan")
+    if not low <= seconds <= high:
+        raise SchedulerError(
+            f"{POLL_CEILING_VARIABLE}={raw[:40]!r}: must be seconds from {low:g} to {high:g}"
+        )
+    return min(default, seconds)
+
+
 def backoff_intervals(start: float, ceiling: float, factor: float = 2.0) -> Iterator[float]:
     """Poll intervals: ``start``, then doubling, then ``ceiling`` for ever (submitit's pattern)."""
     delay = start
@@ -329,7 +353,8 @@ class Scheduler(ABC):
         unknown: dict[str, int] = {}
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
-        for delay in backoff_intervals(self.poll_start, self.poll_ceiling):
+        ceiling = poll_ceiling(self.poll_ceiling)
+        for delay in backoff_intervals(min(self.poll_start, ceiling), ceiling):
             for job_id, status in self.statuses(sorted(pending)).items():
                 if job_id not in pending:
                     continue
