@@ -100,6 +100,9 @@ def test_the_reference_sweep_is_one_slurm_array_capped_cancelled_requeued_and_co
     # this cluster keeps no accounting: the task is failed, saying it is gone
     last = "data=shapes-74x56,global-batch-size=32" + EXTRA
     assert f"failed: {last} (task {array}_4): " in follow.stdout, follow.stdout
+    # the sweep counts a task done once its metrics.json is written; its log is whole once the
+    # task's job has ended (torchrun passes the trainer's lines on as it ends)
+    wait_for(lambda: not squeue("-j", f"{array}_1"), every=1)
     out1 = (results / "logs" / f"sweep-reference-hparams-{array}_1.out").read_text()
     assert "resuming from" in out1 and "ckpt-" in out1, out1
     metrics = json.loads((run1 / "metrics.json").read_text())
@@ -154,8 +157,14 @@ def test_a_sweep_is_one_grid_engine_array(sge_cluster, workdir, cluster_data):
     script = Path(sub["script"]).read_text()
     assert "#$ -t 1-2\n" in script and "#$ -tc 1\n" in script
     assert sub["task_ids"] == [f"{sub['job_id']}.1", f"{sub['job_id']}.2"]
-    status = hpcbench("status", sub["job_id"], "--scheduler", "sge", cwd=workdir).stdout
-    assert f"{sub['job_id']}.2\tCOMPLETED" in status, status
+
+    # the sweep counts a task done once its metrics.json is written; Grid Engine says so a moment
+    # later, when the task's script has ended
+    def task_2_completed() -> bool:
+        shown = hpcbench("status", sub["job_id"], "--scheduler", "sge", cwd=workdir).stdout
+        return f"{sub['job_id']}.2\tCOMPLETED" in shown
+
+    wait_for(task_2_completed, every=1)
     for run in ("lr=0.01", "lr=0.05"):
         metrics = json.loads((results / "runs" / run / "metrics.json").read_text())
         assert metrics["config"]["lr"] == float(run.split("=")[1])

@@ -191,7 +191,9 @@ def test_cancelling_a_local_array_starts_none_of_its_pending_tasks(workdir):
     for k in (1, 2, 3):
         (tasks_dir / f"{k}.run").write_text(f"t{k}\n")
         (tasks_dir / f"{k}.toml").write_text("")
-    spec = build_spec({"program": {"command": ["sleep", "5"]}, "resources": {"job_name": "c"}})
+    # long tasks (the cancel ends the running one): none can finish before the cancel, however
+    # slowly a loaded machine runs this test
+    spec = build_spec({"program": {"command": ["sleep", "60"]}, "resources": {"job_name": "c"}})
     spec.array = Array(3, str(tasks_dir), str(workdir / "runs"), max_parallel=1)
     job = submit(spec, "local", cwd=workdir)
     sched = get("local")
