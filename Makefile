@@ -38,8 +38,9 @@ demo: $(STAMP)
 # One pytest, three processes (pytest-xdist, --dist loadgroup: tests/conftest.py groups the tests):
 # the SLURM cluster's tests in one process, one after the other (they share the cluster, and
 # mostly wait for it), the Grid Engine's in another; each integration module whole in one process;
-# the tests that submit local jobs together; unit tests wherever a process is free. The 30 slowest tests are printed so that the
-# budget (docs/contributing.md: under 15 minutes, the fast tier under 5) is watched at every run.
+# the tests that submit local jobs together; unit tests wherever a process is free. The 30
+# slowest tests are printed so that the budget (docs/contributing.md: under 15 minutes, the fast
+# tier under 5) is watched at every run.
 PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest --durations=30
 test: $(STAMP) system-deps
 	$(PYTEST) -n 3 --dist loadgroup tests

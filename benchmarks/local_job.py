@@ -1,7 +1,6 @@
 """What the local scheduler adds to a job's wall time, against running the same rendered script
-with bash, in the same run: a job whose program is ``true`` (``program.command``, so no launcher
-and no Python in the job) submitted and waited for through ``api``-level ``submit`` and
-``Job.wait``, and its script run directly, interleaved (local, direct, local, ...) so that the
+with bash, in the same run: a job whose program is ``true`` (``program.command``) submitted and
+waited for through ``submit`` and ``Job.wait``, and the same rendered script run directly, interleaved (local, direct, local, ...) so that the
 machine's noise falls on both alike; the medians and their ratio are printed.
 
 What the difference holds: the supervisor (waiting for its script, then for what the script left

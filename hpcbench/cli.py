@@ -320,9 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         if (warning := api.lead_warning(spec)) is not None:
             print(f"hpcbench: warning: {warning}", file=sys.stderr)
         if args.wait:  # a bad $HPCBENCH_POLL_CEILING stops before the job is submitted
-            from hpcbench.jobs.schedulers.base import poll_ceiling
+            from hpcbench.jobs.schedulers.base import check_poll_ceiling
 
-            poll_ceiling(0.0)
+            check_poll_ceiling()
         job = api.submit(spec, name, args.template_dir, preflight=args.preflight)
         print(f"submitted job {job.job_id} to {name}: {job.record.script_path}", flush=True)
         print(f"logs: {job.record.stdout_path} and {job.record.stderr_path}")

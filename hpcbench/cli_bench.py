@@ -173,7 +173,7 @@ def run(args: argparse.Namespace, program_args: list[str]) -> int:
     from hpcbench.bench.runner import Bench, BenchError, plan
     from hpcbench.jobs.render import RenderError
     from hpcbench.jobs.schedulers import SchedulerError
-    from hpcbench.jobs.schedulers.base import SchedulerUnreachable
+    from hpcbench.jobs.schedulers.base import SchedulerUnreachable, check_poll_ceiling
     from hpcbench.jobs.spec import SpecError
 
     if args.action == "predict-scaling":
@@ -192,14 +192,11 @@ def run(args: argparse.Namespace, program_args: list[str]) -> int:
                     "was a file of it edited?"
                 ) from None
         matrix = build_matrix_from(args, program_args)
-        if not args.plan:  # a bad $HPCBENCH_POLL_CEILING stops before any run is submitted
-            from hpcbench.jobs.schedulers.base import poll_ceiling
-
-            poll_ceiling(0.0)
         if args.plan:
             for i, r in enumerate(plan(matrix), 1):
                 print(f"{i}\t{r.config}\t{r.kind}\t{r.rep}")
             return 0
+        check_poll_ceiling()  # a bad $HPCBENCH_POLL_CEILING stops before any run is submitted
         bench = Bench(matrix, args.results or f"runs/bench-{matrix.name}", args.scheduler)
         resumed = bench.open()
         done = sum(r.status == "completed" for r in bench.runs)

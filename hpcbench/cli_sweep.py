@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from hpcbench.bench.matrix import MatrixError
     from hpcbench.jobs.render import RenderError
     from hpcbench.jobs.schedulers import SchedulerError
+    from hpcbench.jobs.schedulers.base import check_poll_ceiling
     from hpcbench.jobs.spec import SpecError
     from hpcbench.sweep.plan import SweepError, read_sweep
     from hpcbench.sweep.runner import FAILED, SweepRunner, counts
@@ -66,9 +67,7 @@ def run(args: argparse.Namespace) -> int:
         if args.plan:
             _print_plan(sweep)
             return 0
-        from hpcbench.jobs.schedulers.base import poll_ceiling
-
-        poll_ceiling(0.0)  # a bad $HPCBENCH_POLL_CEILING stops before any task is submitted
+        check_poll_ceiling()  # a bad $HPCBENCH_POLL_CEILING stops before any task is submitted
         results = args.results or f"runs/sweep-{sweep.name}{'-smoke' if args.smoke else ''}"
         runner = SweepRunner(sweep, results, args.scheduler)
         continued = runner.open()

@@ -31,12 +31,9 @@ FAST_TIER = os.environ.get("HPCBENCH_TEST_TIER", "") == "fast"
 def tier_table() -> tuple[dict[str, str], dict[str, list[str]]]:
     """tests/tiers.toml: each module's tier ("unit/test_x.py" -> "fast" or "full") and the fast
     representatives of the full modules (module -> test ids)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
+    from hpcbench.tomlfile import read_toml_file
 
-    table = tomllib.loads(TIERS_FILE.read_text())
+    table = read_toml_file(TIERS_FILE, 1 << 20, "tests/tiers.toml", "a tier table")
     return dict(table.get("modules", {})), {
         k: list(v) for k, v in table.get("representatives", {}).items()
     }

@@ -30,7 +30,7 @@ from hpcbench.data.manifest import write_json_atomically
 from hpcbench.jobs import schedulers
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.program_args import check_program_args
-from hpcbench.jobs.schedulers.base import JobStatus, backoff_intervals, poll_ceiling
+from hpcbench.jobs.schedulers.base import JobStatus
 from hpcbench.jobs.spec import Array, JobSpec
 from hpcbench.jobs.submission import load_spec, submit
 from hpcbench.jsonfile import JsonFileError, read_json
@@ -374,8 +374,7 @@ class SweepRunner:
         active = {id(s): s for s in states if s.state in (QUEUED, RUNNING)}
         total = len(states)
         poll = schedulers.get(next(iter(active.values())).scheduler or "local") if active else None
-        ceiling = poll_ceiling(poll.poll_ceiling) if poll else 0.0
-        intervals = backoff_intervals(min(poll.poll_start, ceiling), ceiling) if poll else iter(())
+        intervals = poll.poll_intervals() if poll else iter(())
         while active:
             time.sleep(next(intervals))
             by_scheduler: dict[str, list[TaskState]] = {}

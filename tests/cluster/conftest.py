@@ -86,11 +86,11 @@ def _lines(path: Path) -> list[str]:
 
 def _running(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
+        os.kill(pid, 0)  # PermissionError too says the process exists
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
     return True
 
 

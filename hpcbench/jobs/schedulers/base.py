@@ -124,6 +124,12 @@ def poll_ceiling(default: float) -> float:
     return min(default, seconds)
 
 
+def check_poll_ceiling() -> None:
+    """Raise the SchedulerError of a bad ``$HPCBENCH_POLL_CEILING`` now: commands that submit and
+    then wait call it before they submit anything."""
+    poll_ceiling(POLL_CEILING_RANGE[1])
+
+
 def backoff_intervals(start: float, ceiling: float, factor: float = 2.0) -> Iterator[float]:
     """Poll intervals: ``start``, then doubling, then ``ceiling`` for ever (submitit's pattern)."""
     delay = start
@@ -336,6 +342,12 @@ class Scheduler(ABC):
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Cancel the jobs."""
 
+    def poll_intervals(self) -> Iterator[float]:
+        """The waits between polls of this scheduler: :func:`backoff_intervals` from
+        ``poll_start`` to :func:`poll_ceiling` of its ``poll_ceiling``."""
+        ceiling = poll_ceiling(self.poll_ceiling)
+        return backoff_intervals(min(self.poll_start, ceiling), ceiling)
+
     def wait(
         self,
         jobs: Sequence[str | JobRecord],
@@ -353,8 +365,7 @@ class Scheduler(ABC):
         unknown: dict[str, int] = {}
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
-        ceiling = poll_ceiling(self.poll_ceiling)
-        for delay in backoff_intervals(min(self.poll_start, ceiling), ceiling):
+        for delay in self.poll_intervals():
             for job_id, status in self.statuses(sorted(pending)).items():
                 if job_id not in pending:
                     continue
