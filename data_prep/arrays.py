@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hpcbench.data.files import NotRegularFile, regular_size
 from hpcbench.data.manifest import DataError
 from hpcbench.data_prep.images import UnreadableImage, array_to_chw
 from hpcbench.data_prep.source import Source, Target
+from hpcbench.files import NotRegularFile, regular_size
 
 LAYOUTS = ("auto", "nhw", "nhwc", "nchw")
 

@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 
 from hpcbench import __version__
-from hpcbench.data.files import printable
 from hpcbench.data.manifest import (
     DTYPES,
     FORMAT_NAME,
@@ -51,6 +50,7 @@ from hpcbench.data.shards import write_shard
 from hpcbench.data_prep.images import RESIZE_POLICIES, UnreadableImage
 from hpcbench.data_prep.source import Source, Target
 from hpcbench.data_prep.split import cap_per_class, given_split, parse_fractions, stratified_split
+from hpcbench.files import printable
 
 log = logging.getLogger(__name__)
 DEFAULT_SHARD_MB = 64.0  # MosaicML Streaming's default shard size

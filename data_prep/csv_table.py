@@ -17,10 +17,10 @@ import csv
 import os
 from pathlib import Path
 
-from hpcbench.data.files import open_regular
 from hpcbench.data.manifest import DataError
 from hpcbench.data_prep.source import FileSource, image_directories, label_index
 from hpcbench.data_prep.split import split_named
+from hpcbench.files import open_regular
 
 PATH_NAMES = ("file", "path", "filename", "file_name", "image", "image_path")
 LABEL_NAMES = ("label", "class", "category", "target", "class_name")

@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from hpcbench.data.files import NotRegularFile, open_regular
+from hpcbench.files import NotRegularFile, open_regular
 
 RESIZE_POLICIES = ("crop", "stretch", "pad")
 IMAGE_EXTENSIONS = (

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hpcbench.data.files import open_regular
 from hpcbench.data.manifest import DataError
 from hpcbench.data_prep.source import FileSource, image_directories
 from hpcbench.data_prep.split import split_named
+from hpcbench.files import open_regular
 from hpcbench.jsonfile import JsonFileError, parse_json
 
 

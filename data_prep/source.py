@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from hpcbench.data.files import open_regular
 from hpcbench.data_prep.images import UnreadableImage, load_image
+from hpcbench.files import open_regular
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hpcbench.data.files import open_regular
 from hpcbench.data.manifest import UNLABELED, DataError
 from hpcbench.data_prep.source import FileSource, image_directories
+from hpcbench.files import open_regular
 from hpcbench.jsonfile import JsonFileError, parse_json
 
 PATH_NAMES = ("file", "path", "filename", "file_name", "image", "image_path")

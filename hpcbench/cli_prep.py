@@ -261,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
         return code
     except DataError as err:
-        from hpcbench.data.files import printable
+        from hpcbench.files import printable
 
         print(f"hpcbench prep: error: {printable(err)}", file=sys.stderr)
         return 1 if args.prep_action == "verify" else 2

@@ -3,9 +3,10 @@
 :func:`parse_json` turns bytes or text read from a file into its content: text that is not UTF-8,
 JSON that does not parse, a number of more than 4300 digits and nesting too deep for the parser
 each become a :class:`JsonFileError` saying ``"<path>: not valid JSON (<why>)"``.
-:func:`read_json` reads the file first (a missing or unreadable file is one line too). Callers
-read the bytes their own way where they must (regular files only, a size limit) and re-raise the
-error as their own class.
+:func:`read_json` reads the file first, as hpcbench reads every file a results directory holds:
+a regular file only (a FIFO, a device or a link to one is refused before a byte is read, never
+waited on), at most :data:`MAX_JSON_BYTES`; a missing, unreadable or oversized file is one line
+too. Callers re-raise the error as their own class.
 """
 
 from __future__ import annotations
@@ -15,14 +16,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hpcbench.files import NotRegularFile, read_regular
+
+# The largest JSON file read (metrics, accounting, energy samples of a long run, a sweep's plan):
+# far above what hpcbench writes, far below what would exhaust a login node's memory.
+MAX_JSON_BYTES = 128 << 20
+
 
 class JsonFileError(ValueError):
     """JSON that cannot be read; ``str(err)`` is one line naming the file, ``why`` the reason
-    alone (for a caller that words its own line)."""
+    alone (for a caller that words its own line); ``kind`` is ``"missing"`` (no such file),
+    ``"unreadable"`` (not a regular file, too large, no permission) or ``"invalid"`` (read, but
+    not JSON)."""
 
-    def __init__(self, message: str, why: str = "") -> None:
+    def __init__(self, message: str, why: str = "", kind: str = "invalid") -> None:
         super().__init__(message)
         self.why = why or message
+        self.kind = kind
+
+    @property
+    def missing(self) -> bool:
+        return self.kind == "missing"
 
 
 def _not_json(path: str | Path, why: str) -> JsonFileError:
@@ -52,13 +66,21 @@ def parse_json(
         raise _not_json(path, "nested too deeply") from None
 
 
-def read_json(path: Path, missing_hint: str = "") -> Any:
+def read_json(path: Path, missing_hint: str = "", max_bytes: int = MAX_JSON_BYTES) -> Any:
     """The content of the JSON file ``path``; ``missing_hint`` follows "missing" when it is not
-    there (what its absence means)."""
+    there (what its absence means). Only a regular file of at most ``max_bytes`` is read."""
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path, max_bytes)
     except FileNotFoundError:
-        raise JsonFileError(f"{path}: missing; {missing_hint}") from None
+        hint = f"; {missing_hint}" if missing_hint else ""
+        raise JsonFileError(f"{path}: missing{hint}", "missing", "missing") from None
+    except NotRegularFile:
+        why = "not a regular file (a FIFO, a device or a directory): not read"
+        raise JsonFileError(f"{path}: {why}", why, "unreadable") from None
     except OSError as err:
-        raise JsonFileError(f"{path}: cannot read ({err.strerror or err})") from None
+        why = f"cannot read ({err.strerror or err})"
+        raise JsonFileError(f"{path}: {why}", why, "unreadable") from None
+    except ValueError as err:  # larger than max_bytes
+        why = f"{err}: not a file hpcbench wrote"
+        raise JsonFileError(f"{path}: {why}", why, "unreadable") from None
     return parse_json(raw, path)

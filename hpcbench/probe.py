@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hpcbench.argparsing import Parser
 from hpcbench.atomic import write_atomically
-from hpcbench.jsonfile import JsonFileError, parse_json
+from hpcbench.jsonfile import JsonFileError, read_json
 from hpcbench.launch import LaunchInfo, detect_launch, job_id, line_buffered_output
 
 
@@ -28,8 +28,8 @@ def _write_json(path: Path, data: dict) -> None:
 
 def _read_record(path: Path) -> dict | None:
     try:
-        return parse_json(path.read_bytes(), path)
-    except (OSError, JsonFileError):
+        return read_json(path, max_bytes=1 << 20)
+    except JsonFileError:
         return None
 
 

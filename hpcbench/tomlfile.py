@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hpcbench.data.files import NotRegularFile, read_regular
+from hpcbench.files import NotRegularFile, read_regular
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -215,7 +215,7 @@ class Manifest:
 
     @classmethod
     def load(cls, root: str | os.PathLike[str]) -> Manifest:
-        from hpcbench.data.files import NotRegularFile, read_regular
+        from hpcbench.files import NotRegularFile, read_regular
 
         root = Path(root)
         path = root / MANIFEST_NAME
@@ -247,7 +247,7 @@ class Manifest:
 
     def summary(self) -> str:
         """A few lines for ``hpcbench prep info``."""
-        from hpcbench.data.files import printable
+        from hpcbench.files import printable
 
         c, h, w = self.shape
         mode = {1: "grayscale", 3: "RGB"}.get(c, f"{c} channels")
@@ -330,7 +330,7 @@ def _check_shard_links(manifest: Manifest, root: Path) -> None:
     """Raise DataError for a shard that is a symbolic link leading out of the dataset directory:
     the reader, ``verify`` and staging would open whatever file it names. Links are found with one
     listing of the directory (its entries' types), not one ``stat`` per shard."""
-    from hpcbench.data.files import printable
+    from hpcbench.files import printable
 
     names = {s.file for info in manifest.splits.values() for s in info.shards}
     try:

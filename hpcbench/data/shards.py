@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from hpcbench.data.files import NotRegularFile, open_regular, regular_size
 from hpcbench.data.manifest import DataError, ShardInfo
+from hpcbench.files import NotRegularFile, open_regular, regular_size
 
 HASH_CHUNK = 8 << 20
 IOV_MAX = 1024  # buffers per preadv: Linux's limit (POSIX guarantees at least 16)

@@ -26,8 +26,8 @@ import os
 import stat
 from pathlib import Path
 
-from hpcbench.data.files import NotRegularFile, open_regular
 from hpcbench.data.manifest import DataError, Manifest, ShardInfo
+from hpcbench.files import NotRegularFile, open_regular
 
 log = logging.getLogger(__name__)
 COPY_CHUNK = 8 << 20

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hpcbench.data.files import printable
 from hpcbench.data.manifest import UNLABELED, DataError, Manifest
 from hpcbench.data.shards import OpenShard, check_shard_file, file_sha256
+from hpcbench.files import printable
 
 
 def verify_dataset(root: str | os.PathLike[str], check_hash: bool = True) -> Manifest:

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.bench.key_figures import analysis_figures
+from hpcbench.files import read_regular
 from hpcbench.history.store import Entry, History, HistoryError, history_path
+from hpcbench.jsonfile import MAX_JSON_BYTES
 
 __all__ = [
     "Entry",
@@ -38,8 +40,8 @@ def _fingerprint(directory: Path, *files: Path) -> str:
     digest = hashlib.sha256(str(directory.resolve()).encode())
     for path in files:
         try:
-            digest.update(path.read_bytes())
-        except OSError:
+            digest.update(read_regular(path, MAX_JSON_BYTES))
+        except (OSError, ValueError):  # not a regular file, or too large: read by no one
             digest.update(b"-")
     return digest.hexdigest()
 

@@ -26,7 +26,7 @@ from hpcbench.jobs.schedulers.base import (
     array_status,
     tail,
 )
-from hpcbench.jsonfile import JsonFileError, parse_json
+from hpcbench.jsonfile import JsonFileError, read_json
 
 METRICS_FILE = "metrics.json"  # what rank 0 of the trainer writes into the run directory
 
@@ -183,17 +183,15 @@ class Job:
         assert self.record is not None
         path = self.record.run_dir / METRICS_FILE
         try:
-            data = parse_json(path.read_bytes(), path)
-        except FileNotFoundError:
-            raise JobFailed(
-                f"job {self.job_id} completed but wrote no {METRICS_FILE} in {self.record.run_dir}"
-                " (result() reads what the trainer writes; another program's output is in "
-                f"{self.record.stdout_path})",
-                status,
-            ) from None
-        except OSError as err:
-            raise JobFailed(f"job {self.job_id}: cannot read {path}: {err}", status) from None
+            data = read_json(path)
         except JsonFileError as err:
+            if err.missing:
+                raise JobFailed(
+                    f"job {self.job_id} completed but wrote no {METRICS_FILE} in "
+                    f"{self.record.run_dir} (result() reads what the trainer writes; another "
+                    f"program's output is in {self.record.stdout_path})",
+                    status,
+                ) from None
             raise JobFailed(f"job {self.job_id}: {err}", status) from None
         if not isinstance(data, dict):
             raise JobFailed(f"job {self.job_id}: {path} is not a JSON object", status)

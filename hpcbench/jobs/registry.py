@@ -9,8 +9,8 @@ from pathlib import Path
 
 from hpcbench.atomic import write_atomically
 from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError
-from hpcbench.jobs.state import state_dir
-from hpcbench.jsonfile import JsonFileError, parse_json
+from hpcbench.jobs.state import MAX_RECORD_BYTES, state_dir
+from hpcbench.jsonfile import JsonFileError, read_json
 
 _FIELDS = ("job_id", "scheduler", "script", "stdout", "stderr", "run_dir")
 
@@ -36,10 +36,10 @@ def record(job: JobRecord) -> None:
 
 def _read(path: Path) -> JobRecord:
     try:
-        data = parse_json(path.read_bytes(), path)
-    except OSError as err:
-        raise SchedulerError(f"job record {path}: cannot read it: {err.strerror}") from None
-    except JsonFileError:
+        data = read_json(path, max_bytes=MAX_RECORD_BYTES)
+    except JsonFileError as err:
+        if err.kind != "invalid":
+            raise SchedulerError(f"job record {path}: cannot read it: {err.why}") from None
         data = None
     tasks = data.get("tasks", []) if isinstance(data, dict) else None
     if (

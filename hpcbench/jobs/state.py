@@ -11,6 +11,9 @@ import os
 from pathlib import Path
 
 STATE_DIR_VAR = "HPCBENCH_STATE_DIR"
+# The largest state file read (a job record is a few hundred bytes, an array's a few more a task):
+# the state directory may sit on a shared filesystem, so what is read there is bounded.
+MAX_RECORD_BYTES = 16 << 20
 
 
 def state_dir() -> Path:

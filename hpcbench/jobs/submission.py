@@ -20,7 +20,7 @@ from hpcbench.jobs.render import render_script
 from hpcbench.jobs.schedulers.base import JobRecord, Scheduler
 from hpcbench.jobs.spec import FIELD_KEYWORDS, JobSpec, SpecError
 from hpcbench.jobs.spec_load import load_spec as _load_spec
-from hpcbench.jsonfile import parse_json
+from hpcbench.jsonfile import read_json
 
 
 def load_spec(
@@ -135,7 +135,7 @@ def lead_warning(spec: JobSpec, cwd: str | Path | None = None) -> str | None:
     if newest is None:
         return None
     try:
-        measured = parse_json(newest[1].read_bytes(), newest[1]).get("checkpoints") or {}
+        measured = read_json(newest[1]).get("checkpoints") or {}
         slowest = float(measured.get("max_s") or 0.0)
     except (OSError, ValueError, TypeError, AttributeError):  # JsonFileError is a ValueError
         return None

@@ -245,7 +245,7 @@ def _dataset_sources(manifest: Any, split: Any) -> tuple[list[str] | None, list[
     """Each sample's source file (``sources.txt``) and the listing's own id
     (``source_ids.txt``), by the sample's ``index`` (its line there); None where the dataset
     has no such file or a line is missing (a dataset written by another tool)."""
-    from hpcbench.data.files import read_regular
+    from hpcbench.files import read_regular
 
     lines: dict[str, list[str] | None] = {}
     for name in ("sources.txt", "source_ids.txt"):

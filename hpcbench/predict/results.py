@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from hpcbench.atomic import write_atomically
-from hpcbench.data.files import printable
+from hpcbench.files import printable
 from hpcbench.predict import stages
 from hpcbench.predict.config import PredictConfig, PredictError
 from hpcbench.predict.inputs import UNKNOWN, Items

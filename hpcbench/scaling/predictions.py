@@ -57,7 +57,7 @@ MAX_SIZE = 1 << 50  # bytes of one gradient tensor or one all-reduce
 def load(path: Path) -> Calibration:
     """The calibration at ``path``, every field checked (CalibrationError: one line naming the
     file and the key); the fits must give finite figures."""
-    from hpcbench.data.files import read_regular
+    from hpcbench.files import read_regular
 
     def refuse(constant: str) -> float:
         raise ValueError(f"{constant} is not a number a calibration holds")

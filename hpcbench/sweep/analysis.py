@@ -11,8 +11,9 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from hpcbench.bench.results import inside
 from hpcbench.bench.stats import summarise
-from hpcbench.jsonfile import JsonFileError, parse_json
+from hpcbench.jsonfile import JsonFileError, read_json
 from hpcbench.sweep.plan import METRICS, SweepError
 from hpcbench.sweep.runner import METRICS_FILE, load_plan
 
@@ -40,13 +41,18 @@ def metric_value(metrics: dict[str, Any], name: str) -> float | None:
     return float(value)
 
 
-def _read_metrics(path: Path) -> dict[str, Any] | None:
+def _read_metrics(directory: Path, run: str) -> dict[str, Any] | None:
+    """The run's metrics.json (None when it has none); a run directory that leads out of the
+    results directory (a link) is refused, never read."""
+    path = directory / "runs" / run / METRICS_FILE
+    if inside(directory, f"runs/{run}/{METRICS_FILE}") is None:
+        raise SweepError(f"{path}: leads out of the results directory {directory}: not read")
     try:
-        data = parse_json(path.read_bytes(), path)
-    except FileNotFoundError:
-        return None
-    except (OSError, JsonFileError) as err:
-        raise SweepError(f"{path}: {err}") from None
+        data = read_json(path)
+    except JsonFileError as err:
+        if err.missing:
+            return None
+        raise SweepError(str(err)) from None
     return data if isinstance(data, dict) else None
 
 
@@ -74,7 +80,7 @@ def analyse_sweep(results: str | Path) -> dict[str, Any]:
         group = groups.setdefault(
             name, {"name": name, "setting": task["setting"], "metrics": [], "failed": 0}
         )
-        found = _read_metrics(directory / "runs" / str(task["run"]) / METRICS_FILE)
+        found = _read_metrics(directory, task["run"])
         if found is None:
             group["failed"] += 1
         else:

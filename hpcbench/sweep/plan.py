@@ -60,6 +60,9 @@ RESERVED_AXES = ("output-dir", "output_dir", "checkpoint-dir", "checkpoint_dir")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 MAX_RUN_NAME = 120
+# What a task's run directory is called: run_name's characters, ``=`` and ``,``, and the repetition
+# (",rep=2"): one name under runs/, never a path (sweep.json is read back as data).
+RUN_NAME = re.compile(r"[A-Za-z0-9._+=,-]{1,200}")
 KNOWN_KEYS = {
     "name", "job", "matrix", "trainer_args", "mode", "draws", "seed", "repetitions", "metric",
     "max_parallel", "axes",

@@ -34,7 +34,7 @@ from hpcbench.jobs.schedulers.base import JobStatus
 from hpcbench.jobs.spec import Array, JobSpec
 from hpcbench.jobs.submission import load_spec, submit
 from hpcbench.jsonfile import JsonFileError, read_json
-from hpcbench.sweep.plan import Sweep, SweepError, Task
+from hpcbench.sweep.plan import RUN_NAME, Sweep, SweepError, Task
 from hpcbench.train.command_line import build_parser, configure
 from hpcbench.train.config import ConfigError
 from hpcbench.train.config_file import toml_value
@@ -428,6 +428,13 @@ def load_plan(results: str | Path) -> dict[str, Any]:
         raise SweepError(f"{path}: not a file of hpcbench sweep ({SWEEP_FORMAT})")
     if not isinstance(data.get("tasks"), list) or not isinstance(data.get("sweep"), dict):
         raise SweepError(f"{path}: damaged (no tasks or no sweep)")
+    for i, task in enumerate(data["tasks"]):
+        run = task.get("run") if isinstance(task, dict) else None
+        if not isinstance(run, str) or not RUN_NAME.fullmatch(run) or run in (".", ".."):
+            raise SweepError(
+                f"{path}: tasks[{i}]: run {run!r} is not a run directory's name (sweep writes "
+                "one name under runs/, never a path)"
+            )
     return data
 
 

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from hpcbench.data.files import open_regular
+from hpcbench.files import open_regular
 from hpcbench.train.config import ConfigError, TrainConfig
 
 if TYPE_CHECKING:

@@ -133,7 +133,7 @@ def load_weights(model: nn.Module, path: str, num_classes: int) -> str:
     trained on: a first convolution for 3 channels is summed over them for a 1-channel dataset,
     and a classifier head for another number of classes keeps its fresh initialisation. Any
     other difference is an error naming the tensor. Returns a line saying what was loaded."""
-    from hpcbench.data.files import NotRegularFile, open_regular
+    from hpcbench.files import NotRegularFile, open_regular
     from hpcbench.train.checkpoint import MAX_FILE_BYTES
 
     where = f"--weights {path}"

@@ -696,6 +696,49 @@ def test_a_run_dir_outside_the_results_is_refused_and_nothing_there_is_read(tmp_
     _one_line_error(root, r"runs\.json: runs\[0\]: run_dir .* is not inside the results directory")
 
 
+def _hostile(path: Path, kind: str) -> None:
+    """Replace the file at ``path`` by a FIFO, a link to /dev/zero or a sparse file of 129 MiB."""
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "link to /dev/zero":
+        path.symlink_to("/dev/zero")
+    else:
+        with path.open("wb") as f:
+            f.truncate(129 << 20)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "129 MiB"])
+@pytest.mark.parametrize("name", ["metrics.json", "runs.json", "bench.json"])
+def test_a_fifo_a_device_or_a_huge_file_in_a_results_directory_is_one_line(tmp_path, name, kind):
+    """A results directory from someone else is hostile ground: a FIFO would hang the reader, a
+    link to /dev/zero or a huge file would fill its memory. Each is refused before it is read."""
+    root = _small(tmp_path / "r", two_train=52.0)
+    where = root / "runs/1dev/timing-02" if name == "metrics.json" else root
+    _hostile(where / name, kind)
+    why = "not a regular file" if kind != "129 MiB" else "larger than 134,217,728 bytes"
+    _one_line_error(root, rf"{name}: {why}")
+
+
+def test_report_check_compare_and_history_refuse_a_fifo_in_results_instead_of_hanging(tmp_path):
+    from tests.conftest import hpcbench
+
+    root = _small(tmp_path / "r", two_train=52.0)
+    good = _small(tmp_path / "good", two_train=52.0)
+    _hostile(root / "runs/1dev/timing-02/metrics.json", "fifo")
+    env = {"HPCBENCH_HISTORY": str(tmp_path / "history.sqlite")}
+    for args in (
+        ("report", str(root)),
+        ("check", str(root)),
+        ("compare", str(good), str(root)),
+        ("history", "--add", str(root)),
+    ):
+        r = hpcbench(*args, cwd=tmp_path, env=env, timeout=60)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        (line,) = r.stderr.strip().splitlines()
+        assert "timing-02/metrics.json: not a regular file" in line, (args, line)
+
+
 def test_a_gpu_read_beside_unreadable_rapl_is_reported_per_kind_with_the_totals_null(tmp_path):
     """As on most GPU nodes: RAPL root-only, NVML readable. The GPU's joules, per sample, EDP and
     ED²P are reported (normalised to the baseline's GPU figures), the totals stay null, and the

@@ -390,3 +390,68 @@ def test_the_sweep_command_refuses_bad_input_in_one_line_and_writes_nothing(tmp_
     missing = hpcbench("sweep", str(tmp_path / "none.toml"), cwd=tmp_path)
     assert missing.returncode == 2 and missing.stderr.strip().endswith("none.toml: no such file")
     assert not (tmp_path / "runs").exists()  # nothing written
+
+
+# ------------------------------------------------------------------ a results directory as data
+
+
+def _sweep_results(root: Path, runs: list[str]) -> Path:
+    """A sweep's results directory as ``hpcbench sweep`` writes it, with the tasks' run names
+    given (each with a metrics.json where it is a plain name)."""
+    from hpcbench.sweep.runner import SWEEP_FORMAT
+
+    sweep = sweep_of(axes={"lr": [0.1]})
+    tasks = [{"index": i, "setting": {"lr": 0.1}, "rep": i, "run": r} for i, r in enumerate(runs)]
+    root.mkdir(parents=True)
+    doc = {"format": SWEEP_FORMAT, "sweep": sweep.to_dict(), "tasks": tasks}
+    (root / "sweep.json").write_text(json.dumps(doc))
+    for r in runs:
+        if "/" not in r and r not in (".", ".."):
+            (root / "runs" / r).mkdir(parents=True)
+            (root / "runs" / r / "metrics.json").write_text('{"validation": 0.5}')
+    return root
+
+
+@pytest.mark.parametrize("run", ["../../elsewhere", "/tmp/elsewhere", "..", "a/../../b", 7])
+def test_a_sweep_task_whose_run_leaves_the_results_directory_is_refused_unread(tmp_path, run):
+    """sweep.json is data: a task's run that is absolute or climbs out never makes the report
+    read a metrics.json from elsewhere (nor the runner write there)."""
+    from hpcbench.sweep.analysis import analyse_sweep
+    from tests.conftest import hpcbench
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "metrics.json").write_text('{"validation": 0.99}')
+    root = _sweep_results(tmp_path / "r" / "s", ["lr=0.1,rep=0"])
+    doc = json.loads((root / "sweep.json").read_text())
+    doc["tasks"][0]["run"] = run
+    (root / "sweep.json").write_text(json.dumps(doc))
+    with pytest.raises(SweepError, match=r"sweep\.json: tasks\[0\]: run .* is not a run directory"):
+        analyse_sweep(root)
+    r = hpcbench("report", str(root), cwd=tmp_path, timeout=60)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
+    assert "is not a run directory's name" in r.stderr and "0.99" not in r.stdout
+
+
+@pytest.mark.parametrize("kind", ["link out", "fifo", "link to /dev/zero"])
+def test_a_sweep_tasks_metrics_that_lead_out_or_never_end_are_one_line(tmp_path, kind):
+    import os
+
+    from hpcbench.sweep.analysis import analyse_sweep
+
+    root = _sweep_results(tmp_path / "s", ["lr=0.1,rep=0"])
+    metrics = root / "runs" / "lr=0.1,rep=0" / "metrics.json"
+    metrics.unlink()
+    if kind == "link out":
+        (tmp_path / "elsewhere.json").write_text('{"validation": 0.99}')
+        metrics.symlink_to(tmp_path / "elsewhere.json")
+        says = "leads out of the results directory"
+    elif kind == "fifo":
+        os.mkfifo(metrics)
+        says = "not a regular file"
+    else:
+        metrics.symlink_to("/dev/zero")
+        says = "leads out of the results directory"
+    with pytest.raises(SweepError, match=says) as err:
+        analyse_sweep(root)
+    assert "\n" not in str(err.value)

@@ -48,8 +48,8 @@ from hpcbench.jobs.schedulers.base import (
     array_status,
 )
 from hpcbench.jobs.spec import JobSpec
-from hpcbench.jobs.state import state_dir
-from hpcbench.jsonfile import JsonFileError, parse_json
+from hpcbench.jobs.state import MAX_RECORD_BYTES, state_dir
+from hpcbench.jsonfile import JsonFileError, read_json
 
 ID_PREFIX = "local-"  # local ids never collide with a cluster's numeric ones in the same runs/
 _JOB_FILE = re.compile(r"local-([0-9]{1,18})(?:_[0-9]{1,10})?\.(?:json|exit|cancelled|started)")
@@ -235,14 +235,12 @@ class LocalScheduler(Scheduler):
         """The job's record, None when there is none; a damaged one is an error."""
         path = self._record(job_id)
         try:
-            data = parse_json(path.read_bytes(), path)
-        except FileNotFoundError:
-            return None
-        except OSError as err:
-            raise SchedulerError(
-                f"local job {job_id}: cannot read {path}: {err.strerror}"
-            ) from None
-        except JsonFileError:
+            data = read_json(path, max_bytes=MAX_RECORD_BYTES)
+        except JsonFileError as err:
+            if err.missing:
+                return None
+            if err.kind != "invalid":
+                raise SchedulerError(f"local job {job_id}: cannot read {path}: {err.why}") from None
             data = None
         if not isinstance(data, dict) or not isinstance(data.get("pid", 0), int | None):
             raise SchedulerError(

@@ -1,9 +1,10 @@
-"""Opening the files a dataset names without trusting what they are, and printing their names.
+"""Opening files hpcbench did not write without trusting what they are, and printing their names.
 
-A path named by a manifest, a staging directory or a source listing may turn out to be a FIFO
-(``open`` would block forever), a device, a directory or a dangling symbolic link. These helpers
-open with ``O_NONBLOCK`` and check ``fstat`` before any byte is read, so such a path gives a
-:class:`~hpcbench.data.manifest.DataError` naming it instead of a hang.
+A path named by a manifest, a staging directory, a source listing, a results directory or a
+profile may turn out to be a FIFO (``open`` would block forever), a device (``/dev/zero`` never
+ends), a directory or a dangling symbolic link. These helpers open with ``O_NONBLOCK`` and check
+``fstat`` before any byte is read, and read at most a bound, so such a path gives its caller's
+one-line error naming it instead of a hang or an exhausted memory.
 """
 
 from __future__ import annotations
