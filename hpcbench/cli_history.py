@@ -55,8 +55,8 @@ def add_parsers(sub: Any) -> None:
         help="check a results directory against reference values (exit 1 when out of tolerance)",
         description="Check each referenced figure of a results directory of hpcbench bench "
         "against its reference and tolerance (the matrix's [reference] table, or --references "
-        "FILE): one line per figure out of tolerance, exit status 1 if any, 0 if none; usable "
-        "as a CI step on a cluster.",
+        "FILE): one line per figure out of tolerance and per configuration with failed runs, "
+        "exit status 1 if any, 0 if none; usable as a CI step on a cluster.",
         epilog='e.g. [reference] "1gpu" = { samples_per_s = [4400, -0.05, 0.10] }',
     )
     c.add_argument("results", metavar="RESULTS")
@@ -67,6 +67,12 @@ def add_parsers(sub: Any) -> None:
         help="whose PROFILE:CONFIG references apply (default: the profile the matrix ran with)",
     )
     c.add_argument("-v", "--verbose", action="store_true", help="print the figures within too")
+    c.add_argument(
+        "--allow-failed",
+        action="store_true",
+        help="failed runs do not fail the check (they are still named); the figures of the runs "
+        "that completed decide",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -218,9 +224,42 @@ def _check(args: argparse.Namespace) -> int:
     for outcome in outcomes:
         if not outcome.ok or args.verbose:
             print(outcome.line())
+    failed_runs = failed_run_lines(results)
+    for line in failed_runs:
+        print(line, file=sys.stderr if args.allow_failed else sys.stdout)
     print(
         f"{len(outcomes) - len(failed)} of {len(outcomes)} figure(s) within tolerance "
-        f"({where}{f', profile {profile}' if profile else ''})",
+        f"({where}{f', profile {profile}' if profile else ''})"
+        + (
+            f"; {len(failed_runs)} configuration(s) with failed runs"
+            + (
+                " (allowed)"
+                if args.allow_failed
+                else ": a failure (--allow-failed to let the figures alone decide)"
+            )
+            if failed_runs
+            else ""
+        ),
         file=sys.stderr,
     )
-    return 1 if failed else 0
+    return 1 if failed or (failed_runs and not args.allow_failed) else 0
+
+
+def failed_run_lines(results: Any) -> list[str]:
+    """One line per configuration and kind of run with failed runs: how many of how many, and
+    the first failure's reason."""
+    from hpcbench.files import printable
+
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for run in results.runs:
+        groups.setdefault((run.config, run.kind), []).append(run)
+    lines = []
+    for (config, kind), runs in groups.items():
+        bad = [r for r in runs if r.status == "failed"]
+        if bad:
+            why = next((r.error for r in bad if r.error), "no reason recorded")
+            lines.append(
+                f"{printable(config)}: {len(bad)} of {len(runs)} {kind} run(s) failed "
+                f"({printable(why)})"
+            )
+    return lines

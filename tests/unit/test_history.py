@@ -154,6 +154,36 @@ def test_references_and_check_exit_codes(history, tmp_path, capsys):
     assert "no reference values" in capsys.readouterr().err
 
 
+def _with_failed_runs(root: Path, config: str, failed: int) -> Path:
+    """Mark the first ``failed`` timing runs of ``config`` failed, as bench records a run whose
+    job failed (its metrics.json never written)."""
+    doc = json.loads((root / "runs.json").read_text())
+    for run in [r for r in doc["runs"] if r["config"] == config][:failed]:
+        run.update(status="failed", error="rank 1: out of memory")
+        (root / run["run_dir"] / "metrics.json").unlink()
+    (root / "runs.json").write_text(json.dumps(doc))
+    return root
+
+
+@pytest.mark.parametrize("config,failed", [("2dev-ddp", 5), ("1dev", 6), ("1dev", 1)])
+def test_check_fails_when_runs_failed_unless_allowed_and_names_them(
+    history, tmp_path, capsys, config, failed
+):
+    """check is for CI: a failed run is a failure whether or not its configuration is
+    referenced, named in the output; --allow-failed lets the figures alone decide."""
+    root = _small(tmp_path / "r", two_train=52.0)
+    _with_reference(root, {"2dev-ddp": {"samples_per_s": [14000, -0.05, "inf"]}})
+    _with_failed_runs(root, config, failed)
+    assert cli.main(["check", str(root)]) == 1
+    out = capsys.readouterr()
+    assert f"{config}: {failed} of 6 timing run(s) failed (rank 1: out of memory)" in out.out
+    assert "--allow-failed" in out.err
+    assert cli.main(["check", str(root), "--allow-failed"]) == 0
+    out = capsys.readouterr()
+    assert f"{config}: {failed} of 6 timing run(s) failed" in out.err  # still said
+    assert "1 of 1 figure(s) within tolerance" in out.err
+
+
 @pytest.mark.parametrize(
     ("table", "message"),
     [
