@@ -26,6 +26,13 @@ the job spec, the user's profile of that name, the site's, hpcbench's default
 A profile is data, never code: it has no ``setup`` lines and no raw ``directives``, and each value
 passes the checks and the quoting of the job spec field it fills. A malformed file is a one-line
 :class:`~.spec.SpecError` naming the file and the key.
+
+Yet a profile's ``venv``, ``modules`` and ``variables`` land in every script rendered with it, so
+whoever can write a profiles file chooses what every job runs. As OpenSSH treats its config, a
+profiles file must be a regular file owned by root or the reader and writable by no one else
+(group or others); and the user's file may not set the variables that change how programs load
+(:data:`LOADER_VARIABLES`): a job spec's ``[environment] variables`` sets them for one job, in
+plain sight, and the site's file (its administrators') may set them for everyone.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import difflib
 import math
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +58,16 @@ PROFILE_VAR = "HPCBENCH_PROFILE"
 SITE_VAR = "HPCBENCH_SITE_CONFIG"
 SITE_FILE = Path("/etc/hpcbench/profiles.toml")
 MAX_PROFILE_BYTES = 1 << 20
+#: variables that change which code a program loads or what a shell runs first: refused from the
+#: user's profiles file (a job spec or the site's file may set them)
+LOADER_VARIABLES = frozenset(
+    {
+        "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_PROFILE", "LD_DEBUG_OUTPUT",
+        "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PROMPT_COMMAND", "PS4", "IFS", "PATH",
+        "PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONINSPECT",
+        "PERL5OPT", "PERL5LIB", "RUBYOPT", "NODE_OPTIONS", "LUA_INIT", "MODULEPATH",
+    }
+)  # fmt: skip
 
 #: a profile's keys -> the job spec field each fills
 SPEC_KEYS = {
@@ -174,19 +192,48 @@ def user_file() -> Path:
     return Path(base) / "hpcbench" / "profiles.toml"
 
 
-def read_profiles(path: Path) -> dict[str, dict[str, Any]]:
-    """The profiles of one file (name -> table), each key checked for its kind; {} when the
-    file does not exist."""
+def _read_trusted(path: Path) -> bytes | None:
+    """The bytes of a profiles file we may trust (None when there is none): a regular file,
+    owned by root or the reader, writable by no one else, of at most MAX_PROFILE_BYTES."""
+    from hpcbench.files import NotRegularFile, open_regular
+
     try:
-        raw = path.read_bytes()
+        fd = open_regular(path)
     except FileNotFoundError:
-        return {}
-    except IsADirectoryError:
-        raise SpecError(f"{path}: is a directory, expected a TOML file of profiles") from None
+        return None
+    except NotRegularFile:
+        raise SpecError(
+            f"{path}: not a regular file (a directory, a FIFO or a device); expected a TOML "
+            "file of profiles"
+        ) from None
     except OSError as err:
         raise SpecError(f"{path}: cannot read it ({err.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if st.st_uid not in (0, os.geteuid()):
+            raise SpecError(
+                f"{path}: owned by uid {st.st_uid}, neither root nor you: refused, as its owner "
+                "chooses what every job runs"
+            )
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise SpecError(
+                f"{path}: writable by others (mode {stat.S_IMODE(st.st_mode):o}): refused, as "
+                f"anyone who can write it chooses what every job runs; chmod go-w {path}"
+            )
+        if st.st_size > MAX_PROFILE_BYTES:
+            raise SpecError(f"{path}: larger than {MAX_PROFILE_BYTES} bytes; not a profiles file")
+        raw = fh.read(MAX_PROFILE_BYTES + 1)
     if len(raw) > MAX_PROFILE_BYTES:
         raise SpecError(f"{path}: larger than {MAX_PROFILE_BYTES} bytes; not a profiles file")
+    return raw
+
+
+def read_profiles(path: Path, kind: str = "user") -> dict[str, dict[str, Any]]:
+    """The profiles of one file (name -> table), each key checked for its kind; {} when the
+    file does not exist. ``kind`` is whose file it is: ``"site"`` or ``"user"``."""
+    raw = _read_trusted(path)
+    if raw is None:
+        return {}
     try:
         data = tomllib.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as err:
@@ -204,7 +251,19 @@ def read_profiles(path: Path) -> dict[str, dict[str, Any]]:
             raise SpecError(f"{path}: profiles.{name}: expected a table of settings")
         for key, value in table.items():
             _check_key(path, name, key, value)
+            if key == "variables" and kind != "site" and isinstance(value, dict):
+                _check_user_variables(path, name, value)
     return profiles
+
+
+def _check_user_variables(path: Path, name: str, variables: dict[str, Any]) -> None:
+    for var in variables:
+        if var in LOADER_VARIABLES:
+            raise SpecError(
+                f"{path}: profiles.{name}.variables.{var}: changes how programs load, so it is "
+                "not taken from a user's profile; set it in a job spec's [environment] variables "
+                "(for that job, in plain sight), or ask your site to put it in its profile"
+            )
 
 
 def _check_key(path: Path, name: str, key: str, value: Any) -> None:
@@ -246,12 +305,12 @@ def load_profile(name: str | None = None) -> Profile | None:
     profile = Profile(name)
     files = [("site", site_file()), ("user", user_file())]
     for kind, path in files:
-        table = read_profiles(path).get(name)
+        table = read_profiles(path, kind).get(name)
         if table is not None:
             profile.layers.append(Layer(f"{kind} profile {name} ({path})", path, table))
     if not profile.layers:
         shown = " or ".join(str(p) for _, p in files)
-        known = sorted({n for _, p in files for n in read_profiles(p)})
+        known = sorted({n for k, p in files for n in read_profiles(p, k)})
         more = f" (profiles there: {', '.join(known)})" if known else ""
         raise SpecError(f"profile {name!r}: not in {shown}{more}")
     return profile
@@ -259,9 +318,8 @@ def load_profile(name: str | None = None) -> Profile | None:
 
 def profile_names() -> list[tuple[str, str]]:
     """Every profile of the site's and the user's file: (name, file)."""
-    return [
-        (name, str(path)) for path in (site_file(), user_file()) for name in read_profiles(path)
-    ]
+    files = (("site", site_file()), ("user", user_file()))
+    return [(name, str(path)) for kind, path in files for name in read_profiles(path, kind)]
 
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+")

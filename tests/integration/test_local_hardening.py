@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hpcbench.jobs.schedulers.local import proc_stat
-from tests.conftest import hpcbench, mpiexec_available, require
+from tests.conftest import hpcbench, mpiexec_available, need_module, require
 
 LOCAL = ("--scheduler", "local", "--launcher", "mpiexec")
 
@@ -384,3 +384,48 @@ def test_status_of_no_such_job_exits_1_and_without_a_job_lists_the_newest(workdi
         assert both.returncode == 1 and "local-1\tCOMPLETED" in both.stdout
     finally:
         hpcbench("cancel", "local-2", cwd=workdir)
+
+
+MEET = """\
+import time
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1)
+dist.all_reduce(t)
+print(f"met: world {dist.get_world_size()} sum {int(t.item())}", flush=True)
+time.sleep(4)  # the agents (and the store on the first) outlive the other job's start
+dist.destroy_process_group()
+"""
+
+
+def test_two_local_jobs_of_the_same_id_in_two_state_directories_run_at_once(tmp_path):
+    """Two users on one workstation, each with their own state directory: both get local-1, and
+    two-node torchrun jobs of both run at the same time, each meeting on a port of its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    need_module("torch")
+    users = []
+    for name in ("ana", "ben"):
+        home = tmp_path / name
+        (home / "work").mkdir(parents=True)
+        (home / "work" / "meet.py").write_text(MEET)
+        users.append(home)
+
+    def run(home: Path):
+        return hpcbench(
+            "submit", "--scheduler", "local", "--nodes", "2", "--launcher", "torchrun",
+            "--program", f"{sys.executable} meet.py", "--wait", "--timeout", "120",
+            cwd=home / "work", env={"HPCBENCH_STATE_DIR": str(home / "state")}, timeout=180,
+        )  # fmt: skip
+
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(run, users[0])
+        time.sleep(1.5)
+        second = pool.submit(run, users[1])
+        results = [first.result(), second.result()]
+    for home, r in zip(users, results):
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "submitted job local-1 " in r.stdout, r.stdout
+        out = (home / "work" / "runs" / "hpcbench-local-1.out").read_text()
+        assert out.count("met: world 2 sum 2") == 2, out

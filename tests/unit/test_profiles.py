@@ -154,6 +154,77 @@ def test_hostile_profile_values_are_checked_and_quoted_as_a_specs_own(files, sch
         assert from_profile == from_spec
 
 
+@pytest.mark.parametrize("which", ["site", "user"])
+@pytest.mark.parametrize("mode", [0o666, 0o664, 0o646])
+def test_a_profiles_file_others_can_write_is_refused_as_openssh_refuses_its_config(
+    files, which, mode
+):
+    """A profile's venv, modules and variables land in every script rendered with it: a file
+    others may write is someone else's code in our jobs. One line naming the file and the fix."""
+    site, user = files
+    path = site if which == "site" else user
+    write(path, '[profiles.c]\nvenv = "/opt/venv"\n')
+    path.chmod(mode)
+    with pytest.raises(SpecError) as err:
+        load_spec(profile="c")
+    message = str(err.value)
+    assert message == (
+        f"{path}: writable by others (mode {mode:o}): refused, as anyone who can write it "
+        f"chooses what every job runs; chmod go-w {path}"
+    )
+    path.chmod(0o644)
+    assert load_spec(profile="c").environment.venv == "/opt/venv"
+
+
+def test_a_profiles_file_owned_by_another_user_is_refused(files):
+    import os
+
+    site, _ = files
+    write(site, '[profiles.c]\nvenv = "/opt/venv"\n')
+    os.chown(site, 4242, -1) if os.geteuid() == 0 else pytest.skip("chown needs root")
+    with pytest.raises(SpecError) as err:
+        load_spec(profile="c")
+    assert str(err.value) == (
+        f"{site}: owned by uid 4242, neither root nor you: refused, as its owner chooses what "
+        "every job runs"
+    )
+
+
+@pytest.mark.parametrize(
+    "kind", ["fifo", "link to /dev/zero", "directory"]
+)
+def test_a_profiles_file_that_is_not_a_regular_file_is_one_line_never_a_hang(files, kind):
+    import os
+
+    site, _ = files
+    if kind == "fifo":
+        os.mkfifo(site)
+    elif kind == "directory":
+        site.mkdir()
+    else:
+        site.symlink_to("/dev/zero")
+    with pytest.raises(SpecError, match=r"not a regular file") as err:
+        load_spec(profile="c")
+    assert str(site) in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "name", ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "PYTHONSTARTUP",
+             "PYTHONPATH", "PATH", "PERL5OPT"]
+)  # fmt: skip
+def test_variables_that_change_how_programs_load_are_refused_from_the_users_file(files, name):
+    site, user = files
+    write(user, f'[profiles.c]\nvariables = {{ {name} = "/home/x/evil" }}\n')
+    with pytest.raises(SpecError) as err:
+        load_spec(profile="c")
+    assert str(err.value).startswith(f"{user}: profiles.c.variables.{name}: changes how programs")
+    assert "job spec" in str(err.value)  # where the user sets it for one job, in plain sight
+    # the site's file (root's, or its admin's, writable by no one else) may set it
+    user.unlink()
+    write(site, f'[profiles.c]\nvariables = {{ {name} = "/opt/site/lib" }}\n')
+    assert load_spec(profile="c").environment.variables[name] == "/opt/site/lib"
+
+
 def test_a_written_profile_is_added_after_what_the_file_holds(files):
     _, user = files
     write(user, '# mine\n[profiles.old]\naccount = "a"\n')
