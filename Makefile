@@ -35,15 +35,15 @@ system-deps:
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/hpcbench submit jobs/demo.toml --scheduler local --wait
 
-# One pytest, three processes (pytest-xdist, --dist loadgroup: tests/conftest.py groups the tests):
-# the SLURM cluster's tests in one process, one after the other (they share the cluster, and
-# mostly wait for it), the Grid Engine's in another; each integration module whole in one process;
-# the tests that submit local jobs together; unit tests wherever a process is free. The 30
-# slowest tests are printed so that the budget (docs/contributing.md: under 15 minutes, the fast
-# tier under 5) is watched at every run.
+# One pytest, five processes (pytest-xdist, --dist loadgroup: tests/conftest.py groups the tests):
+# the SLURM cluster's tests in two of them, a module whole in one, one test after the other in each
+# (they share the cluster, and mostly wait for it), the Grid Engine's in another; each integration
+# module whole in one process; unit tests wherever a process is free. The 30 slowest tests are
+# printed so that the budget (docs/contributing.md: under 15 minutes, the fast tier under 5) is
+# watched at every run.
 PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest --durations=30
 test: $(STAMP) system-deps
-	$(PYTEST) -n 3 --dist loadgroup tests
+	$(PYTEST) -n 5 --dist loadgroup tests
 
 test-fast: $(STAMP) system-deps
 	HPCBENCH_TEST_TIER=fast $(PYTEST) -n 2 --dist loadgroup -m fast tests

@@ -149,20 +149,10 @@ def mpiexec_available() -> bool:
     )
 
 
-# Integration modules whose local-scheduler jobs meet at a rendezvous port (torchrun across
-# emulated nodes, DDP): their job ids (local-1, …) start again in each test's state directory, and
-# a job derives its port from its id, so two of them at once could meet on one port. They run one
-# after the other in one process. (test_sweep_local's and test_predict's local jobs are single
-# processes or MPI, which meets through mpiexec: no port.)
-LOCAL_JOB_MODULES = frozenset(
-    {
-        "test_bench_local",
-        "test_bench_report",
-        "test_doc_blocks",
-        "test_local_hardening",
-        "test_local_scheduler",
-    }
-)
+# The SLURM tests run in two processes at once, a module whole in one of them: the two-node test
+# cluster runs a job of each (most take one CPU a node), and what each test mostly does is wait
+# for its job. This half holds the modules that hold their jobs longest (requeues, arrays).
+SLURM_SECOND_HALF = frozenset({"test_requeue_slurm", "test_sweep_arrays", "test_submitit"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m reads the marks
@@ -180,20 +170,21 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_itemcollected(item):
-    """Under pytest-xdist's ``--dist loadgroup`` (``make test`` and ``make test-fast``): every
-    test of the throwaway SLURM cluster in one process, one after the other (they share the
-    cluster, which their fixtures start once), and every test of the Grid Engine in another; the
-    modules that submit local jobs together (see above); every other integration module whole in
-    one process (its module fixtures run once); unit tests wherever a process is free. Marked as
-    each test is collected: xdist reads the groups in its own collection hook."""
+    """Under pytest-xdist's ``--dist loadgroup`` (``make test`` and ``make test-fast``): the tests
+    of the throwaway SLURM cluster in two processes (see above), one after the other in each
+    (they share the cluster, which their fixtures start once); every test of the Grid Engine in
+    another; every integration module whole in one process (its module fixtures run once); unit
+    tests wherever a process is free. Marked as each test is collected: xdist reads the groups
+    in its own collection hook."""
     parts = item.path.parts
     if "cluster" in parts:
-        sge = "sge_cluster" in getattr(item, "fixturenames", ())
-        item.add_marker(pytest.mark.xdist_group("cluster-sge" if sge else "cluster"))
-    elif "integration" in parts:
-        stem = item.path.stem
-        group = "local-jobs" if stem in LOCAL_JOB_MODULES else f"integration-{stem}"
+        if "sge_cluster" in getattr(item, "fixturenames", ()):
+            group = "cluster-sge"
+        else:
+            group = "cluster-2" if item.path.stem in SLURM_SECOND_HALF else "cluster"
         item.add_marker(pytest.mark.xdist_group(group))
+    elif "integration" in parts:
+        item.add_marker(pytest.mark.xdist_group(f"integration-{item.path.stem}"))
 
 
 # The cluster tests are the suite's longest chain, one test after another: the other test

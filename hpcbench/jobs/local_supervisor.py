@@ -1,10 +1,12 @@
-"""The bash supervisor of each local job: it waits for the jobs it runs after and, for a task of
-an array, for one of the array's slots (a lock file each); runs the script; ends what the script
-left running in the job's session; then records the exit status, which the local scheduler
-reads."""
+"""The bash supervisor of each local job: it waits for the jobs it runs after; runs the script;
+ends what the script left running in the job's session; then records the exit status, which the
+local scheduler reads. An array's task is started by its array's dispatcher
+(:mod:`hpcbench.jobs.local_array`) once a slot is free; it marks its start, or never runs when it
+was cancelled meanwhile."""
 
-# $1 script, $2 exit-status file, $3 seconds between SIGTERM and SIGKILL, $4 DIR:COUNT of the
-# slots of its array (- for a job that is not an array task), then the jobs it runs after; stdout and stderr are the job's logs, opened by hpcbench. When
+# $1 script, $2 exit-status file, $3 seconds between SIGTERM and SIGKILL, $4 "task" for an
+# array's task ("-" otherwise), then the jobs it runs after (STATE-FILE-STEM:PID:START); stdout
+# and stderr are the job's logs, opened by hpcbench. When
 # the script ends, what it left running in the job's session (a background server, a stray
 # worker) is ended as a cluster ends a job's leftover processes: SIGTERM, SIGKILL after
 # CANCEL_GRACE seconds. Only then is the exit status written, so a finished job has no processes.
@@ -39,25 +41,14 @@ for dep in "${@:5}"; do  # the jobs this one runs after (scheduler.after): STATE
     exit 0
   fi
 done
-if [ "$4" != - ]; then  # a task of an array: it waits for one of the array's slots (DIR:COUNT)
-  slot_dir=${4%:*} slots=${4##*:} got=""
-  exec 8>>"$slot_dir/queue" && flock 8  # one waiter looks for a free slot, the others sleep here
-  while [ -z "$got" ]; do
-    for s in $(seq 1 "$slots"); do
-      exec 9>>"$slot_dir/$s" || exit 1
-      if flock -n 9; then got=$s; break; fi
-      exec 9>&-
-    done
-    [ -n "$got" ] || sleep 0.5
-  done
-  exec 8>&-
-  if [ -e "${2%.exit}.cancelled" ]; then  # cancelled while it waited: it never starts
+if [ "$4" = task ]; then  # a task of an array, started by its dispatcher as a slot freed up
+  if [ -e "${2%.exit}.cancelled" ]; then  # cancelled as it was being started: it never runs
     echo 1 >"$2.tmp" && mv -f "$2.tmp" "$2"
     exit 0
   fi
-  : >"${2%.exit}.started"  # this supervisor holds the slot (fd 9) until it has written the exit status
+  : >"${2%.exit}.started"
 fi
-bash "$1" </dev/null 9>&-; rc=$?
+bash "$1" </dev/null; rc=$?
 trap '' TERM
 others() {  # the processes of this session other than this shell and the subshell running this
   local s line rest st pp pg sid pid

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.jobs.schedulers.local import proc_stat
+from hpcbench.jobs.processes import proc_stat
 from tests.conftest import hpcbench, mpiexec_available, need_module, require
 
 LOCAL = ("--scheduler", "local", "--launcher", "mpiexec")
@@ -424,7 +424,7 @@ def test_two_local_jobs_of_the_same_id_in_two_state_directories_run_at_once(tmp_
         time.sleep(1.5)
         second = pool.submit(run, users[1])
         results = [first.result(), second.result()]
-    for home, r in zip(users, results):
+    for home, r in zip(users, results, strict=True):
         assert r.returncode == 0, r.stdout + r.stderr
         assert "submitted job local-1 " in r.stdout, r.stdout
         out = (home / "work" / "runs" / "hpcbench-local-1.out").read_text()

@@ -206,3 +206,88 @@ def test_cancelling_a_local_array_starts_none_of_its_pending_tasks(workdir):
     assert [ended[t].state for t in job.tasks] == ["CANCELLED"] * 3, ended
     time.sleep(1.5)  # a freed slot would have been taken by now
     assert not (workdir / "runs" / "t2").exists() and not (workdir / "runs" / "t3").exists()
+
+
+def local_array(workdir: Path, size: int, command: list[str], parallel: int, name: str = "a"):
+    """Submit ``command`` as a local array of ``size`` tasks, at most ``parallel`` at a time."""
+    tasks_dir = workdir / f"tasks-{name}"
+    tasks_dir.mkdir()
+    for k in range(1, size + 1):
+        (tasks_dir / f"{k}.run").write_text(f"{name}{k}\n")
+        (tasks_dir / f"{k}.toml").write_text("")
+    spec = build_spec({"program": {"command": command}, "resources": {"job_name": name}})
+    spec.array = Array(size, str(tasks_dir), str(workdir / "runs"), max_parallel=parallel)
+    return submit(spec, "local", cwd=workdir)
+
+
+def tasks_with_processes(job_id: str) -> set[str]:
+    """The tasks of ``job_id`` (of this test's state directory) that have processes now."""
+    import os
+
+    mine = f"HPCBENCH_STATE_DIR={os.environ['HPCBENCH_STATE_DIR']}".encode()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # not a process, or one that ended meanwhile
+            continue
+        if mine not in environ:
+            continue
+        for e in environ:
+            if e.startswith(f"HPCBENCH_JOB_ID={job_id}_".encode()):
+                found.add(e.split(b"=", 1)[1].decode())
+    return found
+
+
+def test_a_big_local_array_starts_its_tasks_as_slots_free_up(workdir):
+    """Forty tasks, two at a time: at no moment more than the running tasks' processes exist
+    (not one waiting supervisor per task), and a cancel of the whole array is quick."""
+    job = local_array(workdir, 40, ["sleep", "30"], parallel=2)
+    sched = get("local")
+    deadline = time.monotonic() + 30
+    while sum(s.state == "RUNNING" for s in sched.statuses(list(job.tasks)).values()) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    running = tasks_with_processes(job.job_id)
+    assert len(running) == 2, running
+    states = sched.statuses(list(job.tasks))
+    assert states[job.tasks[-1]].state == "PENDING", states[job.tasks[-1]]
+    assert states[job.tasks[-1]].reason == "waiting for a free slot of its array"
+    job.cancel()
+    ended = sched.statuses(list(job.tasks))
+    assert {s.state for s in ended.values()} == {"CANCELLED"}, ended
+    assert len(list((workdir / "runs").glob("a*/"))) <= 2  # only the two started ever ran
+
+
+def test_a_task_that_cannot_start_fails_alone_and_the_array_stays_recorded(workdir):
+    """A task's log made between the submission and its start: that task fails, naming the
+    file; the others run, and the array (recorded before anything started) says so."""
+    job = local_array(workdir, 3, ["sleep", "2"], parallel=1)
+    (workdir / "runs" / f"a-{job.tasks[1]}.err").parent.mkdir(exist_ok=True)
+    (workdir / "runs" / f"a-{job.tasks[1]}.err").write_text("someone else's\n")
+    final = job.wait(timeout=60)
+    assert final.state == "FAILED", final
+    states = get("local").statuses(list(job.tasks))
+    assert [states[t].state for t in job.tasks] == ["COMPLETED", "FAILED", "COMPLETED"], states
+    assert f"a-{job.tasks[1]}.err" in states[job.tasks[1]].reason, states[job.tasks[1]]
+    assert "exists" in states[job.tasks[1]].reason
+    assert (workdir / "runs" / f"a-{job.tasks[1]}.err").read_text() == "someone else's\n"
+
+
+def test_a_job_after_an_array_waits_for_all_its_tasks(workdir):
+    """``submit --after ARRAY`` as SLURM's afterok on an array: it starts once every task has
+    completed (and does not start when one failed)."""
+    job = local_array(workdir, 3, ["sleep", "1"], parallel=2)
+    r = hpcbench(
+        "submit", "--scheduler", "local", "--after", job.job_id, "--program", "true",
+        "--wait", "--timeout", "60", cwd=workdir, timeout=90,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    ended = get("local").statuses(list(job.tasks))
+    assert {s.state for s in ended.values()} == {"COMPLETED"}, ended
+    failing = local_array(workdir, 2, ["false"], parallel=2, name="f")
+    r = hpcbench(
+        "submit", "--scheduler", "local", "--after", failing.job_id, "--program", "true",
+        "--wait", "--timeout", "60", cwd=workdir, timeout=90,
+    )  # fmt: skip
+    assert r.returncode != 0 and "ended with status 1" in r.stdout + r.stderr, r.stdout + r.stderr

@@ -190,9 +190,7 @@ def test_a_profiles_file_owned_by_another_user_is_refused(files):
     )
 
 
-@pytest.mark.parametrize(
-    "kind", ["fifo", "link to /dev/zero", "directory"]
-)
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "directory"])
 def test_a_profiles_file_that_is_not_a_regular_file_is_one_line_never_a_hang(files, kind):
     import os
 

@@ -26,15 +26,16 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hpcbench.atomic import write_atomically
 from hpcbench.jobs.launchers import Word, mpiexec_words
 from hpcbench.jobs.local_supervisor import SUPERVISOR
+from hpcbench.jobs.processes import Proc, boot_id, proc_stat, proc_table, signal_if_same
 from hpcbench.jobs.schedulers.base import (
     CANCELLED,
     COMPLETED,
@@ -58,63 +59,6 @@ CANCEL_GRACE = 5.0
 _COUNTER = re.compile(r"[0-9]{1,17}")  # the id counter; one digit short of an id's 18
 
 
-@dataclass(frozen=True)
-class Proc:
-    """What /proc/PID/stat says of a process that matters here."""
-
-    pid: int
-    state: str
-    ppid: int
-    session: int
-    start: int  # clock ticks after boot (field 22)
-
-
-def proc_stat(pid: int) -> Proc | None:
-    """The process ``pid`` as /proc describes it, or None when there is none."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return Proc(pid, fields[0], int(fields[1]), int(fields[3]), int(fields[19]))
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _proc_table() -> dict[int, Proc]:
-    table = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit() and (proc := proc_stat(int(name))) is not None:
-            table[proc.pid] = proc
-    return table
-
-
-def boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _signal(proc: Proc, sig: int) -> None:
-    """Send ``sig`` to ``proc`` if that PID is still the same process (checked through a pidfd)."""
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except (OSError, AttributeError):
-        fd = None
-    try:
-        now = proc_stat(proc.pid)
-        if now is None or now.start != proc.start:
-            return
-        if fd is not None:
-            signal.pidfd_send_signal(fd, sig)
-        else:
-            os.kill(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-    finally:
-        if fd is not None:
-            os.close(fd)
-
-
 def _exists(path: Path) -> bool:
     """Whether ``path`` exists; a path that cannot even be looked up (too long) does not."""
     try:
@@ -128,6 +72,15 @@ def _create_exclusively(path: Path, text: str = "") -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
+
+
+def write_task_failure(sched: LocalScheduler, task: str, why: str, code: int) -> None:
+    """Record why an array's task could not start, then its exit status (in that order: a
+    status reader that sees the exit status finds the reason)."""
+    record = {"pid": None, "array_id": task.rsplit("_", 1)[0], "failed": why}
+    with contextlib.suppress(OSError):
+        write_atomically(sched._record(task), json.dumps(record) + "\n", 0o666)
+        write_atomically(sched._exit_file(task), f"{code}\n", 0o666)
 
 
 class LocalScheduler(Scheduler):
@@ -281,50 +234,98 @@ class LocalScheduler(Scheduler):
                 raise SchedulerError(
                     f"scheduler.after: {dep} is not a job of the local scheduler here ({self.root})"
                 )
-            stem = self._exit_file(dep).with_suffix("")
-            # its supervisor's PID and start: seen here, its death without an exit status
-            # (a SIGKILL, the machine restarted) ends the wait too; "-" where it cannot be seen
-            seen = record.get("pid") is not None and not self._elsewhere(record)
-            after.append(f"{stem}:{record['pid']}:{record['start']}" if seen else f"{stem}:-:-")
+            # an array stands for all its tasks (as SLURM's afterok on an array's id)
+            tasks = record.get("array")
+            for one in tasks if isinstance(tasks, list) else [dep]:
+                after.append(self._after_word(one, record if one == dep else self._load(one)))
         job_id = self._reserve(taken)
         self._launch(job_id, script_path, cwd, self.log_paths(spec, job_id, cwd), after)
         return job_id
 
+    def _after_word(self, job_id: str, record: dict[str, Any] | None) -> str:
+        """What a supervisor waits on for one job it runs after: ``STEM:PID:START``. The PID is
+        the job's supervisor's, or for an array task not started yet its array's dispatcher's
+        (which outlives its tasks): seen here, its death without an exit status (a SIGKILL, the
+        machine restarted) ends the wait too; ``-:-`` where it cannot be seen."""
+        stem = self._exit_file(job_id).with_suffix("")
+        if record is not None and record.get("pid") is None and record.get("array_id"):
+            array = self._load(str(record["array_id"])) or {}
+            record = array.get("dispatcher") if isinstance(array.get("dispatcher"), dict) else None
+        seen = record is not None and record.get("pid") is not None and not self._elsewhere(record)
+        return f"{stem}:{record['pid']}:{record['start']}" if seen else f"{stem}:-:-"
+
     def _submit_array(self, script_path: Path, spec: JobSpec, cwd: Path) -> str:
         """An array: one id for it (its record lists its tasks) and one job per task,
-        ``<id>_<index>``, whose supervisor waits for one of ``max_parallel`` slots (a lock file
-        each, held by the task's processes) before it runs the script."""
+        ``<id>_<index>``. Every task is recorded (pending) before anything starts; then one
+        dispatcher process (:mod:`hpcbench.jobs.local_array`) starts each task's supervisor as
+        one of the array's ``max_parallel`` slots frees up."""
         array = spec.array
         assert array is not None
         if spec.scheduler.after:
             raise SchedulerError("scheduler.after: the local scheduler runs arrays without it")
 
+        def logs(job_id: str) -> list[tuple[Path, Path]]:
+            return [
+                self.task_log_paths(spec, self.task_id(job_id, k), k, cwd)
+                for k in range(1, array.size + 1)
+            ]
+
         def taken(job_id: str) -> bool:
-            return any(
-                _exists(p)
-                for k in (1, array.size)
-                for p in self.task_log_paths(spec, self.task_id(job_id, k), k, cwd)
-            )
+            return any(_exists(p) for pair in logs(job_id) for p in pair)
 
         array_id = self._reserve(taken)
-        slots = self.root / f"{array_id}.slots"
         tasks = [self.task_id(array_id, k) for k in range(1, array.size + 1)]
+        record: dict[str, Any] = {
+            "pid": None,
+            "array": tasks,
+            "cwd": str(cwd),
+            "submitted": time.time(),
+            "plan": {
+                "script": str(script_path),
+                "cwd": str(cwd),
+                "max_parallel": array.max_parallel or array.size,
+                "logs": [[str(out), str(err)] for out, err in logs(array_id)],
+            },
+        }
+        written: list[Path] = []
         try:
-            slots.mkdir()
             for task in tasks:
-                _create_exclusively(self._record(task), '{"pid": null}\n')
-            record = {"pid": None, "array": tasks, "cwd": str(cwd), "submitted": time.time()}
+                _create_exclusively(
+                    self._record(task), json.dumps({"pid": None, "array_id": array_id}) + "\n"
+                )
+                written.append(self._record(task))
             write_atomically(self._record(array_id), json.dumps(record) + "\n", 0o666)
-        except OSError as err:
-            raise SchedulerError(
-                f"local scheduler: cannot write in {self.root} ({err.strerror})"
-            ) from None
-        slot_arg = f"{slots}:{array.max_parallel or array.size}"
-        for k, task in enumerate(tasks, 1):
-            logs = self.task_log_paths(spec, task, k, cwd)
-            self._launch(
-                task, script_path, cwd, logs, [], slot_arg, {"HPCBENCH_ARRAY_INDEX": str(k)}
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "hpcbench.jobs.local_array",
+                    str(self.root.parent),
+                    array_id,
+                ],
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
             )
+        except OSError as err:
+            for path in [*written, self._record(array_id)]:
+                path.unlink(missing_ok=True)
+            raise SchedulerError(
+                f"local scheduler: cannot submit array {array_id}: {err.filename or self.root}: "
+                f"{err.strerror}; nothing was started"
+            ) from None
+        self._children.append(proc)
+        started = proc_stat(proc.pid)
+        record["dispatcher"] = {
+            "pid": proc.pid,
+            "start": started.start if started else None,
+            "boot_id": boot_id(),
+            "host": socket.gethostname(),
+        }
+        with contextlib.suppress(OSError):  # without it, a job after the array cannot watch it
+            write_atomically(self._record(array_id), json.dumps(record) + "\n", 0o666)
         return array_id
 
     def _launch(
@@ -334,13 +335,14 @@ class LocalScheduler(Scheduler):
         cwd: Path,
         logs: tuple[Path, Path],
         after: Sequence[str],
-        slots: str = "-",
+        kind: str = "-",
         env: dict[str, str] | None = None,
-    ) -> None:
-        """Start the job's supervisor and write its record (its id reserved already)."""
+    ) -> subprocess.Popen:
+        """Start the job's supervisor and write its record (its id reserved already); ``kind``
+        is ``"task"`` for an array's task (started by its dispatcher)."""
         out, err = logs
         try:
-            proc = self._start(job_id, script_path, cwd, out, err, after, slots, env)
+            proc = self._start(job_id, script_path, cwd, out, err, after, kind, env)
         except OSError as error:
             self._record(job_id).unlink(missing_ok=True)
             where = error.filename or script_path
@@ -358,18 +360,19 @@ class LocalScheduler(Scheduler):
             "stdout": str(out),
             "stderr": str(err),
             "submitted": time.time(),
-            "slots": slots != "-",
+            "array_task": kind == "task",
         }
         try:
             write_atomically(self._record(job_id), json.dumps(record) + "\n", 0o666)
         except OSError as error:
             if started is not None:  # a job nobody could follow or cancel is not left running
-                _signal(started, signal.SIGKILL)
+                signal_if_same(started, signal.SIGKILL)
             raise SchedulerError(
                 f"local scheduler: cannot record job {job_id} in {self.root} ({error.strerror}); "
                 "it was stopped"
             ) from None
         self._children.append(proc)
+        return proc
 
     def _start(
         self,
@@ -379,7 +382,7 @@ class LocalScheduler(Scheduler):
         out: Path,
         err: Path,
         after: Sequence[str] = (),
-        slots: str = "-",
+        kind: str = "-",
         env: dict[str, str] | None = None,
     ) -> subprocess.Popen:
         """Create the logs (they must not exist) and start the supervisor in its own session."""
@@ -399,7 +402,7 @@ class LocalScheduler(Scheduler):
                     str(script),
                     str(self._exit_file(job_id)),
                     str(int(CANCEL_GRACE)),
-                    slots,
+                    kind,
                     *after,
                 ],
                 cwd=cwd,
@@ -436,7 +439,7 @@ class LocalScheduler(Scheduler):
             return {}
         for child in self._children:
             child.poll()
-        table = {p.pid: p for p in _proc_table().values() if p.state not in ("Z", "X")}
+        table = {p.pid: p for p in proc_table().values() if p.state not in ("Z", "X")}
         start, session = record["start"], record["pid"]
         leader = table.get(session)
         if leader is not None and leader.start != start:  # the PID, hence the session id, reused
@@ -479,9 +482,10 @@ class LocalScheduler(Scheduler):
         code = self._exit_code(job_id)
         cancelled = self._cancel_mark(job_id).exists()
         if code is not None and not cancelled:
-            return JobStatus(COMPLETED if code == 0 else FAILED, code)
+            why = str(record.get("failed") or "")  # an array's task that could not start
+            return JobStatus(COMPLETED if code == 0 else FAILED, code, why)
         if record.get("pid") is None:
-            return JobStatus(UNKNOWN, None, "its submission did not complete")
+            return self._unstarted_status(job_id, record, cancelled)
         if elsewhere := self._elsewhere(record):
             return JobStatus(UNKNOWN, code, elsewhere)
         if cancelled:
@@ -489,7 +493,7 @@ class LocalScheduler(Scheduler):
                 return JobStatus(RUNNING, None, f"being cancelled ({len(left)} processes left)")
             return JobStatus(CANCELLED, code, "cancelled by the user")
         if self._supervisor_alive(record):
-            if record.get("slots") and not self._started_mark(job_id).exists():
+            if record.get("array_task") and not self._started_mark(job_id).exists():
                 return JobStatus(PENDING, None, "waiting for a free slot of its array")
             return JobStatus(RUNNING)
         if (code := self._exit_code(job_id)) is not None:  # finished between the two checks
@@ -497,6 +501,29 @@ class LocalScheduler(Scheduler):
         if not self._same_boot(record):
             return JobStatus(FAILED, None, "the machine restarted while the job ran")
         return JobStatus(FAILED, None, "the job's supervisor ended without an exit status")
+
+    def _unstarted_status(self, job_id: str, record: dict[str, Any], cancelled: bool) -> JobStatus:
+        """A job without a process yet: an array's task waiting for a slot (or cancelled before
+        its start, or whose dispatcher could not start it), else a submission cut short."""
+        if not record.get("array_id"):
+            return JobStatus(UNKNOWN, None, "its submission did not complete")
+        if cancelled:
+            return JobStatus(CANCELLED, None, "cancelled before it started")
+        if (code := self._exit_code(job_id)) is not None:
+            return JobStatus(FAILED, code, str(record.get("failed") or "it could not start"))
+        array = self._load(str(record["array_id"])) or {}
+        dispatcher = array.get("dispatcher")
+        if not isinstance(dispatcher, dict) or dispatcher.get("pid") is None:
+            return JobStatus(PENDING, None, "waiting for a free slot of its array")
+        if elsewhere := self._elsewhere(dispatcher):
+            return JobStatus(UNKNOWN, None, elsewhere)
+        if self._supervisor_alive(dispatcher):
+            return JobStatus(PENDING, None, "waiting for a free slot of its array")
+        if self._load(job_id) != record:  # started (or failed) since it was read
+            return self._status(job_id)
+        if not self._same_boot(dispatcher):
+            return JobStatus(FAILED, None, "the machine restarted before it started")
+        return JobStatus(FAILED, None, "its array's dispatcher ended before starting it")
 
     def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
         self.check_ids(job_ids)
@@ -538,7 +565,7 @@ class LocalScheduler(Scheduler):
         known: dict[int, Proc] = {}
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for proc in self._processes(record, known).values():
-                _signal(proc, sig)
+                signal_if_same(proc, sig)
             deadline = time.monotonic() + CANCEL_GRACE
             while self._processes(record, known) and time.monotonic() < deadline:
                 time.sleep(0.05)
