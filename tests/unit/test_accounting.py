@@ -340,3 +340,45 @@ def test_a_job_sacct_never_heard_of_is_not_waited_for(bindir):
     record = slurm.read("424242", pause=0.0)
     assert not record["available"] and record["reason"] == "sacct does not know job 424242 (yet)"
     assert len(calls(bindir, "sacct")) == 4  # 2 s at the reader's pace, not 10
+
+
+# ------------------------------------------------------------------------ absurd figures
+
+ABSURD = ["9" * 5000, "1e400", "-1e400", "-inf", "nan", "99999999999999999999-23:59:59",
+          "1e300", "-1e300", "3000000000000000000", "9999-12-31T23:59:59", "99999999999999"]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", ABSURD)
+def test_every_field_reader_gives_a_number_or_none_for_absurd_text(value):
+    import math
+
+    for reader in (fields.size_bytes, fields.duration_s, fields.iso_time, fields.ctime_time,
+                   fields.epoch_time, fields.number, fields.whole):  # fmt: skip
+        got = reader(value)
+        assert got is None or (isinstance(got, (int, float)) and math.isfinite(got)), reader
+    stamp = fields.epoch_time(value)
+    assert fields.iso(stamp) is None or fields.iso(stamp)[:1].isdigit()
+    assert fields.times(fields.number(value), fields.number(value), None)
+
+
+@pytest.mark.parametrize("value", ABSURD)
+def test_an_accounting_answer_with_absurd_figures_is_unknown_figures_never_a_crash(bindir, value):
+    """Fuzzed sacct and bacct answers: a number over 1e308 or of 5,000 digits, a date beyond
+    time_t, LSF's TURNAROUND-WAIT giving -inf. The record is read (those figures unknown) and
+    described; status -v, submit --wait and bench never end in a traceback."""
+    import math
+
+    from hpcbench.jobs.accounting import slurm
+
+    line = "|".join(["12", "train", "COMPLETED", "0:0", *[value] * (len(slurm.FIELDS) - 4)])
+    fake(bindir, "sacct", f"printf '%s\\n' '{line}' '12.batch|batch|COMPLETED|0:0|{value}'")
+    fake(bindir, "scontrol", "echo 'AcctGatherEnergyType   = acct_gather_energy/none'")
+    lsf = play("lsf", "bacct-l.txt")
+    table = f"{value}  {value}  -{value}  done  0.51  512M  0M"
+    fake(bindir, "bacct", f"{lsf} | sed 's/^ *60.08 .*$/     {table}/'")
+    for scheduler, job_id in (("slurm", "12"), ("lsf", "3329613")):
+        record = accounting.read_accounting(scheduler, job_id)
+        for key, figure in record["job"].items():
+            if isinstance(figure, float):
+                assert math.isfinite(figure), (scheduler, key, figure)
+        assert accounting.describe(record)

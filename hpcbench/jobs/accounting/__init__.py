@@ -142,7 +142,15 @@ def read_accounting(scheduler: str, job_id: str) -> dict[str, Any]:
             f"the {scheduler} scheduler keeps no accounting; the trainer's own timings are in "
             "metrics.json",
         )
-    return reader.read(job_id)
+    try:
+        return reader.read(job_id)
+    except (ValueError, ArithmeticError) as err:  # an answer no reader foresaw: unknown, per record
+        return unavailable(
+            scheduler,
+            job_id,
+            reader.SOURCE,
+            f"its answer held a figure hpcbench cannot read ({err})",
+        )
 
 
 def store(run_dir: Path, record: dict[str, Any]) -> Path | None:

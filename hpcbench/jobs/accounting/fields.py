@@ -2,7 +2,9 @@
 ``1.630GB``, ``2048kb``), durations (SLURM's ``1-02:03:04`` and ``03:04.123``, Grid Engine's
 ``5.790s``, PBS's ``00:01:05``), dates (``2026-11-26T16:22:59``, ``Thu Nov 26 15:59:56 2026``,
 epoch seconds) and SLURM's TRES lists (``cpu=2,mem=1G,energy=120``). Each reader returns None for
-what it cannot read: an accounting field a site leaves empty is common, never an error.
+what it cannot read: an accounting field a site leaves empty is common, never an error; so is an
+absurd one (a number over 1e308 or of thousands of digits, a date beyond what a clock holds),
+which every reader and every figure computed from them gives as None, never a crash.
 """
 
 from __future__ import annotations
@@ -11,6 +13,12 @@ import math
 import re
 import time
 from datetime import datetime
+
+# The largest figure believed (bytes, seconds, counts): far beyond any machine, far below where
+# arithmetic on it overflows.
+LARGEST = 1e18
+# The latest date believed: the last second of the year 9999, as dates are printed.
+LATEST = 253402300799.0
 
 # Binary multiples, as every one of these commands means them (SLURM's 1G is 1024M).
 _MULTIPLES = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
@@ -26,7 +34,8 @@ def size_bytes(text: str | None, unit: str = "") -> int | None:
     if not m:
         return None
     suffix = (m.group(2) or unit).lower()
-    return int(round(float(m.group(1)) * _MULTIPLES[suffix]))
+    value = float(m.group(1)) * _MULTIPLES[suffix]
+    return int(round(value)) if value <= LARGEST else None
 
 
 _CLOCK = re.compile(r"(?:([0-9]+)-)?(?:([0-9]+):)?([0-9]+):([0-9]+(?:\.[0-9]+)?)")
@@ -41,10 +50,12 @@ def duration_s(text: str | None) -> float | None:
     text = text.strip()
     m = _CLOCK.fullmatch(text)
     if m:
-        days, hours, minutes, seconds = m.groups()
-        return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
-    m = _SECONDS.fullmatch(text)
-    return float(m.group(1)) if m else None
+        days, hours, minutes, seconds = (float(g or 0) for g in m.groups())
+        value = days * 86400 + hours * 3600 + minutes * 60 + seconds
+    else:
+        m = _SECONDS.fullmatch(text)
+        value = float(m.group(1)) if m else math.inf
+    return value if value <= LARGEST else None
 
 
 def iso_time(text: str | None) -> float | None:
@@ -54,7 +65,7 @@ def iso_time(text: str | None) -> float | None:
         return None
     try:
         return time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
 
 
@@ -74,7 +85,7 @@ def ctime_time(text: str | None, year: int | None = None) -> float | None:
                 stamp = time.mktime(time.strptime(f"{' '.join(words)} {y}", "%a %b %d %H:%M:%S %Y"))
                 if year or stamp <= time.time() + 86400:
                     return stamp
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
     return None
 
@@ -85,7 +96,7 @@ def epoch_time(text: str | None) -> float | None:
         value = float(text or "")
     except ValueError:
         return None
-    return value if math.isfinite(value) and value > 0 else None
+    return value if 0 < value <= LATEST else None
 
 
 def tres(text: str | None) -> dict[str, str]:
@@ -99,11 +110,12 @@ def tres(text: str | None) -> dict[str, str]:
 
 
 def number(text: str | None) -> float | None:
+    """A plain number, None for text, an empty field or a magnitude beyond :data:`LARGEST`."""
     try:
         value = float(text or "")
     except ValueError:
         return None
-    return value if math.isfinite(value) else None
+    return value if abs(value) <= LARGEST else None
 
 
 def whole(text: str | None) -> int | None:
@@ -113,14 +125,19 @@ def whole(text: str | None) -> int | None:
 
 def span(start: float | None, end: float | None) -> float | None:
     """Seconds from ``start`` to ``end`` where both are known and in order."""
-    if start is None or end is None or end < start:
+    if start is None or end is None or not start <= end <= start + LARGEST:
         return None
     return float(end - start)
 
 
 def iso(stamp: float | None) -> str | None:
     """Epoch seconds as local ISO time (what the record shows)."""
-    return None if stamp is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(stamp))
+    if stamp is None:
+        return None
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(stamp))
+    except (OverflowError, ValueError, OSError):  # beyond what this machine's clock holds
+        return None
 
 
 def times(
@@ -143,4 +160,5 @@ def efficiency(used: float | None, available: float | None) -> float | None:
     arithmetic: CPU time over elapsed time × allocated CPUs)."""
     if used is None or not available or available <= 0:
         return None
-    return used / available
+    value = used / available
+    return value if math.isfinite(value) else None

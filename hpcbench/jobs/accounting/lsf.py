@@ -88,7 +88,7 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
     cpu = fields.number(table.get("CPU_T"))
     wait = fields.number(table.get("WAIT"))
     turnaround = fields.number(table.get("TURNAROUND"))
-    wall = turnaround - wait if turnaround is not None and wait is not None else None
+    wall = fields.span(wait, turnaround)  # TURNAROUND - WAIT, where both are believable
     state = (status.group(1) if status else table.get("STATUS", "")).upper()
     record["job"].update(
         state={"DONE": "COMPLETED", "EXIT": "FAILED"}.get(state, state or None),
