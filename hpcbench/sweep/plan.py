@@ -114,7 +114,7 @@ class Sweep:
         if self.mode == "product":
             return [dict(zip(keys, values, strict=True)) for values in itertools.product(*lists)]
         total = math.prod(len(v) for v in lists)
-        chosen = random.Random(self.seed).sample(range(total), min(self.draws or 1, total))
+        chosen = _draw(random.Random(self.seed), total, min(self.draws or 1, total))
         out = []
         for number in chosen:  # the number as digits of the axes' lengths, the last fastest
             values = []
@@ -153,6 +153,18 @@ class Sweep:
             "axes": {k: list(v) for k, v in self.axes.items()},
             "smoke": self.smoke,
         }
+
+
+def _draw(rng: random.Random, total: int, k: int) -> list[int]:
+    """``k`` distinct numbers below ``total``: random.sample's draws where it can count the
+    population (every earlier sweep's), else one by one, a repeat drawn again (past 2^63
+    settings, at most 10,000 draws: a repeat is all but impossible)."""
+    if total <= sys.maxsize:
+        return rng.sample(range(total), k)
+    chosen: dict[int, None] = {}
+    while len(chosen) < k:
+        chosen.setdefault(rng.randrange(total))
+    return list(chosen)
 
 
 def run_name(setting: dict[str, Any]) -> str:
@@ -212,6 +224,13 @@ def smoke_form(table: dict[str, Any], where: str) -> dict[str, Any]:
 def parse_axis(text: str) -> tuple[str, list[Any]]:
     """``--axis lr=0.01,0.05,0.1`` -> ("lr", [0.01, 0.05, 0.1]): each value as TOML reads it
     (numbers, true/false), else as text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:  # a byte the shell passed that is not UTF-8
+        raise SweepError(
+            f"--axis {ascii(text)[1:-1]!r}: not UTF-8 text (character {err.start + 1}); give "
+            "option names and values in UTF-8"
+        ) from None
     key, sep, values = text.partition("=")
     if not sep or not key.strip() or not values.strip():
         raise SweepError(f"--axis {text!r}: expected OPTION=VALUE,VALUE,… e.g. lr=0.01,0.05")

@@ -32,7 +32,7 @@ from hpcbench.jobs.job import Job
 from hpcbench.jobs.program_args import check_program_args
 from hpcbench.jobs.schedulers.base import JobStatus
 from hpcbench.jobs.spec import Array, JobSpec
-from hpcbench.jobs.submission import load_spec, submit
+from hpcbench.jobs.submission import load_spec, resolve_scheduler, submit
 from hpcbench.jsonfile import JsonFileError, read_json
 from hpcbench.sweep.plan import RUN_NAME, Sweep, SweepError, Task
 from hpcbench.train.command_line import build_parser, configure
@@ -143,6 +143,8 @@ class SweepRunner:
                 f"--results {self.results}: exists and is not a sweep's results directory "
                 "(no sweep.json); give a new directory"
             )
+        if not self.sweep_file.exists():
+            self.preflight(len(self.tasks))  # what the scheduler would refuse: before any file
         self._lock()
         if self.sweep_file.exists():
             recorded = self._read(self.sweep_file, SWEEP_FORMAT)
@@ -331,18 +333,32 @@ class SweepRunner:
             s.task for s in self.states() if s.state == TODO or (retry_failed and s.state == FAILED)
         ]
 
-    def submit(self, tasks: Sequence[Task]) -> Job:
-        """Submit ``tasks`` as one array job: their settings files first, then the script."""
-        folder = self.write_task_files(tasks)
+    def array_spec(self, count: int, folder: Path) -> JobSpec:
+        """The job of one submission: an array of ``count`` tasks reading ``folder``."""
         spec = self.base_spec()
         parallel = self.sweep.max_parallel
         spec.array = Array(
-            size=len(tasks),
+            size=count,
             tasks_dir=str(folder),
             runs_dir=str(self.results / "runs"),
-            max_parallel=min(parallel, len(tasks)) if parallel else None,
+            max_parallel=min(parallel, count) if parallel else None,
         )
-        job = submit(spec, self.scheduler, self.template_dirs, cwd=self.cwd)
+        return spec
+
+    def preflight(self, count: int) -> None:
+        """Refuse now what the scheduler would refuse of an array of ``count`` tasks (SLURM's
+        MaxArraySize, the partition's limits): before the sweep writes a file."""
+        spec = self.array_spec(count, self.results / "submissions")
+        name, _ = resolve_scheduler(spec, self.scheduler)
+        schedulers.get(name).preflight(spec)
+
+    def submit(self, tasks: Sequence[Task]) -> Job:
+        """Submit ``tasks`` as one array job: checked first, then their settings files, then
+        the script."""
+        self.preflight(len(tasks))
+        folder = self.write_task_files(tasks)
+        spec = self.array_spec(len(tasks), folder)
+        job = submit(spec, self.scheduler, self.template_dirs, cwd=self.cwd, preflight=False)
         assert job.record is not None
         record = job.record
         self.record_submission(

@@ -184,3 +184,11 @@ def test_an_array_larger_than_the_cluster_allows_is_refused_before_anything_is_q
     with pytest.raises(PreflightError, match=r"1001 tasks: this cluster allows at most 1000"):
         submit(spec, "slurm", cwd=workdir)
     assert not (workdir / "runs").exists()  # no script copy, nothing queued
+    # a sweep of as many tasks writes nothing either: no sweep.json, no task files
+    sweep = workdir / "big.toml"
+    sweep.write_text('trainer_args = ["--epochs", "1"]\n')
+    seeds = ",".join(str(k) for k in range(1001))
+    r = hpcbench("sweep", str(sweep), "--scheduler", "slurm", "--axis", f"seed={seeds}",
+                 cwd=workdir)  # fmt: skip
+    assert r.returncode == 1 and "1001 tasks: this cluster allows at most 1000" in r.stderr
+    assert not (workdir / "runs").exists(), list((workdir / "runs").rglob("*"))[:5]

@@ -455,3 +455,36 @@ def test_a_sweep_tasks_metrics_that_lead_out_or_never_end_are_one_line(tmp_path,
     with pytest.raises(SweepError, match=says) as err:
         analyse_sweep(root)
     assert "\n" not in str(err.value)
+
+
+def test_a_random_sweep_over_more_settings_than_a_machine_word_counts_draws_its_few():
+    """Eight axes of 300 values: 6.6e19 settings, past 2^63, where random.sample overflows.
+    The draws are distinct, reproducible with the seed, and each value one of its axis's."""
+    names = ["epochs", "seed", "max-steps", "eval-batch-size", "checkpoint-every", "val-every",
+             "checkpoint-keep", "lr-reference-batch"]  # fmt: skip
+    axes = {name: list(range(1, 301)) for name in names}
+    sweep = sweep_of(axes=axes, mode="random", draws=5, seed=3)
+    first = sweep.settings()
+    assert (
+        len(first) == 5 and first == sweep_of(axes=axes, mode="random", draws=5, seed=3).settings()
+    )
+    assert len({tuple(s.values()) for s in first}) == 5
+    assert all(1 <= v <= 300 for s in first for v in s.values())
+    # below 2^63 the draws stay those every earlier version made (a continued sweep keeps them)
+    small = sweep_of(axes={"lr": [0.1, 0.2, 0.3], "epochs": [1, 2]}, mode="random", draws=2, seed=1)
+    assert small.settings() == [{"lr": 0.1, "epochs": 2}, {"lr": 0.3, "epochs": 1}]
+
+
+def test_an_axis_value_that_is_not_utf8_is_refused_before_anything_is_written(tmp_path):
+    """A shell's $'\\xff' reaches Python as a lone surrogate: it would pass every check and
+    fail writing a task's settings file after sweep.json exists, leaving the directory stuck."""
+    from tests.conftest import hpcbench
+
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('trainer_args = ["--epochs", "1"]\n[axes]\nlr = [0.1]\n')
+    for axis in ("model=small_cnn,\udcff", "\udcffmodel=small_cnn"):
+        r = hpcbench("sweep", str(sweep), "--scheduler", "local", "--axis", axis, cwd=tmp_path)
+        assert r.returncode == 2, r.stdout + r.stderr
+        (line,) = r.stderr.strip().splitlines()
+        assert "--axis" in line and "not UTF-8 text" in line, line
+        assert not (tmp_path / "runs").exists()
