@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.argparsing import count
+from hpcbench.files import printable
 from hpcbench.jobs.profiles import PROFILE_VAR
 
 
@@ -117,7 +118,7 @@ def _history(args: argparse.Namespace) -> int:
             print(json.dumps(_entry_json(entry, full=True), indent=1))
             return 0
         for line in _show(entry):
-            print(line)
+            print(printable(line))
         return 0
     entries = store.entries(
         name=args.name, profile=args.profile, since=args.since, until=args.until, limit=args.last
@@ -131,10 +132,8 @@ def _history(args: argparse.Namespace) -> int:
     print("id\trecorded\tkind\tname\tprofile\tgit\tconfigurations")
     for e in entries:
         git = (e.git or "-")[:12]
-        print(
-            f"{e.id}\t{e.recorded_at[:16]}\t{e.kind}\t{e.name}\t{e.profile or '-'}\t{git}\t"
-            f"{', '.join(e.figures) or '-'}"
-        )
+        cells = [e.id, e.recorded_at[:16], e.kind, e.name, e.profile or "-", git]
+        print("\t".join(map(printable, [*cells, ", ".join(e.figures) or "-"])))
     return 0
 
 
@@ -223,7 +222,7 @@ def _check(args: argparse.Namespace) -> int:
     failed = [o for o in outcomes if not o.ok]
     for outcome in outcomes:
         if not outcome.ok or args.verbose:
-            print(outcome.line())
+            print(printable(outcome.line()))
     failed_runs = failed_run_lines(results)
     for line in failed_runs:
         print(line, file=sys.stderr if args.allow_failed else sys.stdout)
@@ -248,8 +247,6 @@ def _check(args: argparse.Namespace) -> int:
 def failed_run_lines(results: Any) -> list[str]:
     """One line per configuration and kind of run with failed runs: how many of how many, and
     the first failure's reason."""
-    from hpcbench.files import printable
-
     groups: dict[tuple[str, str], list[Any]] = {}
     for run in results.runs:
         groups.setdefault((run.config, run.kind), []).append(run)

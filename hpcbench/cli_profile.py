@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from hpcbench.files import printable
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 
 
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace, overrides: dict[str, tuple[str, Any]]) -> int:
         if args.profile_action == "list":
             found = profiles.profile_names()
             for name, path in found:
-                print(f"{name}\t{path}")
+                print(f"{printable(name)}\t{printable(path)}")
             if not found:
                 print(
                     f"no profiles in {profiles.site_file()} or {profiles.user_file()} "
@@ -79,10 +80,13 @@ def _show(args: argparse.Namespace, overrides: dict[str, tuple[str, Any]]) -> in
             value = format_time_hms(value)
         elif value is not None and dotted == "resources.memory":
             value = format_memory(value)
-        print(f"{dotted.ljust(width)}  {_shown(value)}\t{came}")
+        print(f"{dotted.ljust(width)}  {_shown(value)}\t{printable(came)}")
     chosen = profiles.load_profile(name)
     for key, (value, label) in (chosen.info() if chosen else {}).items():
-        print(f"{key.ljust(width)}  {_shown(value)}\t{label}: {key} (for hpcbench, not the script)")
+        print(
+            f"{key.ljust(width)}  {_shown(value)}\t{printable(label)}: {key} (for hpcbench, not the "
+            "script)"
+        )
     return 0
 
 

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from hpcbench.argparsing import count
+from hpcbench.files import printable
 from hpcbench.jobs.profiles import PROFILE_VAR
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 
@@ -105,9 +106,12 @@ def run(args: argparse.Namespace) -> int:
 def _print_plan(sweep: Any) -> None:
     tasks = sweep.tasks()
     print(
-        f"sweep {sweep.name}: {len(sweep.settings())} setting(s) ({sweep.mode}) x "
-        f"{sweep.repetitions} repetition(s) = {len(tasks)} task(s); job {sweep.job or '(defaults)'}"
+        printable(
+            f"sweep {sweep.name}: {len(sweep.settings())} setting(s) ({sweep.mode}) x "
+            f"{sweep.repetitions} repetition(s) = {len(tasks)} task(s); job "
+            f"{sweep.job or '(defaults)'}"
+        )
     )
     for task in tasks:
         shown = ", ".join(f"{k}={v!r}" for k, v in task.setting.items()) or "(the job as it is)"
-        print(f"{task.index}\t{task.run}\t{shown}")
+        print(f"{task.index}\t{printable(task.run)}\t{printable(shown)}")

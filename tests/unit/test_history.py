@@ -283,3 +283,37 @@ def test_an_sqlite_file_with_a_table_named_meta_is_still_someone_elses(tmp_path)
         History(other).entries()
     assert other.read_bytes() == before  # not even the journal mode changed
     assert sorted(p.name for p in tmp_path.iterdir()) == ["browser.sqlite"]
+
+
+ESC = "\x1b[2J\x1b]0;owned\x07"  # clears the screen, retitles the terminal
+
+
+def test_names_from_files_are_printed_with_their_escapes_inert(history, tmp_path, capsys):
+    """A matrix name, a reference's configuration, a profile's name, a sweep's job path: text
+    from files someone else may have written, printed by history, check, profile list and
+    sweep --plan with control characters escaped (as the reports already do)."""
+    root = _small(tmp_path / "r", two_train=52.0)
+    bench = json.loads((root / "bench.json").read_text())
+    bench["matrix"]["name"] = f"nightly{ESC}"
+    (root / "bench.json").write_text(json.dumps(bench))
+    _with_reference(root, {f"8dev{ESC}": {"samples_per_s": [1, -1, "inf"]}})
+    record_results(root)
+    assert cli.main(["history"]) == 0
+    assert cli.main(["history", "1"]) == 0
+    assert cli.main(["check", str(root)]) == 1
+    out = capsys.readouterr()
+    assert "\x1b" not in out.out + out.err and "\\x1b[2J" in out.out
+    assert "nightly\\x1b[2J" in out.out and "8dev\\x1b[2J" in out.out
+
+    site = tmp_path / "site.toml"
+    site.write_text(f'[profiles.{json.dumps("c" + ESC)}]\npartition = "p"\n')
+    os_env = {"HPCBENCH_SITE_CONFIG": str(site), "XDG_CONFIG_HOME": str(tmp_path / "none")}
+    from tests.conftest import hpcbench
+
+    listed = hpcbench("profile", "list", cwd=tmp_path, env=os_env)
+    assert listed.returncode == 0 and "\x1b" not in listed.stdout, listed.stdout
+    assert listed.stdout.startswith("c\\x1b[2J"), listed.stdout
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(f"job = {json.dumps(f'jobs/{ESC}.toml')}\n[axes]\nlr = [0.1]\n")
+    plan = hpcbench("sweep", str(sweep), "--plan", cwd=tmp_path)
+    assert "\x1b" not in plan.stdout + plan.stderr, plan.stdout + plan.stderr
