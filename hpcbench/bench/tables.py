@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -12,23 +10,12 @@ from typing import Any
 from hpcbench.atomic import write_atomically
 from hpcbench.bench.analysis import Analysis
 from hpcbench.bench.results import PHASES
-
-
-def _cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return value
+from hpcbench.csvfile import csv_text
 
 
 def _write_csv(path: Path, header: list[str], rows: Iterable[list[Any]]) -> Path:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    for row in rows:
-        w.writerow([_cell(v) for v in row])
-    return write_atomically(path, buf.getvalue())
+    """Figures to six significant digits; names made inert (:mod:`hpcbench.csvfile`)."""
+    return write_atomically(path, csv_text(header, rows, float_format=".6g"))
 
 
 def _est(est: dict[str, Any] | None) -> list[Any]:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from hpcbench.atomic import write_atomically
+from hpcbench.csvfile import inert
 from hpcbench.files import printable
 from hpcbench.predict import stages
 from hpcbench.predict.config import PredictConfig, PredictError
@@ -96,27 +97,8 @@ def predictions_csv(
         for c in order[row]:
             cells += [class_names[c]] + ([class_ids[c]] if class_ids else [])
             cells += [f"{float(collector.probs[i, c]):.9g}"]
-        writer.writerow([inert(cell) for cell in cells])
+        writer.writerow([inert(c) for c in cells])
     return out.getvalue()
-
-
-# What makes a spreadsheet read a cell as a formula (OWASP, CSV injection), and the quote that
-# neutralises it: a cell starting with one of these gets a leading "'"
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def inert(cell: str) -> str:
-    """``cell`` as UTF-8 text no spreadsheet runs: one that starts like a formula, or with a
-    quote, gets a leading ``'`` (so a reader gets the original back by removing one leading
-    ``'``, always); numbers pass unchanged."""
-    text = _text(cell)
-    return "'" + text if text.startswith((*FORMULA_START, "'")) else text
-
-
-def _text(name: str) -> str:
-    """A file name as UTF-8 text: bytes that are not UTF-8 (kept by the file system as surrogate
-    escapes) written as ``\\xNN`` instead of failing the whole write."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def metrics(collector: Collector, class_names: list[str]) -> dict[str, Any] | None:

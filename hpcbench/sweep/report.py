@@ -6,8 +6,6 @@ is (:mod:`hpcbench.bench.document`: Markdown and one self-contained HTML page).
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from hpcbench.bench.document import (
 )
 from hpcbench.bench.plotting import PALETTE, Plot, accuracy_range, label, new_figure, save
 from hpcbench.bench.report import claim_output, require_matplotlib
+from hpcbench.csvfile import csv_text
 from hpcbench.sweep.analysis import analyse_sweep, best_in_words, fmt
 
 
@@ -143,11 +142,8 @@ def metric_figure(analysis: dict[str, Any], out: Path) -> Plot:
 
 
 def _csv(path: Path, header: list[str], rows: list[list[Any]]) -> Path:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(["" if c is None else c for c in row] for row in rows)
-    return write_atomically(path, buf.getvalue())
+    """Names and values made inert (:mod:`hpcbench.csvfile`); figures as Python writes them."""
+    return write_atomically(path, csv_text(header, rows))
 
 
 def write_tables(analysis: dict[str, Any], out: Path) -> list[Path]:

@@ -802,3 +802,40 @@ def test_compare_treats_a_kind_of_device_that_became_readable_as_a_change(tmp_pa
     findings = compare(before, after)
     assert "1dev CPU packages energy: now measured" in findings
     assert "1dev energy: now measured" in findings
+
+
+FORMULA = "=HYPERLINK(\"http://x\",\"y\")"
+
+
+def test_no_cell_of_any_table_runs_in_a_spreadsheet(tmp_path):
+    """Configuration names and sweep settings are text someone else may have written: in the
+    bench tables (estimates.csv included), ranking.csv and tasks.csv a cell that would start a
+    formula gets a leading quote; negative figures stay numbers."""
+    from hpcbench.csvfile import inert
+
+    configs = [_config(FORMULA, 1), _config("-2dev", 2)]
+    m = Matrix(tmp_path / "r", configs, cpu=None, one=FORMULA)
+    for f in SPREAD[2:8]:
+        m.add(FORMULA, "timing", _scaled(BASE, f))
+        m.add("-2dev", "timing", _scaled({**BASE, "train": 52.0}, f), world=2)
+    paths = write_tables(analyse(load_results(m.write())), tmp_path / "tables")
+    cells = [c for p in paths for row in csv.reader(p.open()) for c in row]
+    assert not [c for c in cells if c and c[0] in "=+@\t\r"], paths
+    assert f"'{FORMULA}" in cells and "'-2dev" in cells
+    # a lone surrogate in a class or file name never fails the whole file
+    assert inert("\ud800=x") == "\\ud800=x" and inert("=x\udcff") == "'=x\\xff"
+
+
+def test_a_sweeps_tables_hold_no_formula(tmp_path):
+    from hpcbench.sweep.analysis import analyse_sweep
+    from hpcbench.sweep.report import write_tables as sweep_tables
+    from tests.unit.test_sweep import _sweep_results
+
+    root = _sweep_results(tmp_path / "s", ["model=x,rep=0"])
+    doc = json.loads((root / "sweep.json").read_text())
+    doc["tasks"][0]["setting"] = {"lr": FORMULA}
+    doc["sweep"]["axes"] = {"lr": [FORMULA]}
+    (root / "sweep.json").write_text(json.dumps(doc))
+    paths = sweep_tables(analyse_sweep(root), tmp_path / "out")
+    cells = [c for p in paths for row in csv.reader(p.open()) for c in row]
+    assert f"'{FORMULA}" in cells and not [c for c in cells if c.startswith("=")], cells
