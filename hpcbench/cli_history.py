@@ -157,6 +157,8 @@ def _entry_json(entry: Any, full: bool = False) -> dict[str, Any]:
 
 def _show(entry: Any) -> list[str]:
     from hpcbench.bench.key_figures import UNITS
+    from hpcbench.bench.results import is_number
+    from hpcbench.history import HistoryError
 
     lines = [
         f"#{entry.id} {entry.kind} {entry.name}, recorded {entry.recorded_at}",
@@ -168,11 +170,18 @@ def _show(entry: Any) -> list[str]:
     for config, figures in entry.figures.items():
         lines.append(f"{config}:")
         for metric, stat in figures.items():
-            ci = stat.get("ci95")
-            interval = f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci and None not in ci else ""
+            ci = stat.get("ci95") or [None, None]
+            for value in (stat.get("median"), *ci, stat.get("n")):
+                if value is not None and not is_number(value):
+                    raise HistoryError(
+                        f"record #{entry.id}: {config} {metric}: {value!r} is not a number (the "
+                        "history was edited by hand); hpcbench history --add records it again"
+                    )
+            interval = f" [{ci[0]:.4g}, {ci[1]:.4g}]" if None not in ci else ""
             n = f", n={stat['n']}" if stat.get("n") else ""
             unit = f" {UNITS.get(metric, '')}".rstrip()
-            lines.append(f"  {metric}: {stat['median']:.4g}{unit}{interval}{n}")
+            median = "?" if stat.get("median") is None else f"{stat['median']:.4g}"
+            lines.append(f"  {metric}: {median}{unit}{interval}{n}")
     return lines
 
 

@@ -20,7 +20,15 @@ from hpcbench.bench import stats
 from hpcbench.bench.accounting import accounting_block, queue_sentence
 from hpcbench.bench.energy import energy_block, idle_watts, kind_name, normalise_energy
 from hpcbench.bench.estimates import estimate_block
-from hpcbench.bench.results import PHASES, Results, Run, is_number, load_results, phase_times
+from hpcbench.bench.results import (
+    PHASES,
+    AnalysisError,
+    Results,
+    Run,
+    is_number,
+    load_results,
+    phase_times,
+)
 
 
 class Baselines(TypedDict):
@@ -175,11 +183,19 @@ def analyse(results: Results) -> Analysis:
 def factors_of(results: Results) -> dict[str, Any]:
     """The estimate factors the matrix ran with (recorded in bench.json when it started, the
     matrix's own ``[estimates]`` over the profile's), with where each came from."""
+    from hpcbench.bench.estimates import check_factors
+
     recorded = results.bench.get("estimates")
     if isinstance(recorded, dict) and isinstance(recorded.get("values"), dict):
-        return recorded
-    own = results.matrix.get("estimates") or {}
-    return {"values": dict(own), "sources": dict.fromkeys(own, "the matrix's [estimates]")}
+        values, sources = recorded["values"], recorded.get("sources")
+    else:
+        values = results.matrix.get("estimates") or {}
+        sources = dict.fromkeys(values, "the matrix's [estimates]")
+    try:  # bench.json is data: a factor edited into text is one line, as in the matrix
+        checked = check_factors(values, str(results.directory / "bench.json"))
+    except ValueError as err:
+        raise AnalysisError(str(err)) from None
+    return {"values": checked, "sources": sources if isinstance(sources, dict) else {}}
 
 
 def _estimates(cfg: dict[str, Any], factors: dict[str, Any]) -> dict[str, Any] | None:

@@ -804,7 +804,7 @@ def test_compare_treats_a_kind_of_device_that_became_readable_as_a_change(tmp_pa
     assert "1dev energy: now measured" in findings
 
 
-FORMULA = "=HYPERLINK(\"http://x\",\"y\")"
+FORMULA = '=HYPERLINK("http://x","y")'
 
 
 def test_no_cell_of_any_table_runs_in_a_spreadsheet(tmp_path):

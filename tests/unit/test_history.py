@@ -317,3 +317,31 @@ def test_names_from_files_are_printed_with_their_escapes_inert(history, tmp_path
     sweep.write_text(f"job = {json.dumps(f'jobs/{ESC}.toml')}\n[axes]\nlr = [0.1]\n")
     plan = hpcbench("sweep", str(sweep), "--plan", cwd=tmp_path)
     assert "\x1b" not in plan.stdout + plan.stderr, plan.stdout + plan.stderr
+
+
+def test_a_tampered_cost_factor_or_history_figure_is_one_line_not_a_traceback(
+    history, tmp_path, capsys
+):
+    """bench.json and the history are data someone may edit: a cost factor made text fails
+    check, report and compare alike (one line naming the file and the key, exit 2), and a
+    figure made text in the history store fails ``history ID`` in one line."""
+    root = _small(tmp_path / "r", two_train=52.0)
+    _with_reference(root, {"2dev-ddp": {"samples_per_s": [14000, -0.05, "inf"]}})
+    bench = json.loads((root / "bench.json").read_text())
+    bench["estimates"] = {"values": {"pue": "x"}, "sources": {"pue": "the matrix's [estimates]"}}
+    (root / "bench.json").write_text(json.dumps(bench))
+    for args in (["check", str(root)], ["report", str(root), "--output", str(tmp_path / "o")],
+                 ["compare", str(root), str(root)]):  # fmt: skip
+        assert cli.main(args) == 2, args
+        err = capsys.readouterr().err.strip()
+        assert err.endswith("bench.json: estimates.pue: expected a number from 1 to 10, got 'x'")
+        assert "\n" not in err and "Traceback" not in err, err
+
+    good = _small(tmp_path / "g", two_train=52.0)
+    rid, _ = record_results(good)
+    with sqlite3.connect(history) as db:
+        db.execute("UPDATE figures SET median = 'many' WHERE metric = 'samples_per_s'")
+    assert cli.main(["history", str(rid)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "samples_per_s: 'many' is not a number (the history was edited by hand)" in err
+    assert "\n" not in err
