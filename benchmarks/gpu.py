@@ -397,6 +397,23 @@ def run_all(a: argparse.Namespace, runner: Runner) -> None:
                                    "failed": sorted(set(re.findall(r"FAILED (tests/\S+)", text)))})  # fmt: skip
 
 
+def no_gpu() -> str:
+    """Why no GPU can be used here ('' when one can): CUDA_VISIBLE_DEVICES hides them all, or
+    nvidia-smi is missing or lists none. Checked before the wheels are installed."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1", "NoDevFiles"):
+        return f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU"
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        return "no nvidia-smi on PATH"
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"nvidia-smi -L failed: {err}"
+    if listed.returncode != 0 or "GPU" not in listed.stdout:
+        return f"nvidia-smi -L lists no GPU: {(listed.stderr or listed.stdout).strip()[:200]}"
+    return ""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -418,6 +435,9 @@ def main() -> None:
     if a.prepare:
         prepare(a.prepare, a.python_version)
         return
+    if a.device == "cuda" and (why := no_gpu()):
+        sys.exit(f"benchmarks/gpu.py: no GPU here ({why}): run it on a GPU node, or rehearse it "
+                 "on this machine with --device cpu")  # fmt: skip
     a.out = a.out.resolve()
     a.out.mkdir(parents=True, exist_ok=True)
     env = install(a.wheels, a.prefix)

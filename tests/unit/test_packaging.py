@@ -1,4 +1,5 @@
-"""The wheel ships the templates: an installed hpcbench renders without the source tree."""
+"""The wheel ships the templates: an installed hpcbench renders without the source tree; the
+GPU benchmark script refuses a machine without a GPU in one line."""
 
 from __future__ import annotations
 
@@ -76,3 +77,19 @@ def test_wheel_contains_templates_and_renders_from_install(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("#!/bin/bash\n#SBATCH --job-name=hpcbench")
+
+
+def test_the_gpu_benchmark_where_no_gpu_is_visible_says_so_in_one_line(tmp_path):
+    """benchmarks/gpu.py on a machine (or with CUDA_VISIBLE_DEVICES) without a GPU: one line
+    and exit 1 before its wheels are installed, naming the --device cpu rehearsal, instead of
+    eight minutes of failing steps."""
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "gpu.py"), "--wheels", str(tmp_path / "none"),
+         "--out", str(out)],
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("benchmarks/gpu.py: no GPU here (") and "--device cpu" in line
+    assert not out.exists() and r.stdout == ""
