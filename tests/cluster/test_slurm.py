@@ -113,6 +113,11 @@ def test_cancel_a_running_job(slurm_cluster, workdir):
             break
         time.sleep(0.2)
     assert state.startswith(f"{job}\tCANCELLED"), state
+    # a job SLURM never had is not "cancelled": one line naming it, exit 1
+    none = hpcbench("cancel", "99999", "--scheduler", "slurm", cwd=workdir)
+    assert none.returncode == 1 and "cancelled" not in none.stdout, none.stdout + none.stderr
+    (line,) = none.stderr.strip().splitlines()
+    assert "slurm has no job 99999 (" in line and "nothing cancelled" in line, line
 
 
 @pytest.mark.parametrize(

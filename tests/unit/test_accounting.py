@@ -276,7 +276,8 @@ def test_slurm_sacct_of_a_two_node_job_and_its_steps(bindir):
     # --noconvert: MaxRSS and TRESUsageInTot's mem in bytes
     assert job["max_rss_bytes"] == 139563008 and job["max_vmsize_bytes"] == 363167744
     assert job["memory_used_bytes"] == 279093248  # both tasks' peaks of step 0
-    assert job["memory_allocated_bytes"] == 2 * 38568 << 20  # ReqMem per node × nodes
+    # ReqMem is the job's total since SLURM 21.08 (two nodes of 19,284 MiB), never doubled
+    assert job["memory_allocated_bytes"] == 38568 << 20
     assert job["energy_j"] is None
     assert record["energy_reason"] == (
         "this cluster gathers no energy (AcctGatherEnergyType = acct_gather_energy/none)"
@@ -382,3 +383,11 @@ def test_an_accounting_answer_with_absurd_figures_is_unknown_figures_never_a_cra
             if isinstance(figure, float):
                 assert math.isfinite(figure), (scheduler, key, figure)
         assert accounting.describe(record)
+
+
+def test_slurm_reqmem_per_node_and_per_cpu_before_21_08_and_the_total_since():
+    from hpcbench.jobs.accounting.slurm import _requested
+
+    assert _requested("4000Mn", 8, 2) == 2 * 4000 << 20
+    assert _requested("4000Mc", 8, 2) == 8 * 4000 << 20
+    assert _requested("38568M", 2, 2) == 38568 << 20  # 21.08 on: the job's total already

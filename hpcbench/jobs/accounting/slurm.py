@@ -155,14 +155,16 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
 
 
 def _requested(text: str, cpus: int | None, nodes: int | None) -> int | None:
-    """ReqMem as the job's whole memory: ``4000M`` per node (``4000Mn`` before 21.08),
-    ``4000Mc`` per CPU."""
+    """ReqMem as the job's whole memory: before SLURM 21.08 ``4000Mn`` per node and ``4000Mc``
+    per CPU; since, without a suffix, the job's total already (the mem of its requested TRES)."""
     value = fields.size_bytes(text, "m")
     if not value:
         return None
     if text.endswith("c"):
         return value * (cpus or 1)
-    return value * (nodes or 1)
+    if text.endswith("n"):
+        return value * (nodes or 1)
+    return value
 
 
 def _step(row: dict[str, str], job_id: str) -> dict[str, Any]:

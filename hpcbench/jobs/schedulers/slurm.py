@@ -233,9 +233,21 @@ class SlurmScheduler(Scheduler):
         return gone
 
     def cancel(self, job_ids: Sequence[str]) -> None:
+        """``scancel``; a job SLURM does not have is an error (scancel itself may say so on
+        stderr and still exit 0), naming it: nothing was cancelled for it."""
         self.check_ids(job_ids)
-        if job_ids:
-            run_command(["scancel", *job_ids], "scancel")
+        if not job_ids:
+            return
+        proc = run_process(["scancel", *job_ids], "scancel")
+        said = " ".join((proc.stderr or "").split())
+        if "Invalid job id" in said:
+            named = [j for j in job_ids if re.search(rf"\b{re.escape(j)}\b", said)] or job_ids
+            raise SchedulerError(
+                f"scancel: slurm has no job {', '.join(named)} ({said[:200]}); nothing cancelled "
+                "for it"
+            )
+        if proc.returncode != 0:
+            raise SchedulerError(f"scancel refused: {said or f'exit status {proc.returncode}'}")
 
 
 def srun_words(spec: JobSpec) -> list[Word]:
