@@ -128,6 +128,18 @@ class SweepRunner:
                         "(and its checkpoints there); remove it from the job and trainer_args"
                     )
 
+    def base_seed(self) -> int:
+        """The seed the job's trainer options give (``--seed``, its config file; 0 by
+        default): the first repetition's; repetition R runs with this + R - 1."""
+        program = self.base_spec().program
+        given = vars(build_parser().parse_args(list(program.args)))
+        given.pop("config", None)
+        given.pop("settings", None)
+        try:
+            return int(configure(given, program.config, {}).seed)
+        except (ConfigError, TypeError, ValueError):
+            return 0
+
     def open(self) -> bool:
         """Create the results directory, or reopen it for the same sweep; True when continued.
         The job and every setting are checked first: a sweep that cannot run creates nothing."""
@@ -299,9 +311,13 @@ class SweepRunner:
                 break
             except FileExistsError:
                 number += 1
+        base = self.base_seed() if any(t.rep > 1 for t in tasks) else 0
         for k, task in enumerate(tasks, 1):
+            setting = dict(task.setting)
+            if task.rep > 1 and "seed" not in setting:  # each repetition its own initial weights
+                setting["seed"] = base + task.rep - 1  # and data order (the first, the job's)
             lines = [f"# task {task.index} of sweep {self.sweep.name}: {task.run}"]
-            lines += [f"{key} = {toml_value(value)}" for key, value in task.setting.items()]
+            lines += [f"{key} = {toml_value(value)}" for key, value in setting.items()]
             write_atomically(folder / f"{k}.toml", "\n".join(lines) + "\n")
             write_atomically(folder / f"{k}.run", task.run + "\n")
         return folder

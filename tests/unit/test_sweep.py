@@ -488,3 +488,28 @@ def test_an_axis_value_that_is_not_utf8_is_refused_before_anything_is_written(tm
         (line,) = r.stderr.strip().splitlines()
         assert "--axis" in line and "not UTF-8 text" in line, line
         assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("flags,first", [((), 0), (("--seed", "42"), 42)])
+def test_each_repetition_runs_with_its_own_recorded_seed(tmp_path, flags, first):
+    """Repetitions of one setting are runs from other initial weights and data orders: the
+    first keeps the job's seed, repetition R runs with that + R - 1 (in its settings file, so
+    its metrics.json records it); a seed axis is left as the user set it."""
+    from hpcbench.sweep.runner import SweepRunner
+
+    sweep = sweep_of(axes={"lr": [0.1, 0.2]}, repetitions=3, trainer_args=list(flags))
+    runner = SweepRunner(sweep, tmp_path / "r", cwd=tmp_path)
+    folder = runner.write_task_files(runner.tasks)
+    seeds = {}
+    for k, task in enumerate(runner.tasks, 1):
+        text = (folder / f"{k}.toml").read_text()
+        seeds[task.run] = next((int(x.split("=")[1]) for x in text.splitlines()
+                                if x.startswith("seed =")), None)  # fmt: skip
+    assert seeds == {
+        "lr=0.1,rep=1": None, "lr=0.1,rep=2": first + 1, "lr=0.1,rep=3": first + 2,
+        "lr=0.2,rep=1": None, "lr=0.2,rep=2": first + 1, "lr=0.2,rep=3": first + 2,
+    }  # fmt: skip
+    axis = sweep_of(axes={"seed": [7]}, repetitions=2)
+    runner = SweepRunner(axis, tmp_path / "s", cwd=tmp_path)
+    folder = runner.write_task_files(runner.tasks)
+    assert [(folder / f"{k}.toml").read_text().count("seed = 7") for k in (1, 2)] == [1, 1]
