@@ -95,12 +95,14 @@ def analyse_sweep(results: str | Path) -> dict[str, Any]:
     settings = [_setting(g, metric) for g in groups.values()]
     ranked = [s for s in settings if s["metric"] is not None]
     ranked.sort(key=lambda s: s["metric"]["median"], reverse=higher)
+    classes = {(m.get("run") or {}).get("classes") for g in groups.values() for m in g["metrics"]}
     return {
         "sweep": sweep,
         "metric": {"name": metric, "words": words, "higher_is_better": higher, "unit": unit},
         "settings": settings,
         "ranking": [s["name"] for s in ranked],
         "tasks": tasks,
+        "classes": classes.pop() if len(classes) == 1 else None,  # the runs' number of classes
     }
 
 
@@ -140,14 +142,30 @@ def _setting(group: dict[str, Any], metric: str) -> dict[str, Any]:
 
 
 def best_in_words(analysis: dict[str, Any]) -> str:
-    """The best setting in one sentence (or why there is none)."""
+    """The best setting in one sentence (or why there is none): a tie is said as a tie, a best
+    whose runs cannot be told from the runner-up's as such, and accuracies all at chance level
+    (one in the number of classes) as no setting having learned anything."""
     m = analysis["metric"]
     if not analysis["ranking"]:
         return f"No setting has a {m['words']}: no task completed."
     by_name = {s["name"]: s for s in analysis["settings"]}
-    best = by_name[analysis["ranking"][0]]
-    stat = best["metric"]
-    shown = ", ".join(f"{k} = {v}" for k, v in best["setting"].items()) or "the job as it is"
+    ranked = [by_name[n] for n in analysis["ranking"]]
+    best, stat = ranked[0], ranked[0]["metric"]
+    if (chance := _chance(analysis)) is not None and all(
+        s["metric"]["median"] <= chance * 1.1 for s in ranked
+    ):
+        return (
+            f"No setting learned anything: every {m['words']} is at chance level "
+            f"({fmt(chance, m)}, one in {round(1 / chance)} classes) or near it; the best is "
+            f"{fmt(stat['median'], m)}. Train longer, or check the data."
+        )
+    tied = [s for s in ranked if fmt(s["metric"]["median"], m) == fmt(stat["median"], m)]
+    if len(tied) > 1:
+        names = "; ".join(_shown(s) for s in tied[:4]) + ("; …" if len(tied) > 4 else "")
+        return (
+            f"No single best setting by {m['words']}: {len(tied)} settings tie at "
+            f"{fmt(stat['median'], m)} (median over {stat['n']} run(s)): {names}."
+        )
     spread = (
         f" (95 % interval {fmt(stat['ci95'][0], m)} to {fmt(stat['ci95'][1], m)})"
         if stat["n"] > 1
@@ -155,13 +173,39 @@ def best_in_words(analysis: dict[str, Any]) -> str:
     )
     way = "highest" if m["higher_is_better"] else "lowest"
     runner_up = ""
-    if len(analysis["ranking"]) > 1:
-        second = by_name[analysis["ranking"][1]]["metric"]
+    if len(ranked) > 1:
+        second = ranked[1]["metric"]
         runner_up = f"; the next best has {fmt(second['median'], m)}"
+        if stat["n"] < 2 or second["n"] < 2:
+            runner_up += " (one run of one of them: not distinguishable)"
+        elif _overlap(stat["ci95"], second["ci95"]):
+            runner_up += (
+                f", not distinguishable from the best with {min(stat['n'], second['n'])} runs "
+                "(their 95 % intervals overlap)"
+            )
     return (
-        f"Best setting by {m['words']} ({way} median over {stat['n']} run(s)): {shown}, "
+        f"Best setting by {m['words']} ({way} median over {stat['n']} run(s)): {_shown(best)}, "
         f"with {fmt(stat['median'], m)}{spread}{runner_up}."
     )
+
+
+def _shown(setting: dict[str, Any]) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in setting["setting"].items()) or "the job as it is"
+
+
+def _overlap(a: list[float | None] | None, b: list[float | None] | None) -> bool:
+    if not a or not b or None in a or None in b:
+        return True
+    return not (a[1] < b[0] or b[1] < a[0])
+
+
+def _chance(analysis: dict[str, Any]) -> float | None:
+    """One in the number of classes, for an accuracy metric whose runs say how many classes
+    there are (and all the same number); None otherwise."""
+    if not analysis["metric"]["name"].endswith("accuracy"):
+        return None
+    classes = analysis.get("classes")
+    return 1 / classes if isinstance(classes, int) and classes > 1 else None
 
 
 def fmt(value: float | None, metric: dict[str, Any]) -> str:

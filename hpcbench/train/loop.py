@@ -422,6 +422,7 @@ def finish(t: Training, epochs: list[dict[str, Any]]) -> dict[str, Any]:
         world_size=t.runtime.world_size,
         device=str(t.runtime.device),
         dataset_name=t.data.manifest.name,
+        classes=t.data.manifest.num_classes,
         batch_sizes=t.data.batch_sizes,
         steps_per_epoch=t.data.steps,
         provenance=provenance(t.runtime, t.strategy.name),

@@ -513,3 +513,33 @@ def test_each_repetition_runs_with_its_own_recorded_seed(tmp_path, flags, first)
     runner = SweepRunner(axis, tmp_path / "s", cwd=tmp_path)
     folder = runner.write_task_files(runner.tasks)
     assert [(folder / f"{k}.toml").read_text().count("seed = 7") for k in (1, 2)] == [1, 1]
+
+
+def _analysis(medians: dict[str, tuple[float, int, list[float]]], classes: int | None = 9):
+    metric = {"name": "val_accuracy", "words": "final validation accuracy",
+              "higher_is_better": True, "unit": ""}  # fmt: skip
+    settings = [
+        {"name": f"lr={k}", "setting": {"lr": k},
+         "metric": {"median": med, "n": n, "ci95": ci}}
+        for k, (med, n, ci) in medians.items()
+    ]  # fmt: skip
+    ranking = [s["name"] for s in sorted(settings, key=lambda s: -s["metric"]["median"])]
+    return {"metric": metric, "settings": settings, "ranking": ranking, "classes": classes}
+
+
+def test_the_best_setting_sentence_says_a_tie_an_indistinguishable_best_and_chance_level():
+    from hpcbench.sweep.analysis import best_in_words
+
+    tie = best_in_words(_analysis({0.1: (1.0, 2, [1.0, 1.0]), 0.2: (1.0, 2, [1.0, 1.0])}))
+    assert tie.startswith("No single best setting by final validation accuracy: 2 settings tie "
+                          "at 100.0 %"), tie  # fmt: skip
+    chance = best_in_words(_analysis({0.1: (1 / 9, 3, [0.1, 0.12]), 0.2: (0.105, 3, [0.1, 0.11])}))
+    assert chance.startswith("No setting learned anything: every final validation accuracy is "
+                             "at chance level (11.1 %, one in 9 classes)"), chance  # fmt: skip
+    close = best_in_words(_analysis({0.1: (0.8, 3, [0.7, 0.9]), 0.2: (0.75, 3, [0.6, 0.85])}))
+    assert close.startswith("Best setting by final validation accuracy (highest median over 3 ")
+    assert "not distinguishable from the best with 3 runs" in close, close
+    clear = best_in_words(_analysis({0.1: (0.9, 3, [0.88, 0.92]), 0.2: (0.5, 3, [0.45, 0.55])}))
+    assert "not distinguishable" not in clear and "lr = 0.1, with 90.0 %" in clear, clear
+    one = best_in_words(_analysis({0.1: (0.9, 1, [0.9, 0.9]), 0.2: (0.5, 1, [0.5, 0.5])}, None))
+    assert "(one run: no spread)" in one and "one run of one of them: not distinguishable" in one
