@@ -371,6 +371,7 @@ def _wait_for(job: Any, name: str, args: argparse.Namespace) -> int:
 
 def _logs_command(args: argparse.Namespace) -> int:
     from hpcbench import api
+    from hpcbench.jobs.logs import error_tail
     from hpcbench.jobs.schedulers.base import array_status, tail
 
     handle = api.job(args.job_id, None if args.scheduler in (None, "auto") else args.scheduler)
@@ -389,7 +390,11 @@ def _logs_command(args: argparse.Namespace) -> int:
         print(handle.failure_report(status, args.lines))
     elif args.lines > 0:
         for path in (handle.record.stdout_path, handle.record.stderr_path):
-            text = tail(path, args.lines)
+            text = (
+                tail(path, args.lines)
+                if path == handle.record.stdout_path
+                else error_tail(tail(path, 4 * args.lines), args.lines)
+            )
             if text:
                 print(f"--- last lines of {path}\n{text}")
     print(f"run directory: {handle.record.run_dir}")

@@ -16,7 +16,7 @@ from typing import Any
 
 from hpcbench.jobs import registry
 from hpcbench.jobs.follow import LogFollower
-from hpcbench.jobs.logs import RankError, first_rank_error
+from hpcbench.jobs.logs import RankError, error_tail, first_rank_error
 from hpcbench.jobs.schedulers import get as get_scheduler
 from hpcbench.jobs.schedulers.base import (
     JobRecord,
@@ -249,7 +249,8 @@ class Job:
             who = f"rank {err.rank}" if err.rank is not None else "a rank"
             report += [f"first failing {who}:", err.traceback]
         elif self.record is not None and (
-            err_tail := tail(self.record.stderr_path, lines) or tail(self.record.stdout_path, lines)
+            err_tail := error_tail(tail(self.record.stderr_path, 4 * lines), lines)
+            or tail(self.record.stdout_path, lines)
         ):
             report += [f"last lines of {self.record.stderr_path}:", err_tail]
         if self.record is not None:

@@ -1,4 +1,5 @@
-"""Reading job logs: find the first failing rank's traceback in a job's combined output.
+"""Reading job logs: find the first failing rank's traceback in a job's combined output, and
+tell Python's warnings apart from what went wrong.
 
 Launchers label each rank's lines differently; all four labels are understood:
 torchrun ``--tee`` (``[default<local rank>]:``), MPICH/Intel MPI ``-prepend-rank`` (``[<rank>] ``),
@@ -128,3 +129,40 @@ def _first_error_line(lines: list[str], root_rank: str | None) -> tuple[int, Ran
                 root_rank if (torchrun or label is None) and root_rank else label, line
             )
     return None
+
+
+# A Python warning as the warnings module prints it ("path:line: SomethingWarning: text"), under
+# any launcher's rank label; the indented source line it prints after is part of it.
+_WARNING = re.compile(r"^\S.*?:\d+: \w*Warning: ")
+
+
+def without_warnings(text: str) -> tuple[str, int]:
+    """``text`` without Python's warning lines (each with the source line printed under it),
+    and how many lines were left out; ``text`` itself when nothing else is in it."""
+    kept: list[str] = []
+    dropped = 0
+    after_warning = False
+    for line in text.splitlines():
+        _, _, body = _split(line)
+        if _WARNING.match(body):
+            dropped, after_warning = dropped + 1, True
+            continue
+        if after_warning and body.startswith(" "):
+            dropped += 1
+            continue
+        after_warning = False
+        kept.append(line)
+    if not dropped or not any(line.strip() for line in kept):
+        return text, 0
+    return "\n".join(kept), dropped
+
+
+def error_tail(text: str, lines: int) -> str:
+    """The last ``lines`` lines of a log's ``text`` other than Python's warnings (a line says how
+    many warning lines were left out), so that a job's real errors are not pushed out of view by
+    a deprecation warning every rank printed."""
+    kept, dropped = without_warnings(text)
+    shown = "\n".join(kept.splitlines()[-lines:]) if lines > 0 else ""
+    if dropped and shown:
+        shown += f"\n({dropped} line(s) of Python warnings left out)"
+    return shown

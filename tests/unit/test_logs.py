@@ -151,3 +151,27 @@ def test_a_programs_usage_error_under_torchrun_is_the_reason_not_torchruns_summa
         report
     ), report
     assert "ChildFailedError" not in report, report
+
+
+DDP_WARNING = (
+    "[default0]:/work/hpcbench/train/strategies/ddp.py:75: FutureWarning: `broadcast_buffers` is "
+    "deprecated. Use `forward_sync_buffers` instead.\n"
+    "[default0]:  self.model = nn.parallel.DistributedDataParallel(\n"
+)
+
+
+def test_python_warnings_never_push_a_jobs_errors_out_of_its_log_tail():
+    """A deprecation warning every rank prints filled the stderr tail of a job: the tail shows
+    the other lines, and says how many warning lines it left out."""
+    from hpcbench.jobs.logs import error_tail, without_warnings
+
+    text = "hpcbench: scheduler slurm\n" + DDP_WARNING * 4 + "[1]: RuntimeError: disk full\n"
+    shown = error_tail(text, 30)
+    assert shown.splitlines() == [
+        "hpcbench: scheduler slurm",
+        "[1]: RuntimeError: disk full",
+        "(8 line(s) of Python warnings left out)",
+    ]
+    only = DDP_WARNING * 2
+    assert without_warnings(only) == (only, 0)  # nothing else: the warnings are the tail
+    assert error_tail("a\nb\nc\n", 2) == "b\nc"

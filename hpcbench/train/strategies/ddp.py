@@ -17,6 +17,7 @@ A world of one rank communicates nothing: no allreduce, no buffer broadcast, no 
 from __future__ import annotations
 
 import gc
+import inspect
 import os
 import time
 from datetime import timedelta
@@ -78,7 +79,7 @@ class DDPStrategy(Strategy):
             bucket_cap_mb=self.config.bucket_mb,
             gradient_as_bucket_view=True,
             static_graph=True,
-            broadcast_buffers=not alone,
+            **_buffer_sync(not alone),
         )
 
         # Unannotated on purpose: register_comm_hook checks that the bucket's annotation *is*
@@ -184,3 +185,11 @@ class DDPStrategy(Strategy):
         if dist.is_initialized():
             dist.barrier()
             dist.destroy_process_group()
+
+
+def _buffer_sync(on: bool) -> dict[str, bool]:
+    """DDP's buffer synchronisation before each forward: ``forward_sync_buffers`` where this
+    torch has it (``broadcast_buffers`` warns there, on every rank), else ``broadcast_buffers``.
+    Buffers are synchronised at the start either way."""
+    params = inspect.signature(nn.parallel.DistributedDataParallel.__init__).parameters
+    return {"forward_sync_buffers" if "forward_sync_buffers" in params else "broadcast_buffers": on}
