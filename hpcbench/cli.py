@@ -284,6 +284,15 @@ def _split_program_args(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["train"], ["predict"]):  # programs of their own, not subcommands
+        print(
+            f"hpcbench: error: {argv[0]} is not a command of hpcbench: run it as python -m "
+            f"hpcbench.{argv[0]} ARGS (on this machine), or as a job with hpcbench submit "
+            f"--module hpcbench.{argv[0]} -- ARGS (python -m hpcbench.{argv[0]} --help lists "
+            "its options)",
+            file=sys.stderr,
+        )
+        return 2
     own, program_args = _split_program_args(argv)
     args = build_parser().parse_args(own)
     if args.action in ("prep", "history", "check", "sweep"):  # each a module of its own
@@ -337,10 +346,23 @@ def main(argv: list[str] | None = None) -> int:
     except (SpecError, RenderError, SchedulerError, TimeoutError) as err:
         print(f"hpcbench: error: {err}", file=sys.stderr)
         return 2 if isinstance(err, (SpecError, RenderError, JobIdError)) else 1
+    except BrokenPipeError:  # `hpcbench logs … | head`: the reader had enough; not an error
+        _quiet_stdout()
+        return 141
     except OSError as err:  # a file hpcbench needs; the message names it
         where = f"{err.filename}: " if err.filename else ""
         print(f"hpcbench: error: {where}{err.strerror or err}", file=sys.stderr)
         return 1
+
+
+def _quiet_stdout() -> None:
+    """stdout to /dev/null: the interpreter's last flush at exit must not fail on the closed
+    pipe again (and print "Exception ignored … BrokenPipeError")."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _wait_for(job: Any, name: str, args: argparse.Namespace) -> int:
@@ -410,14 +432,16 @@ def _jobs_command(args: argparse.Namespace) -> int:
 
     named = args.scheduler not in (None, "auto")
     by_scheduler: dict[str, list[str]] = {}
+    order: list[tuple[str, str]] = []  # what to print, in order: ("job"|"array", id)
     job_ids = args.job_ids
     if args.action == "status" and not job_ids:  # the newest jobs submitted from here
         recent = registry.recent(args.last, args.scheduler if named else None)
         if not recent:
             print(f"no jobs submitted from here (records in {registry.state_dir() / 'jobs'})")
             return 0
-        for found in recent:
+        for found in recent:  # newest first, whatever their schedulers
             by_scheduler.setdefault(found.scheduler, []).append(found.job_id)
+            order.append(("job", found.job_id))
         job_ids = []
     arrays: dict[str, tuple[str, ...]] = {}  # an array's id -> its tasks' (from its record)
     for job_id in job_ids:
@@ -431,23 +455,29 @@ def _jobs_command(args: argparse.Namespace) -> int:
             name = schedulers.for_job_id(job_id)
         if found is not None and found.tasks:
             arrays[job_id] = found.tasks
-        by_scheduler.setdefault(name, []).extend(arrays.get(job_id) or [job_id])
-    unknown = 0
+        ids = list(arrays.get(job_id) or [job_id])
+        by_scheduler.setdefault(name, []).extend(ids)
+        order += [("job", i) for i in ids] + ([("array", job_id)] if job_id in arrays else [])
+    states: dict[str, tuple[str, JobStatus]] = {}
     for name, ids in by_scheduler.items():
         sched = schedulers.get(name)
         sched.check_ids(ids)
         if args.action == "cancel":
             _cancel(sched, ids)
             continue
-        found_states = sched.statuses(ids)
-        for job_id, st in found_states.items():
-            _print_status(job_id, st)
-            unknown += st.state == "UNKNOWN" and bool(args.job_ids)
-            if args.verbose and st.finished:
-                _print_accounting(name, job_id)
-        for array_id, tasks in arrays.items():
-            if all(t in found_states for t in tasks):
-                _print_status(array_id, array_status([found_states[t] for t in tasks]))
+        states.update({j: (name, st) for j, st in sched.statuses(ids).items()})
+    unknown = 0
+    for kind, job_id in order if args.action == "status" else []:
+        if kind == "array":
+            tasks = arrays[job_id]
+            if all(t in states for t in tasks):
+                _print_status(job_id, array_status([states[t][1] for t in tasks]))
+            continue
+        name, st = states[job_id]
+        _print_status(job_id, st)
+        unknown += st.state == "UNKNOWN" and bool(args.job_ids)
+        if args.verbose and st.finished:
+            _print_accounting(name, job_id)
     return 1 if unknown else 0
 
 

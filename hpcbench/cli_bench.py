@@ -87,7 +87,7 @@ def _add_report_and_compare(sub: Any) -> None:
         help="what changed between two results directories, or since a recorded result",
         description="Compare two results directories of hpcbench bench, or one with a result "
         "the history recorded (--against): configurations added or removed, figures whose 95 "
-        "%% intervals do not overlap, provenance.",
+        "% intervals do not overlap, provenance.",
         epilog="e.g. hpcbench compare runs/bench-a runs/bench-b; hpcbench compare runs/bench-a "
         "--against last",
     )

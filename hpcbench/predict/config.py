@@ -152,6 +152,16 @@ class _Parser(Parser):
         self.exit(2, f"hpcbench predict: error: {message}\n" if detect_launch().rank == 0 else None)
 
 
+class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's default in its help, where it has one (not "(default: None)" on a
+    required option or one without a default)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.required or action.default in (None, argparse.SUPPRESS, False):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="python -m hpcbench.predict",
@@ -160,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
             "ranks form a pipeline: readers -> preprocessors (decode, resize) -> predictors -> "
             "one sink that writes predictions.csv and predict.json."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_DefaultsShown,
     )
     p.add_argument(
         "--checkpoint",

@@ -163,14 +163,16 @@ def write(run_dir: Path, csv_text: str, document: dict[str, Any]) -> tuple[Path,
     return predictions, report
 
 
-def summary(document: dict[str, Any], paths: tuple[Path, Path]) -> str:
+def summary(document: dict[str, Any], paths: tuple[Path, Path], quiet: bool = False) -> str:
+    """What predict prints at the end; ``quiet`` (``-q``): without the plan and the stage
+    table."""
     measured = document["measured"]
     rate = measured["items_per_s"] or 0.0
     lines = [
         f"classified {measured['items']} image(s) in {measured['seconds']:.2f} s: "
         f"{rate:.1f} images/s ({document['mode']}, {document['world_size']} rank(s))"
     ]
-    plan = document.get("plan")
+    plan = None if quiet else document.get("plan")
     if plan and plan["predicted_items_per_s"]:
         predicted = plan["predicted_items_per_s"]
         lines.append(
@@ -178,7 +180,7 @@ def summary(document: dict[str, Any], paths: tuple[Path, Path]) -> str:
             f"{predicted:.1f} images/s (bound by {plan['bottleneck']}), measured "
             f"{rate / predicted:.2f}x of it"
         )
-    rows = document.get("stages") or []
+    rows = [] if quiet else document.get("stages") or []
     if rows:
         lines.append(f"{'stage':<14}{'ranks':>6}{'images/s':>10}{'busy%':>7}{'wait in%':>10}"
                      f"{'wait out%':>10}{'peak MB':>9}")  # fmt: skip
@@ -258,5 +260,5 @@ def finish(
     csv_text = predictions_csv(collector, classes, config.top_k, loaded.format.class_ids)
     paths = write(run_dir, csv_text, document)
     document["files"] = {"predictions": str(paths[0]), "report": str(paths[1])}
-    print(summary(document, paths), flush=True)
+    print(summary(document, paths, config.quiet), flush=True)
     return document

@@ -429,3 +429,16 @@ def test_two_local_jobs_of_the_same_id_in_two_state_directories_run_at_once(tmp_
         assert "submitted job local-1 " in r.stdout, r.stdout
         out = (home / "work" / "runs" / "hpcbench-local-1.out").read_text()
         assert out.count("met: world 2 sum 2") == 2, out
+
+
+def test_logs_into_a_pipe_its_reader_closed_is_not_an_error(workdir):
+    """``hpcbench logs JOB | head``: the reader had enough; no "error: Broken pipe", no
+    traceback, and the exit status a closed pipe gives (141)."""
+    r = submit(workdir, "bash -c 'seq 100000; seq 100000 >&2'")
+    assert r.returncode == 0, r.stdout + r.stderr
+    piped = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {sys.executable} -m hpcbench logs local-1 --lines 100000"
+         " | head -c 1 >/dev/null"],
+        cwd=workdir, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert piped.stderr == "" and piped.returncode == 141, (piped.returncode, piped.stderr)

@@ -66,3 +66,42 @@ def test_unbalanced_program_quote_is_a_one_line_error(workdir):
     assert result.stderr.strip().splitlines()[-1] == (
         "hpcbench: error: --program: No closing quotation"
     )
+
+
+def test_help_texts_say_what_they_mean(workdir):
+    """compare's help says "95 %" (a description is not %-formatted: "%%" showed as such);
+    predict's help shows a default only where an option has one."""
+    compare = hpcbench("compare", "--help", cwd=workdir)
+    assert "95 % intervals" in " ".join(compare.stdout.split()) and "%%" not in compare.stdout
+    predict = subprocess.run([sys.executable, "-m", "hpcbench.predict", "--help"],
+                             capture_output=True, text=True, cwd=workdir)  # fmt: skip
+    assert predict.returncode == 0 and "(default: None)" not in predict.stdout, predict.stdout
+    assert "(default: " in predict.stdout  # the options that have one still say it
+
+
+@pytest.mark.parametrize("program", ["train", "predict"])
+def test_the_trainer_and_predict_as_commands_point_at_their_module(workdir, program):
+    r = hpcbench(program, "--epochs", "1", cwd=workdir)
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert f"run it as python -m hpcbench.{program} ARGS" in line, line
+    assert f"hpcbench submit --module hpcbench.{program}" in line
+
+
+def test_predict_quiet_prints_only_the_summary():
+    from pathlib import Path
+
+    from hpcbench.predict.results import summary
+
+    document = {
+        "measured": {"items": 10, "seconds": 1.0, "items_per_s": 10.0},
+        "mode": "pipeline", "world_size": 4,
+        "plan": {"predicted_items_per_s": 12.0, "roles": {"readers": 1}, "bottleneck": "predict"},
+        "stages": [{"stage": "predict", "ranks": 1, "items_per_s": 10.0, "busy_pct": 90,
+                    "wait_input_pct": 5, "wait_credit_pct": 5, "peak_rss_mb": 100}],
+    }  # fmt: skip
+    paths = (Path("p.csv"), Path("p.json"))
+    assert "stage" in summary(document, paths) and "predicted" in summary(document, paths)
+    quiet = summary(document, paths, quiet=True)
+    assert quiet.startswith("classified 10 image(s)") and "stage" not in quiet
+    assert "predicted" not in quiet

@@ -310,3 +310,28 @@ def test_submit_wait_with_a_bad_poll_ceiling_submits_nothing(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     assert main(["submit", "--scheduler", "local", "--program", "true", "--wait"]) == 1
     assert not (tmp_path / "runs").exists() and not (tmp_path / "state").exists()
+
+
+def test_status_without_ids_lists_the_newest_first_whatever_their_schedulers(
+    bindir, tmp_path, capsys
+):
+    """Jobs submitted from here to PBS (a stand-in qstat) and the local scheduler, one after the
+    other: ``hpcbench status`` lists them newest first, not grouped by scheduler."""
+    import time
+
+    from hpcbench import cli
+    from hpcbench.jobs import registry
+
+    fake(bindir, "qstat", f"""case "$1" in
+  --version) printf '{OPENPBS_VERSION}' ;;
+  *) {answer(bindir, "qstat", OPENPBS_FULL)} ;;
+esac""")  # fmt: skip
+    for i, (sched, job) in enumerate([("pbs", "101.pbs1"), ("local", "local-1"),
+                                      ("pbs", "103.pbs1")]):  # fmt: skip
+        registry.record(JobRecord(job, sched, tmp_path / "s", tmp_path / "o", tmp_path / "e",
+                                  tmp_path / f"run{i}"))  # fmt: skip
+        path = registry.state_dir() / "jobs" / sched / f"{job}.json"
+        os.utime(path, (time.time() - 100 + i, time.time() - 100 + i))
+    assert cli.main(["status"]) == 0
+    listed = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == ["103.pbs1", "local-1", "101.pbs1"], listed
