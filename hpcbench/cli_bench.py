@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.argparsing import count
+from hpcbench.files import printable
 from hpcbench.jobs.profiles import PROFILE_VAR
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 
@@ -274,8 +275,11 @@ def _compare(args: argparse.Namespace) -> int:
     if args.against is not None:
         from hpcbench.history import compare_against
 
+        from hpcbench.history import configs_of
+
         entry, findings = compare_against(args.a, args.against)
-        print(f"against {entry.label}: {entry.directory}")
+        measured = ", ".join(sorted(configs_of(entry.matrix))) or "nothing"
+        print(printable(f"against {entry.label}, which measured {measured}: {entry.directory}"))
     else:
         findings = compare(args.a, args.b)
     for finding in findings:

@@ -371,13 +371,19 @@ def _num(x: float) -> str:
 
 
 def _stat_change(label: str, a: dict | None, b: dict | None, unit: str) -> str | None:
-    if a is None or b is None or not stats.significantly_different(a, b):
+    """A figure that changed beyond both 95 % intervals; or, where one side has a single run
+    (no interval), the figure before and after, said to be not judged: never silence."""
+    if a is None or b is None:
         return None
     ratio = f" ({b['median'] / a['median']:.2f}×)" if a["median"] else ""
-    return (
-        f"{label}: {_num(a['median'])}{unit} → {_num(b['median'])}{unit}{ratio}; "
-        "the 95 % intervals do not overlap"
-    )
+    change = f"{label}: {_num(a['median'])}{unit} → {_num(b['median'])}{unit}{ratio}"
+    na, nb = a.get("n") or 0, b.get("n") or 0
+    if min(na, nb) < 2:
+        runs = "one run each" if na == nb == 1 else f"{na} and {nb} run(s)"
+        return f"{change}; {runs}: not judged (a single run has no interval; use --repetitions)"
+    if not stats.significantly_different(a, b):
+        return None
+    return f"{change}; the 95 % intervals do not overlap"
 
 
 def compare(a_dir: str | Path, b_dir: str | Path) -> list[str]:

@@ -112,19 +112,45 @@ def record_run(run_dir: str | Path, history: History | None = None) -> tuple[int
         )
 
 
+def configs_of(matrix: dict[str, Any] | None) -> frozenset[str]:
+    """The names of the configurations a recorded matrix measured."""
+    configs = (matrix or {}).get("configs") or []
+    return frozenset(str(c.get("name")) for c in configs if isinstance(c, dict))
+
+
 def find(
-    store: History, against: str, name: str | None, exclude: str | Path | None = None
+    store: History,
+    against: str,
+    name: str | None,
+    exclude: str | Path | None = None,
+    configs: frozenset[str] | None = None,
 ) -> Entry:
     """The stored result ``against`` names: ``last`` (the newest of matrix ``name``), a date
     ``YYYY-MM-DD[THH:MM]`` (the newest of ``name`` recorded on or before it), a record id
     (``12`` or ``#12``), or another matrix's name (its newest). ``exclude``: a results
-    directory that is not to be its own reference."""
+    directory that is not to be its own reference; ``configs``: for ``last`` and a date, the
+    configurations the result must have measured (the one compared with)."""
     skip = str(Path(exclude).resolve()) if exclude is not None else None
 
-    def newest(entries: list[Entry], what: str) -> Entry:
-        for entry in entries:
-            if entry.directory != skip and entry.kind == "bench":
-                return entry
+    def newest(entries: list[Entry], what: str, same: frozenset[str] | None = None) -> Entry:
+        """The newest bench result; with ``same``, the newest that measured those
+        configurations, else the newest that measured some of them (matrices made with
+        --configs all share one name: one that measured none of them is another matrix)."""
+        candidates = [e for e in entries if e.directory != skip and e.kind == "bench"]
+        if same is None:
+            candidates = candidates[:1]
+        for fits in (lambda c: c == same, lambda c: bool(c & same)) if same else [bool]:
+            for entry in candidates:
+                if fits(configs_of(entry.matrix)):
+                    return entry
+        if candidates and same is not None:
+            other = candidates[0]
+            raise HistoryError(
+                f"--against {against}: {what} that measured {', '.join(sorted(same))} in "
+                f"{store.path} (the newest of that name, #{other.id}, measured "
+                f"{', '.join(sorted(configs_of(other.matrix))) or 'nothing'}; --against "
+                f"{other.id} compares with it all the same)"
+            )
         raise HistoryError(f"--against {against}: {what} in {store.path}")
 
     text = against.strip()
@@ -134,12 +160,13 @@ def find(
             raise HistoryError(f"--against {against}: no recorded bench result #{text.lstrip('#')}")
         return entry
     if text == "last":
-        return newest(store.entries(name=name), f"no earlier result of matrix {name!r}")
+        return newest(store.entries(name=name), f"no earlier result of matrix {name!r}", configs)
     if _DATE.fullmatch(text):
         until = text.replace(" ", "T")
         return newest(
             store.entries(name=name, until=until),
             f"no result of matrix {name!r} recorded on or before {until}",
+            configs,
         )
     return newest(store.entries(name=text), f"no recorded result of a matrix named {text!r}")
 
@@ -155,7 +182,10 @@ def compare_against(
     results = load_results(results_dir)
     analysis = analyse(results)
     with history or History() as store:
-        entry = find(store, against, str(results.matrix.get("name")), results_dir)
+        entry = find(
+            store, against, str(results.matrix.get("name")), results_dir,
+            configs_of(results.matrix),
+        )  # fmt: skip
     if entry.analysis is None or entry.matrix is None:
         raise HistoryError(f"--against {against}: {entry.label} holds no analysis to compare")
     findings = compare_analyses(

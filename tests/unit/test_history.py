@@ -18,7 +18,7 @@ from hpcbench.bench.analysis import compare
 from hpcbench.bench.references import ReferenceError, check, check_references
 from hpcbench.history import History, HistoryError, compare_against, find, record_results
 from hpcbench.history import store as store_module
-from tests.unit.test_bench_analysis import _small
+from tests.unit.test_bench_analysis import BASE, Matrix, _config, _small
 
 
 @pytest.fixture
@@ -345,3 +345,35 @@ def test_a_tampered_cost_factor_or_history_figure_is_one_line_not_a_traceback(
     err = capsys.readouterr().err.strip()
     assert "samples_per_s: 'many' is not a number (the history was edited by hand)" in err
     assert "\n" not in err
+
+
+def test_against_last_compares_with_a_result_that_measured_these_configurations(
+    history, tmp_path, capsys
+):
+    """Every --configs matrix is named "bench": --against last takes the newest that measured
+    the same configurations (else some of them), says which it took and what it measured, and
+    a figure of one run each is shown before and after, said to be not judged."""
+    same = _small(tmp_path / "same", two_train=52.0)
+    record_results(same)
+    other = tmp_path / "other"
+    m = Matrix(other, [_config("4gpu", 4)], cpu=None, one=None)
+    m.add("4gpu", "timing", BASE, world=4)
+    record_results(m.write())  # newer, same name "test", measured something else
+    new = _small(tmp_path / "new", two_train=60.0)
+    assert cli.main(["compare", str(new), "--against", "last"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("against #1 test (") and "which measured 1dev, 2dev-ddp:" in out, out
+    lone = tmp_path / "lone"
+    m = Matrix(lone, [_config("8gpu", 8)], cpu=None, one=None)
+    m.add("8gpu", "timing", BASE, world=8)
+    m.write()
+    assert cli.main(["compare", str(lone), "--against", "last"]) == 1
+    err = capsys.readouterr().err
+    assert "that measured 8gpu" in err and "--against 2 compares with it all the same" in err
+    one = tmp_path / "one"
+    m = Matrix(one, [_config("4gpu", 4)], cpu=None, one=None)
+    m.add("4gpu", "timing", {**BASE, "train": BASE["train"] * 2}, world=4)
+    m.write()
+    assert cli.main(["compare", str(one), "--against", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "4gpu train time:" in out and "one run each: not judged" in out, out
