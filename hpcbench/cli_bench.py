@@ -273,9 +273,7 @@ def _compare(args: argparse.Namespace) -> int:
     if (args.b is None) == (args.against is None):
         raise MatrixError("compare: give RESULTS_B or --against WHICH (one of them)")
     if args.against is not None:
-        from hpcbench.history import compare_against
-
-        from hpcbench.history import configs_of
+        from hpcbench.history import compare_against, configs_of
 
         entry, findings = compare_against(args.a, args.against)
         measured = ", ".join(sorted(configs_of(entry.matrix))) or "nothing"
