@@ -96,6 +96,7 @@ class PredictConfig:
     stall_timeout: float = 300.0
     path_column: str | None = None
     label_column: str | None = None
+    unlabelled: bool = False
     quiet: bool = False
     explicit_roles: Roles | None = field(default=None, repr=False)
 
@@ -216,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a rank that hears nothing for this long ends the run (a peer died)")  # fmt: skip
     p.add_argument("--path-column", help="CSV input: the column of file paths")
     p.add_argument("--label-column", help="CSV input: the column of labels")
+    p.add_argument("--unlabelled", action="store_true",
+                   help="the images have no labels: an image folder's sub-folders (dates, "
+                   "cameras) are kept as each image's source, a CSV's label column is not read")  # fmt: skip
     p.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
     return p
 

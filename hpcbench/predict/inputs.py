@@ -140,6 +140,85 @@ def _unlabelled_json(path: Path) -> Items | None:
     )
 
 
+def _unlabelled_folder(root: Path, source: Any, asked: bool) -> Items:
+    """An image folder whose sub-folders are not classes (dates, cameras): every image without
+    a label, its sub-folder kept as its source."""
+    subfolders = [os.path.relpath(os.path.dirname(p), root) for p in source.paths]
+    shown = ", ".join(sorted(set(subfolders))[:3]) + (", …" if len(set(subfolders)) > 3 else "")
+    why = "--unlabelled" if asked else "its sub-folders are not the model's classes"
+    return Items(
+        kind="files",
+        description=f"image folder {root}, read as unlabelled images ({why}; sub-folders "
+        f"{shown} kept as each image's source)",
+        names=list(source.names or source.paths),
+        labels=np.full(len(source.paths), UNKNOWN, dtype=np.int64),
+        labelled=False,
+        paths=list(source.paths),
+        sources=subfolders,
+    )
+
+
+def _csv_rows(path: Path) -> list[list[str]]:
+    import csv
+
+    from hpcbench.files import open_regular
+
+    try:
+        with open(open_regular(path), newline="") as fh:
+            return [r for r in csv.reader(fh) if any(c.strip() for c in r)]
+    except FileNotFoundError:
+        raise PredictError(f"{path}: no such file") from None
+    except OSError as err:
+        raise PredictError(f"{path}: cannot be read ({err.strerror or err})") from None
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise PredictError(f"{path}: not a readable CSV ({err})") from None
+
+
+def _csv_has_labels(path: Path, config: Any) -> bool:
+    """Whether a CSV listing gives labels: a label column named (--label-column) or found by
+    its usual names in the header, or a second column in a listing without a header."""
+    from hpcbench.data_prep.csv_table import LABEL_NAMES, PATH_NAMES
+
+    if config.label_column:
+        return True
+    rows = _csv_rows(path)
+    head = [c.strip().lower() for c in rows[0]] if rows else []
+    if any(h in PATH_NAMES + LABEL_NAMES for h in head) or config.path_column:
+        return any(h in LABEL_NAMES for h in head)
+    return all(len(r) > 1 and r[1].strip() for r in rows)
+
+
+def _unlabelled_csv(path: Path, config: Any) -> Items:
+    """A CSV listing of images without labels: the path column (by --path-column or its usual
+    names), else the first column."""
+    from hpcbench.data_prep.csv_table import LABEL_NAMES, PATH_NAMES
+
+    rows = _csv_rows(path)
+    if not rows:
+        raise PredictError(f"--input {path}: empty")
+    head = [c.strip().lower() for c in rows[0]]
+    wanted = [config.path_column.lower()] if config.path_column else list(PATH_NAMES)
+    col = next((head.index(n) for n in wanted if n in head), None)
+    has_header = col is not None or any(h in LABEL_NAMES for h in head)
+    if config.path_column and col is None:
+        raise PredictError(
+            f"{path}: no column {config.path_column!r} in the header (--path-column)"
+        )
+    body = rows[1:] if has_header else rows
+    col = col or 0
+    files = [r[col].strip() for r in body if len(r) > col and r[col].strip()]
+    if not files:
+        raise PredictError(f"--input {path}: no image paths in it")
+    return Items(
+        kind="files",
+        description=f"CSV listing {path} (no labels)",
+        names=files,
+        labels=np.full(len(files), UNKNOWN, dtype=np.int64),
+        labelled=False,
+        paths=[str(path.parent / f) for f in files],
+    )
+
+
 def list_items(config: Any, model_classes: list[str]) -> Items:
     """The items ``config.input`` names, labels mapped to ``model_classes``, cut to ``--limit``."""
     items = _list(config, model_classes)
@@ -199,6 +278,16 @@ def _list(config: Any, model_classes: list[str]) -> Items:
 
             source = image_folder(path)
             where = str(path)
+            known = [c for c in source.classes if c in model_classes]
+            if getattr(config, "unlabelled", False) or not known:
+                return _unlabelled_folder(path, source, bool(getattr(config, "unlabelled", False)))
+            if len(known) < len(source.classes):
+                odd = next(c for c in source.classes if c not in model_classes)
+                raise PredictError(
+                    f"{where}: sub-folder {odd!r} is not one of the model's "
+                    f"{len(model_classes)} classes, while {known[0]!r} is; give --unlabelled "
+                    "to read every sub-folder as unlabelled images (kept as their source)"
+                )
         elif path.suffix.lower() == ".json":
             unlabelled = _unlabelled_json(path)
             if unlabelled is not None:
@@ -210,6 +299,8 @@ def _list(config: Any, model_classes: list[str]) -> Items:
         else:
             from hpcbench.data_prep import csv_table
 
+            if getattr(config, "unlabelled", False) or not _csv_has_labels(path, config):
+                return _unlabelled_csv(path, config)
             source = csv_table(
                 path, path_column=config.path_column, label_column=config.label_column
             )

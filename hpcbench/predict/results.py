@@ -172,6 +172,8 @@ def summary(document: dict[str, Any], paths: tuple[Path, Path], quiet: bool = Fa
         f"classified {measured['items']} image(s) in {measured['seconds']:.2f} s: "
         f"{rate:.1f} images/s ({document['mode']}, {document['world_size']} rank(s))"
     ]
+    if "unlabelled" in str(document.get("input") or "") and not quiet:
+        lines.append(f"input: {printable(document['input'])}")
     plan = None if quiet else document.get("plan")
     if plan and plan["predicted_items_per_s"]:
         predicted = plan["predicted_items_per_s"]

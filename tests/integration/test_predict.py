@@ -293,3 +293,38 @@ def test_a_pipeline_slower_than_one_process_by_its_calibration_is_not_run(traine
     bad = run([*common, "--output-dir", "bad"], trained, ranks=3, HPCBENCH_PREDICT_SLOW_LINK="x")
     assert bad.returncode != 0
     assert "HPCBENCH_PREDICT_SLOW_LINK='x': expected seconds" in bad.stderr
+
+
+def test_new_images_in_dated_folders_and_a_csv_without_labels_are_classified_unlabelled(
+    trained, tmp_path
+):
+    """Users' new images arrive in dated or camera folders, not class folders: read as
+    unlabelled (said in one line), each image's sub-folder kept as its source; a CSV listing
+    without a label column works too; a folder mixing classes and other names asks for
+    --unlabelled."""
+    import shutil
+
+    new = tmp_path / "new"
+    for day, cls in (("2026-11-01", "disc"), ("2026-11-02", "star")):
+        shutil.copytree(trained / "images" / cls, new / day)
+    common = ["--checkpoint", str(trained / "model")]
+    r = run([*common, "--input", str(new), "--output-dir", "o"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "read as unlabelled images (its sub-folders are not the model's classes" in (
+        r.stdout + r.stderr
+    )
+    got = rows(tmp_path / "o")
+    assert len(got) == len(list(new.rglob("*.*"))) and {g["label"] for g in got} == {""}
+    assert {g["source"] for g in got} == {"2026-11-01", "2026-11-02"}
+    listing = tmp_path / "new.csv"
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in new.rglob("*.*"))
+    listing.write_text("file\n" + "".join(f"{f}\n" for f in files))
+    r = run([*common, "--input", str(listing), "--output-dir", "c"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [g["item"] for g in rows(tmp_path / "c")] == files
+    shutil.copytree(trained / "images" / "disc", new / "disc")
+    mixed = run([*common, "--input", str(new), "--output-dir", "m"], tmp_path)
+    assert mixed.returncode == 2 and "give --unlabelled" in mixed.stderr, mixed.stderr
+    forced = run([*common, "--input", str(new), "--unlabelled", "--output-dir", "u"], tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    assert "disc" in {g["source"] for g in rows(tmp_path / "u")}
