@@ -543,3 +543,22 @@ def test_the_best_setting_sentence_says_a_tie_an_indistinguishable_best_and_chan
     assert "not distinguishable" not in clear and "lr = 0.1, with 90.0 %" in clear, clear
     one = best_in_words(_analysis({0.1: (0.9, 1, [0.9, 0.9]), 0.2: (0.5, 1, [0.5, 0.5])}, None))
     assert "(one run: no spread)" in one and "one run of one of them: not distinguishable" in one
+
+
+@pytest.mark.parametrize("epochs", [[1], [1, 2, 3], list(range(1, 31))])
+def test_the_epoch_axis_shows_whole_epochs_with_half_an_epoch_around(epochs):
+    from tests.conftest import need_module
+
+    need_module("matplotlib").use("Agg")
+    from matplotlib.figure import Figure
+
+    from hpcbench.sweep.report import epoch_axis
+
+    ax = Figure().subplots()
+    ax.plot(epochs, [50.0] * len(epochs))
+    epoch_axis(ax, epochs)
+    assert ax.get_xlim() == (epochs[0] - 0.5, epochs[-1] + 0.5)
+    ticks = [t for t in ax.get_xticks() if epochs[0] - 0.5 <= t <= epochs[-1] + 0.5]
+    assert all(float(t).is_integer() for t in ticks)
+    if len(epochs) <= 12:
+        assert list(ticks) == epochs
