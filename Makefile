@@ -35,7 +35,7 @@ system-deps:
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/hpcbench submit jobs/demo.toml --scheduler local --wait
 
-# One pytest, five processes (pytest-xdist, --dist loadgroup: tests/conftest.py groups the tests):
+# One pytest, four processes (pytest-xdist, --dist loadgroup: tests/conftest.py groups the tests):
 # the SLURM cluster's tests in two of them, a module whole in one, one test after the other in each
 # (they share the cluster, and mostly wait for it), the Grid Engine's in another; each integration
 # module whole in one process; unit tests wherever a process is free. The 30 slowest tests are
@@ -43,7 +43,7 @@ demo: $(STAMP)
 # watched at every run.
 PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest --durations=30
 test: $(STAMP) system-deps
-	$(PYTEST) -n 5 --dist loadgroup tests
+	$(PYTEST) -n 4 --dist loadgroup tests
 
 test-fast: $(STAMP) system-deps
 	HPCBENCH_TEST_TIER=fast $(PYTEST) -n 2 --dist loadgroup -m fast tests

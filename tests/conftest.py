@@ -48,7 +48,8 @@ def examples(full: int) -> int:
 def pytest_configure(config):
     """No cluster profile of this machine's or its user's reaches a test (tests that use
     profiles write their own files and point these variables at them), no test's bench lands in
-    the user's results history, and waits poll the test clusters every second."""
+    the user's results history, waits poll the test clusters every second, and torch computes
+    in one thread in every process the tests start."""
     import tempfile
 
     empty = Path(tempfile.mkdtemp(prefix="hpcbench-test-config-"))
@@ -59,6 +60,10 @@ def pytest_configure(config):
     os.environ.pop("HPCBENCH_HISTORY", None)
     # the test clusters answer at once: a job's end is seen within a second, not ten
     os.environ["HPCBENCH_POLL_CEILING"] = "1"
+    # several test processes share two cores: every trainer and predictor they start computes
+    # in one thread (the trainer's own default would give each rank all the cores, and threads
+    # of busy-waiting OpenMP pools would take turns on them)
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def require(tool_ok: bool, reason: str) -> None:
