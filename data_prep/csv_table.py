@@ -26,14 +26,8 @@ PATH_NAMES = ("file", "path", "filename", "file_name", "image", "image_path")
 LABEL_NAMES = ("label", "class", "category", "target", "class_name")
 
 
-def csv_table(
-    path: str | os.PathLike[str],
-    image_root: str | os.PathLike[str] | None = None,
-    path_column: str | None = None,
-    label_column: str | None = None,
-    split_column: str | None = None,
-) -> FileSource:
-    path = Path(path)
+def read_rows(path: Path) -> list[list[str]]:
+    """The non-empty rows of the CSV file ``path`` (a regular file only); DataError naming it."""
     try:
         with open(open_regular(path), newline="") as fh:
             rows = list(csv.reader(fh))
@@ -43,7 +37,18 @@ def csv_table(
         raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
     except (UnicodeDecodeError, csv.Error) as err:
         raise DataError(f"{path}: not a readable CSV ({err})") from None
-    rows = [r for r in rows if any(cell.strip() for cell in r)]
+    return [r for r in rows if any(cell.strip() for cell in r)]
+
+
+def csv_table(
+    path: str | os.PathLike[str],
+    image_root: str | os.PathLike[str] | None = None,
+    path_column: str | None = None,
+    label_column: str | None = None,
+    split_column: str | None = None,
+) -> FileSource:
+    path = Path(path)
+    rows = read_rows(path)
     if not rows:
         raise DataError(f"{path}: empty")
     head = [c.strip().lower() for c in rows[0]]

@@ -158,30 +158,14 @@ def _unlabelled_folder(root: Path, source: Any, asked: bool) -> Items:
     )
 
 
-def _csv_rows(path: Path) -> list[list[str]]:
-    import csv
-
-    from hpcbench.files import open_regular
-
-    try:
-        with open(open_regular(path), newline="") as fh:
-            return [r for r in csv.reader(fh) if any(c.strip() for c in r)]
-    except FileNotFoundError:
-        raise PredictError(f"{path}: no such file") from None
-    except OSError as err:
-        raise PredictError(f"{path}: cannot be read ({err.strerror or err})") from None
-    except (UnicodeDecodeError, csv.Error) as err:
-        raise PredictError(f"{path}: not a readable CSV ({err})") from None
-
-
 def _csv_has_labels(path: Path, config: Any) -> bool:
     """Whether a CSV listing gives labels: a label column named (--label-column) or found by
     its usual names in the header, or a second column in a listing without a header."""
-    from hpcbench.data_prep.csv_table import LABEL_NAMES, PATH_NAMES
+    from hpcbench.data_prep.csv_table import LABEL_NAMES, PATH_NAMES, read_rows
 
     if config.label_column:
         return True
-    rows = _csv_rows(path)
+    rows = read_rows(path)
     head = [c.strip().lower() for c in rows[0]] if rows else []
     if any(h in PATH_NAMES + LABEL_NAMES for h in head) or config.path_column:
         return any(h in LABEL_NAMES for h in head)
@@ -191,9 +175,9 @@ def _csv_has_labels(path: Path, config: Any) -> bool:
 def _unlabelled_csv(path: Path, config: Any) -> Items:
     """A CSV listing of images without labels: the path column (by --path-column or its usual
     names), else the first column."""
-    from hpcbench.data_prep.csv_table import LABEL_NAMES, PATH_NAMES
+    from hpcbench.data_prep.csv_table import LABEL_NAMES, PATH_NAMES, read_rows
 
-    rows = _csv_rows(path)
+    rows = read_rows(path)
     if not rows:
         raise PredictError(f"--input {path}: empty")
     head = [c.strip().lower() for c in rows[0]]
