@@ -223,37 +223,7 @@ def _list(config: Any, model_classes: list[str]) -> Items:
         raise PredictError(f"--input {config.input}: no such file or directory")
     try:
         if path.is_dir() and (path / MANIFEST_NAME).exists():
-            from hpcbench.data.manifest import Manifest
-
-            manifest = Manifest.load(path)
-            split = manifest.split(config.split)
-            if split.labeled:
-                labels = _map_labels(
-                    str(path / MANIFEST_NAME),
-                    manifest.classes,
-                    np.concatenate(
-                        [_shard_column(manifest, s, "labels") for s in split.shards]
-                        or [np.zeros(0, np.int64)]
-                    ),
-                    model_classes,
-                )
-            else:  # stored without labels (-1): nothing to map or to score
-                labels = np.full(split.samples, UNKNOWN, dtype=np.int64)
-            sources, ids = _dataset_sources(manifest, split)
-            return Items(
-                kind="dataset",
-                description=f"dataset {path} ({config.split} split"
-                + ("" if split.labeled else ", unlabeled")
-                + ")",
-                names=[f"{config.split}/{i}" for i in range(split.samples)],
-                labels=labels,
-                labelled=split.labeled,
-                dataset=manifest,
-                split=config.split,
-                sources=sources,
-                ids=ids,
-                class_ids=_class_ids(manifest, model_classes),
-            )
+            return _dataset_items(path, config, model_classes)
         if path.is_dir():
             flat = _flat_folder(path)
             if flat is not None:
@@ -299,6 +269,41 @@ def _list(config: Any, model_classes: list[str]) -> Items:
         labelled=True,
         paths=list(source.paths),
         ids=source.ids,
+    )
+
+
+def _dataset_items(path: Path, config: Any, model_classes: list[str]) -> Items:
+    """The samples of an hpcbench dataset's split, labels mapped to the model's classes."""
+    from hpcbench.data.manifest import Manifest
+
+    manifest = Manifest.load(path)
+    split = manifest.split(config.split)
+    if split.labeled:
+        labels = _map_labels(
+            str(path / MANIFEST_NAME),
+            manifest.classes,
+            np.concatenate(
+                [_shard_column(manifest, s, "labels") for s in split.shards]
+                or [np.zeros(0, np.int64)]
+            ),
+            model_classes,
+        )
+    else:  # stored without labels (-1): nothing to map or to score
+        labels = np.full(split.samples, UNKNOWN, dtype=np.int64)
+    sources, ids = _dataset_sources(manifest, split)
+    return Items(
+        kind="dataset",
+        description=f"dataset {path} ({config.split} split"
+        + ("" if split.labeled else ", unlabeled")
+        + ")",
+        names=[f"{config.split}/{i}" for i in range(split.samples)],
+        labels=labels,
+        labelled=split.labeled,
+        dataset=manifest,
+        split=config.split,
+        sources=sources,
+        ids=ids,
+        class_ids=_class_ids(manifest, model_classes),
     )
 
 

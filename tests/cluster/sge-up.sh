@@ -10,7 +10,7 @@ set -euo pipefail
 RUN=${HPCB_RUN:-/run/hpcbench-slurm}/sge
 export SGE_ROOT=/var/lib/gridengine SGE_CELL=default
 COMMON=$SGE_ROOT/$SGE_CELL/common
-SLOTS=$(nproc)
+SLOTS=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # the cores usable here (nproc alone honours OMP_NUM_THREADS)
 say() { echo "sge-up: $*" >&2; }
 fail() { echo "sge-up: error: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "sge-up: needs root" >&2; exit 3; }

@@ -30,7 +30,7 @@
 set -euo pipefail
 
 NODES=${HPCB_NODES:-2}
-CPUS=${HPCB_CPUS:-$(nproc)}
+CPUS=${HPCB_CPUS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}  # nproc alone honours OMP_NUM_THREADS
 GPUS=${HPCB_GPUS:-2}
 RUN=${HPCB_RUN:-/run/hpcbench-slurm}
 TIMEOUT=${HPCB_TIMEOUT:-60}

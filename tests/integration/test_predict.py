@@ -249,7 +249,9 @@ def test_bad_options_and_inputs_are_one_line_on_every_rank(trained, tmp_path):
         (other / d / "a.jpg").write_bytes(
             (next((trained / "images" / "disc").iterdir())).read_bytes()
         )
-    cases.append((1, ["--checkpoint", model, "--input", str(other)], "class 'giraffe' is not one"))
+    cases.append(
+        (1, ["--checkpoint", model, "--input", str(other)], "sub-folder 'giraffe' is not one")
+    )
     for ranks, args, said in cases:
         r = run([*args, "--output-dir", "o"], tmp_path, ranks=ranks)
         assert r.returncode == 2, (args, r.stderr)

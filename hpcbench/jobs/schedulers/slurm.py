@@ -233,12 +233,12 @@ class SlurmScheduler(Scheduler):
         return gone
 
     def cancel(self, job_ids: Sequence[str]) -> None:
-        """``scancel``; a job SLURM does not have is an error (scancel itself may say so on
-        stderr and still exit 0), naming it: nothing was cancelled for it."""
+        """``scancel --verbose``; a job SLURM does not have is an error naming it (scancel
+        exits 0 for it, and says so only when verbose): nothing was cancelled for it."""
         self.check_ids(job_ids)
         if not job_ids:
             return
-        proc = run_process(["scancel", *job_ids], "scancel")
+        proc = run_process(["scancel", "--verbose", *job_ids], "scancel")
         said = " ".join((proc.stderr or "").split())
         if "Invalid job id" in said:
             named = [j for j in job_ids if re.search(rf"\b{re.escape(j)}\b", said)] or job_ids
