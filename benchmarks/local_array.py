@@ -4,7 +4,8 @@ tasks as single local jobs, in the same run.
 N tasks (``sleep 300``) at most P at a time: as one array (one dispatcher that starts a task's
 supervisor as a slot frees up) and as every local array ran before, a supervisor for each task
 at once: P single jobs running and N - P waiting (after a job that never ends, as they waited
-for a slot); one after the other, R rounds. For each: the memory (the sum of the
+for a slot; the blocker is one more running job on this side); one after the other, R
+rounds. For each: the memory (the sum of the
 resident sets of every process that belongs to the jobs, the dispatcher included) once the
 first P tasks run, the number of those processes, and the seconds ``cancel`` takes for all of
 them. The medians and the ratios array / singles are printed.
@@ -55,6 +56,9 @@ def wait_running(ids: list[str], want: int, timeout: float = 120) -> None:
     sched = get("local")
     deadline = time.monotonic() + timeout
     while sum(s.state == "RUNNING" for s in sched.statuses(ids).values()) < want:
+        failed = [j for j, s in sched.statuses(ids).items() if s.state == "FAILED"]
+        if failed:
+            raise SystemExit(f"job {failed[0]} failed: see its log")
         if time.monotonic() > deadline:
             raise SystemExit(f"fewer than {want} tasks running after {timeout:.0f} s")
         time.sleep(0.2)
@@ -103,6 +107,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         os.environ["HPCBENCH_STATE_DIR"] = str(work / "state")
+        os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
         for _ in range(args.repeats):
             got["one array"].append(array_round(args.tasks, args.parallel, work))
             got["single jobs"].append(singles_round(args.tasks, args.parallel, work))
