@@ -140,20 +140,23 @@ def _unlabelled_json(path: Path) -> Items | None:
     )
 
 
-def _unlabelled_folder(root: Path, source: Any, asked: bool) -> Items:
-    """An image folder whose sub-folders are not classes (dates, cameras): every image without
-    a label, its sub-folder kept as its source."""
-    subfolders = [os.path.relpath(os.path.dirname(p), root) for p in source.paths]
+def _unlabelled_folder(root: Path, asked: bool) -> Items:
+    """An image folder whose sub-folders are not classes (dates, cameras): every image under
+    it without a label, its sub-folder kept as its source."""
+    from hpcbench.data_prep.image_folder import images_under
+
+    paths = images_under(root)
+    subfolders = [os.path.relpath(os.path.dirname(p), root) for p in paths]
     shown = ", ".join(sorted(set(subfolders))[:3]) + (", …" if len(set(subfolders)) > 3 else "")
     why = "--unlabelled" if asked else "its sub-folders are not the model's classes"
     return Items(
         kind="files",
         description=f"image folder {root}, read as unlabelled images ({why}; sub-folders "
         f"{shown} kept as each image's source)",
-        names=list(source.names or source.paths),
-        labels=np.full(len(source.paths), UNKNOWN, dtype=np.int64),
+        names=[os.path.relpath(p, root) for p in paths],
+        labels=np.full(len(paths), UNKNOWN, dtype=np.int64),
         labelled=False,
-        paths=list(source.paths),
+        paths=paths,
         sources=subfolders,
     )
 
@@ -230,18 +233,22 @@ def _list(config: Any, model_classes: list[str]) -> Items:
                 return flat
             from hpcbench.data_prep import image_folder
 
-            source = image_folder(path)
             where = str(path)
-            known = [c for c in source.classes if c in model_classes]
-            if getattr(config, "unlabelled", False) or not known:
-                return _unlabelled_folder(path, source, bool(getattr(config, "unlabelled", False)))
-            if len(known) < len(source.classes):
-                odd = next(c for c in source.classes if c not in model_classes)
+            subfolders = sorted(
+                e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith(".")
+            )
+            known = [c for c in subfolders if c in model_classes]
+            asked = bool(getattr(config, "unlabelled", False))
+            if asked or not known:
+                return _unlabelled_folder(path, asked)
+            if len(known) < len(subfolders):
+                odd = next(c for c in subfolders if c not in model_classes)
                 raise PredictError(
                     f"{where}: sub-folder {odd!r} is not one of the model's "
                     f"{len(model_classes)} classes, while {known[0]!r} is; give --unlabelled "
                     "to read every sub-folder as unlabelled images (kept as their source)"
                 )
+            source = image_folder(path)
         elif path.suffix.lower() == ".json":
             unlabelled = _unlabelled_json(path)
             if unlabelled is not None:

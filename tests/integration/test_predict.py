@@ -307,9 +307,12 @@ def test_new_images_in_dated_folders_and_a_csv_without_labels_are_classified_unl
     import shutil
 
     new = tmp_path / "new"
-    for day, cls in (("2026-11-01", "disc"), ("2026-11-02", "star")):
-        shutil.copytree(trained / "images" / cls, new / day)
     common = ["--checkpoint", str(trained / "model")]
+    shutil.copytree(trained / "images" / "disc", new / "2026-11-01")  # the first day alone
+    first = run([*common, "--input", str(new), "--output-dir", "d1"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert {g["source"] for g in rows(tmp_path / "d1")} == {"2026-11-01"}
+    shutil.copytree(trained / "images" / "star", new / "2026-11-02" / "cam-b")  # deeper too
     r = run([*common, "--input", str(new), "--output-dir", "o"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert "read as unlabelled images (its sub-folders are not the model's classes" in (
@@ -317,7 +320,7 @@ def test_new_images_in_dated_folders_and_a_csv_without_labels_are_classified_unl
     )
     got = rows(tmp_path / "o")
     assert len(got) == len(list(new.rglob("*.*"))) and {g["label"] for g in got} == {""}
-    assert {g["source"] for g in got} == {"2026-11-01", "2026-11-02"}
+    assert {g["source"] for g in got} == {"2026-11-01", "2026-11-02/cam-b"}
     listing = tmp_path / "new.csv"
     files = sorted(p.relative_to(tmp_path).as_posix() for p in new.rglob("*.*"))
     listing.write_text("file\n" + "".join(f"{f}\n" for f in files))
