@@ -131,3 +131,18 @@ def image_folder(root: str | os.PathLike[str]) -> FileSource:
         inputs=[str(root)],
         scanned=[str(root)],
     )
+
+
+def images_under(root: str | os.PathLike[str]) -> list[str]:
+    """Every image file under ``root``, at any depth (each directory entered once, links
+    followed), in sorted order: a folder of new images in dated or camera sub-folders, which
+    are not classes."""
+    top = str(root)
+    try:
+        seen: dict[Key, str] = {_key(os.stat(top)): top}
+    except OSError as err:
+        raise DataError(f"{top}: cannot read the directory ({err.strerror})") from None
+    found = [path for path, _ in _walk(top, seen)]
+    if not found:
+        raise DataError(f"{top}: no images in it or below it ({', '.join(IMAGE_EXTENSIONS)})")
+    return found
