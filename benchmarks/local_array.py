@@ -23,8 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import array_tasks
+
 from hpcbench.jobs.schedulers import get
-from hpcbench.jobs.spec import Array
 from hpcbench.jobs.spec_load import build_spec
 from hpcbench.jobs.submission import submit
 
@@ -65,13 +66,8 @@ def wait_running(ids: list[str], want: int, timeout: float = 120) -> None:
 
 
 def array_round(n: int, p: int, work: Path) -> tuple[int, int, float]:
-    folder = work / f"tasks-{time.time_ns()}"
-    folder.mkdir()
-    for k in range(1, n + 1):
-        (folder / f"{k}.toml").write_text("")
-        (folder / f"{k}.run").write_text(f"t{k}\n")
     s = spec("array")
-    s.array = Array(n, str(folder), str(work / "runs"), max_parallel=p)
+    s.array = array_tasks(work, n, p)
     job = submit(s, "local", cwd=work, preflight=False)
     wait_running(list(job.tasks), p)
     count, rss = held(Path(os.environ["HPCBENCH_STATE_DIR"]))

@@ -21,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from hpcbench.jobs.spec import Array
+from common import array_tasks
+
 from hpcbench.jobs.spec_load import build_spec
 from hpcbench.jobs.submission import submit
 
@@ -33,13 +34,8 @@ def spec(name: str):
 
 
 def array_round(tasks: int, work: Path, scheduler: str) -> tuple[float, list]:
-    folder = work / f"tasks-{time.time_ns()}"
-    folder.mkdir()
-    for k in range(1, tasks + 1):
-        (folder / f"{k}.toml").write_text("")
-        (folder / f"{k}.run").write_text(f"t{k}\n")
     s = spec("array")
-    s.array = Array(tasks, str(folder), str(work / "runs"), max_parallel=tasks)
+    s.array = array_tasks(work, tasks)
     started = time.perf_counter()
     job = submit(s, scheduler, cwd=work, preflight=False)
     return time.perf_counter() - started, [job]
