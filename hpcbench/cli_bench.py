@@ -280,8 +280,8 @@ def _compare(args: argparse.Namespace) -> int:
         print(printable(f"against {entry.label}, which measured {measured}: {entry.directory}"))
     else:
         findings = compare(args.a, args.b)
-    for finding in findings:
-        print(finding)
+    for finding in findings:  # names from results directories: escapes made inert
+        print(printable(finding))
     if not findings:
         print("no change beyond the 95 % intervals")
     return 0

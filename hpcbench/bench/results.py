@@ -208,13 +208,7 @@ def load_results(results_dir: str | Path) -> Results:
         if run_dir:  # an unreadable accounting.json is as good as none: it never fails a report
             run.accounting = load_accounting(run.run_dir)
         if run.status == "completed":
-            mpath = run.run_dir / "metrics.json"
-            run.metrics = _read_json(mpath, "the run is recorded as completed")
-            _check_metrics(mpath, run.metrics)
-            epath = run.run_dir / "energy.json"
-            if run.kind == "energy" and epath.exists():
-                run.energy = _read_json(epath, "")
-                _check_energy(epath, run.energy)
+            _read_run_files(directory, run_dir, run)
         results.runs.append(run)
 
     idle_path = directory / "idle.json"
@@ -224,6 +218,23 @@ def load_results(results_dir: str | Path) -> Results:
             raise AnalysisError(f'{idle_path}: no list of "devices"')
         results.idle = idle
     return results
+
+
+def _read_run_files(directory: Path, run_dir: str, run: Run) -> None:
+    """A completed run's metrics.json (and an energy run's energy.json), each refused if it
+    is a link out of the results directory, never read."""
+    for name in ("metrics.json", "energy.json"):
+        if inside(directory, f"{run_dir}/{name}") is None:
+            raise AnalysisError(
+                f"{run.run_dir / name}: leads out of the results directory: not read"
+            )
+    mpath = run.run_dir / "metrics.json"
+    run.metrics = _read_json(mpath, "the run is recorded as completed")
+    _check_metrics(mpath, run.metrics)
+    epath = run.run_dir / "energy.json"
+    if run.kind == "energy" and epath.exists():
+        run.energy = _read_json(epath, "")
+        _check_energy(epath, run.energy)
 
 
 def phase_times(metrics: dict[str, Any]) -> dict[str, float]:

@@ -61,6 +61,7 @@ def dispatch(state_dir: Path, array_id: str) -> int:
         except SchedulerError as error:
             write_task_failure(sched, task, str(error), NOT_STARTED)
             continue
+        sched._children.remove(proc)  # reaped here alone (a poll elsewhere would steal its end)
         running[proc.pid] = task
         if sched._cancel_mark(task).exists():  # cancelled while it was being started
             task_record = sched._load(task)

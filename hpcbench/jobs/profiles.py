@@ -251,8 +251,6 @@ def read_profiles(path: Path, kind: str = "user") -> dict[str, dict[str, Any]]:
             raise SpecError(f"{path}: profiles.{name}: expected a table of settings")
         for key, value in table.items():
             _check_key(path, name, key, value)
-            if key == "variables" and kind != "site" and isinstance(value, dict):
-                _check_user_variables(path, name, value)
     return profiles
 
 
@@ -306,6 +304,8 @@ def load_profile(name: str | None = None) -> Profile | None:
     files = [("site", site_file()), ("user", user_file())]
     for kind, path in files:
         table = read_profiles(path, kind).get(name)
+        if table is not None and kind == "user" and isinstance(table.get("variables"), dict):
+            _check_user_variables(path, name, table["variables"])  # the chosen profile's alone
         if table is not None:
             profile.layers.append(Layer(f"{kind} profile {name} ({path})", path, table))
     if not profile.layers:

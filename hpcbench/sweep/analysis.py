@@ -95,7 +95,9 @@ def analyse_sweep(results: str | Path) -> dict[str, Any]:
     settings = [_setting(g, metric) for g in groups.values()]
     ranked = [s for s in settings if s["metric"] is not None]
     ranked.sort(key=lambda s: s["metric"]["median"], reverse=higher)
-    classes = {(m.get("run") or {}).get("classes") for g in groups.values() for m in g["metrics"]}
+    said = [m["run"].get("classes") for g in groups.values() for m in g["metrics"]
+            if isinstance(m.get("run"), dict)]  # fmt: skip
+    classes = {c for c in said if isinstance(c, int) and not isinstance(c, bool)} or {None}
     return {
         "sweep": sweep,
         "metric": {"name": metric, "words": words, "higher_is_better": higher, "unit": unit},

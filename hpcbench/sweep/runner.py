@@ -27,6 +27,7 @@ from typing import Any
 from hpcbench.atomic import lock_directory, write_atomically
 from hpcbench.bench.provenance import provenance
 from hpcbench.data.manifest import write_json_atomically
+from hpcbench.files import read_regular
 from hpcbench.jobs import schedulers
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.program_args import check_program_args
@@ -255,9 +256,10 @@ class SweepRunner:
     def _continued(self, st: TaskState) -> str | None:
         """The job a task's script resubmitted itself as (its run directory's
         ``control/continued-as``: SLURM's resubmission, ``NEXT_K``), if it did; None else."""
-        try:
-            text = (self.run_dir(st.task) / "control" / "continued-as").read_text().strip()
-        except OSError:
+        path = self.run_dir(st.task) / "control" / "continued-as"
+        try:  # a regular file of a line (a FIFO there would hang the sweep)
+            text = read_regular(path, 4096).decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
             return None
         cls = schedulers.SCHEDULER_CLASSES.get(st.scheduler or "")
         text = text.split(";", 1)[0]

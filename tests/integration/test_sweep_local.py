@@ -293,3 +293,32 @@ def test_a_job_after_an_array_waits_for_all_its_tasks(workdir):
         "--wait", "--timeout", "60", cwd=workdir, timeout=90,
     )  # fmt: skip
     assert r.returncode != 0 and "ended with status 1" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_a_task_started_while_its_array_is_being_cancelled_is_ended_too(workdir, monkeypatch):
+    """cancel reads the tasks, marks them, then signals: a task its dispatcher started between
+    the reading and the marking (its record had no process yet) is ended all the same."""
+    from hpcbench.jobs.schedulers.local import LocalScheduler
+
+    job = local_array(workdir, 2, ["bash", "-c", "sleep 3; echo finished-$((6 * 7))"], parallel=1)
+    sched = get("local")
+    deadline = time.monotonic() + 30
+    while sched.statuses([job.tasks[0]])[job.tasks[0]].state != "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    real = LocalScheduler._status
+
+    def slow_status(self, job_id):  # widen the window: the second task starts meanwhile
+        if job_id == job.tasks[1]:
+            until = time.monotonic() + 30
+            while self._load(job_id).get("pid") is None and time.monotonic() < until:
+                time.sleep(0.05)
+        return real(self, job_id)
+
+    monkeypatch.setattr(LocalScheduler, "_status", slow_status)
+    sched.cancel([job.job_id])
+    monkeypatch.setattr(LocalScheduler, "_status", real)
+    ended = job.wait(timeout=60)
+    assert ended.state == "CANCELLED", ended
+    out = workdir / "runs" / f"a-{job.tasks[1]}.out"
+    assert "finished-42" not in (out.read_text() if out.exists() else ""), out.read_text()

@@ -717,6 +717,8 @@ def test_a_fifo_a_device_or_a_huge_file_in_a_results_directory_is_one_line(tmp_p
     where = root / "runs/1dev/timing-02" if name == "metrics.json" else root
     _hostile(where / name, kind)
     why = "not a regular file" if kind != "129 MiB" else "larger than 134,217,728 bytes"
+    if kind == "link to /dev/zero" and name == "metrics.json":  # a run's file: inside() first
+        why = "leads out of the results directory"
     _one_line_error(root, rf"{name}: {why}")
 
 
@@ -839,3 +841,25 @@ def test_a_sweeps_tables_hold_no_formula(tmp_path):
     paths = sweep_tables(analyse_sweep(root), tmp_path / "out")
     cells = [c for p in paths for row in csv.reader(p.open()) for c in row]
     assert f"'{FORMULA}" in cells and not [c for c in cells if c.startswith("=")], cells
+
+
+def test_a_runs_metrics_or_energy_linked_out_of_the_results_is_refused_unread(tmp_path):
+    """run_dir inside, but its metrics.json (or energy.json) a link to a file elsewhere: the
+    report never reads files outside the results directory it was given."""
+    root = _small(tmp_path / "r", two_train=52.0)
+    elsewhere = _small(tmp_path / "e", two_train=52.0) / "runs/1dev/timing-02/metrics.json"
+    metrics = root / "runs/1dev/timing-02/metrics.json"
+    metrics.unlink()
+    metrics.symlink_to(elsewhere)
+    _one_line_error(root, r"timing-02/metrics\.json: leads out of the results directory")
+
+
+def test_compare_prints_names_with_their_escapes_inert(tmp_path):
+    from tests.conftest import hpcbench
+
+    a = _small(tmp_path / "a", two_train=52.0)
+    m = Matrix(tmp_path / "b", [_config("evil\x1b]0;pwned\x07\x1b[2J", 1)], cpu=None, one=None)
+    m.add("evil\x1b]0;pwned\x07\x1b[2J", "timing", BASE)
+    r = hpcbench("compare", str(a), str(m.write()), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "evil\\x1b]0;pwned" in r.stdout, r.stdout

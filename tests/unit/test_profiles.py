@@ -217,6 +217,9 @@ def test_variables_that_change_how_programs_load_are_refused_from_the_users_file
         load_spec(profile="c")
     assert str(err.value).startswith(f"{user}: profiles.c.variables.{name}: changes how programs")
     assert "job spec" in str(err.value)  # where the user sets it for one job, in plain sight
+    # another profile of the file is not refused for it (profile list, --profile other)
+    write(user, f'[profiles.c]\nvariables = {{ {name} = "/x" }}\n[profiles.d]\npartition = "p"\n')
+    assert load_spec(profile="d").resources.partition == "p"
     # the site's file (root's, or its admin's, writable by no one else) may set it
     user.unlink()
     write(site, f'[profiles.c]\nvariables = {{ {name} = "/opt/site/lib" }}\n')

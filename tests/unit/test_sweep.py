@@ -562,3 +562,22 @@ def test_the_epoch_axis_shows_whole_epochs_with_half_an_epoch_around(epochs):
     assert all(float(t).is_integer() for t in ticks)
     if len(epochs) <= 12:
         assert list(ticks) == epochs
+
+
+def test_an_odd_run_block_or_a_fifo_in_a_sweep_never_stops_its_report_or_runner(tmp_path):
+    """A metrics.json whose run block is not a table leaves the number of classes unknown; a
+    FIFO as a task's control/continued-as is not read (it would hang the sweep)."""
+    import os
+
+    from hpcbench.sweep.analysis import analyse_sweep
+    from hpcbench.sweep.runner import SweepRunner, TaskState
+
+    root = _sweep_results(tmp_path / "s", ["lr=0.1,rep=1", "lr=0.1,rep=2"])
+    for run, block in (("lr=0.1,rep=1", '"x"'), ("lr=0.1,rep=2", '{"classes": [9]}')):
+        (root / "runs" / run / "metrics.json").write_text(f'{{"validation": 0.5, "run": {block}}}')
+    assert analyse_sweep(root)["classes"] is None
+    runner = SweepRunner(sweep_of(axes={"lr": [0.1]}), tmp_path / "r", cwd=tmp_path)
+    control = runner.run_dir(runner.tasks[0]) / "control"
+    control.mkdir(parents=True)
+    os.mkfifo(control / "continued-as")
+    assert runner._continued(TaskState(runner.tasks[0], job_id="77_1", scheduler="slurm")) is None

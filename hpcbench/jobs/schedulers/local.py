@@ -493,7 +493,8 @@ class LocalScheduler(Scheduler):
                 return JobStatus(RUNNING, None, f"being cancelled ({len(left)} processes left)")
             return JobStatus(CANCELLED, code, "cancelled by the user")
         if self._supervisor_alive(record):
-            if record.get("array_task") and not self._started_mark(job_id).exists():
+            task = record.get("array_task") or record.get("slots")  # "slots": an older record
+            if task and not self._started_mark(job_id).exists():
                 return JobStatus(PENDING, None, "waiting for a free slot of its array")
             return JobStatus(RUNNING)
         if (code := self._exit_code(job_id)) is not None:  # finished between the two checks
@@ -553,12 +554,13 @@ class LocalScheduler(Scheduler):
                 raise SchedulerError(
                     f"cancel: local job {job_id} was started on host {host}; cancel it there"
                 )
-        active = [(j, r) for j, r in chosen if not self._status(j).finished]
-        for job_id, _ in active:
+        active = [j for j, _ in chosen if not self._status(j).finished]
+        for job_id in active:
             with contextlib.suppress(FileExistsError):
                 _create_exclusively(self._cancel_mark(job_id))
-        for job_id, record in active:
-            if record.get("pid") is not None and not self._elsewhere(record):
+        for job_id in active:  # read again: an array's task may have been started meanwhile
+            record = self._load(job_id)
+            if record and record.get("pid") is not None and not self._elsewhere(record):
                 self._terminate(job_id, record)
 
     def _terminate(self, job_id: str, record: dict[str, Any]) -> None:
