@@ -137,13 +137,14 @@ def find(
         configurations, else the newest that measured some of them (matrices made with
         --configs all share one name: one that measured none of them is another matrix)."""
         candidates = [e for e in entries if e.directory != skip and e.kind == "bench"]
-        if same is None:
-            candidates = candidates[:1]
-        for fits in (lambda c: c == same, lambda c: bool(c & same)) if same else [bool]:
-            for entry in candidates:
-                if fits(configs_of(entry.matrix)):
-                    return entry
-        if candidates and same is not None:
+        if candidates and not same:
+            return candidates[0]
+        if candidates:
+            found = next((e for e in candidates if configs_of(e.matrix) == same), None) or next(
+                (e for e in candidates if configs_of(e.matrix) & same), None
+            )
+            if found is not None:
+                return found
             other = candidates[0]
             raise HistoryError(
                 f"--against {against}: {what} that measured {', '.join(sorted(same))} in "

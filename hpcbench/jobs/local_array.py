@@ -33,7 +33,7 @@ def dispatch(state_dir: Path, array_id: str) -> int:
     plan = record["plan"]
     tasks = [str(t) for t in record["array"]]
     parallel = max(1, int(plan["max_parallel"]))
-    running: dict[int, str] = {}  # supervisor PID -> task
+    running: set[int] = set()  # the PIDs of the supervisors started and not yet reaped
 
     def reap(block: bool) -> None:
         while running:
@@ -44,7 +44,7 @@ def dispatch(state_dir: Path, array_id: str) -> int:
                 return
             if pid == 0:
                 return
-            running.pop(pid, None)
+            running.discard(pid)
             block = False
 
     for index, task in enumerate(tasks, 1):
@@ -55,14 +55,14 @@ def dispatch(state_dir: Path, array_id: str) -> int:
         out, err = (Path(p) for p in plan["logs"][index - 1])
         try:
             proc = sched._launch(
-                task, Path(plan["script"]), Path(plan["cwd"]), (out, err), [], "task",
+                task, Path(plan["script"]), Path(record["cwd"]), (out, err), [], "task",
                 {"HPCBENCH_ARRAY_INDEX": str(index)},
             )  # fmt: skip
         except SchedulerError as error:
             write_task_failure(sched, task, str(error), NOT_STARTED)
             continue
         sched._children.remove(proc)  # reaped here alone (a poll elsewhere would steal its end)
-        running[proc.pid] = task
+        running.add(proc.pid)
         if sched._cancel_mark(task).exists():  # cancelled while it was being started
             task_record = sched._load(task)
             if task_record is not None and task_record.get("pid") is not None:

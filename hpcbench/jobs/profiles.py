@@ -30,8 +30,8 @@ passes the checks and the quoting of the job spec field it fills. A malformed fi
 Yet a profile's ``venv``, ``modules`` and ``variables`` land in every script rendered with it, so
 whoever can write a profiles file chooses what every job runs. As OpenSSH treats its config, a
 profiles file must be a regular file owned by root or the reader and writable by no one else
-(group or others); and the user's file may not set the variables that change how programs load
-(:data:`LOADER_VARIABLES`): a job spec's ``[environment] variables`` sets them for one job, in
+(group or others); and a profile chosen from the user's file may not set the variables that
+change how programs load (:data:`LOADER_VARIABLES`): a job spec's ``[environment] variables`` sets them for one job, in
 plain sight, and the site's file (its administrators') may set them for everyone.
 """
 
@@ -58,8 +58,8 @@ PROFILE_VAR = "HPCBENCH_PROFILE"
 SITE_VAR = "HPCBENCH_SITE_CONFIG"
 SITE_FILE = Path("/etc/hpcbench/profiles.toml")
 MAX_PROFILE_BYTES = 1 << 20
-#: variables that change which code a program loads or what a shell runs first: refused from the
-#: user's profiles file (a job spec or the site's file may set them)
+#: variables that change which code a program loads or what a shell runs first: refused from a
+#: profile of the user's file (a job spec or the site's file may set them)
 LOADER_VARIABLES = frozenset(
     {
         "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_PROFILE", "LD_DEBUG_OUTPUT",
@@ -228,9 +228,9 @@ def _read_trusted(path: Path) -> bytes | None:
     return raw
 
 
-def read_profiles(path: Path, kind: str = "user") -> dict[str, dict[str, Any]]:
+def read_profiles(path: Path) -> dict[str, dict[str, Any]]:
     """The profiles of one file (name -> table), each key checked for its kind; {} when the
-    file does not exist. ``kind`` is whose file it is: ``"site"`` or ``"user"``."""
+    file does not exist."""
     raw = _read_trusted(path)
     if raw is None:
         return {}
@@ -303,14 +303,14 @@ def load_profile(name: str | None = None) -> Profile | None:
     profile = Profile(name)
     files = [("site", site_file()), ("user", user_file())]
     for kind, path in files:
-        table = read_profiles(path, kind).get(name)
+        table = read_profiles(path).get(name)
         if table is not None and kind == "user" and isinstance(table.get("variables"), dict):
             _check_user_variables(path, name, table["variables"])  # the chosen profile's alone
         if table is not None:
             profile.layers.append(Layer(f"{kind} profile {name} ({path})", path, table))
     if not profile.layers:
         shown = " or ".join(str(p) for _, p in files)
-        known = sorted({n for k, p in files for n in read_profiles(p, k)})
+        known = sorted({n for _, p in files for n in read_profiles(p)})
         more = f" (profiles there: {', '.join(known)})" if known else ""
         raise SpecError(f"profile {name!r}: not in {shown}{more}")
     return profile
@@ -318,8 +318,9 @@ def load_profile(name: str | None = None) -> Profile | None:
 
 def profile_names() -> list[tuple[str, str]]:
     """Every profile of the site's and the user's file: (name, file)."""
-    files = (("site", site_file()), ("user", user_file()))
-    return [(name, str(path)) for kind, path in files for name in read_profiles(path, kind)]
+    return [
+        (name, str(path)) for path in (site_file(), user_file()) for name in read_profiles(path)
+    ]
 
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+")

@@ -161,26 +161,24 @@ def _unlabelled_folder(root: Path, asked: bool) -> Items:
     )
 
 
-def _csv_has_labels(path: Path, config: Any) -> bool:
-    """Whether a CSV listing gives labels: a label column named (--label-column) or found by
-    its usual names in the header, or a second column in a listing without a header."""
-    from hpcbench.data_prep.csv_table import LABEL_NAMES, PATH_NAMES, read_rows
+def _csv_has_labels(rows: list[list[str]], config: Any) -> bool:
+    """Whether a CSV listing's ``rows`` give labels: a label column named (--label-column) or
+    found by its usual names in the header, or a second column in a listing without a header."""
+    from hpcbench.data_prep.csv_table import LABEL_NAMES, PATH_NAMES
 
     if config.label_column:
         return True
-    rows = read_rows(path)
     head = [c.strip().lower() for c in rows[0]] if rows else []
     if any(h in PATH_NAMES + LABEL_NAMES for h in head) or config.path_column:
         return any(h in LABEL_NAMES for h in head)
     return all(len(r) > 1 and r[1].strip() for r in rows)
 
 
-def _unlabelled_csv(path: Path, config: Any) -> Items:
-    """A CSV listing of images without labels: the path column (by --path-column or its usual
-    names), else the first column."""
-    from hpcbench.data_prep.csv_table import LABEL_NAMES, PATH_NAMES, read_rows
+def _unlabelled_csv(path: Path, rows: list[list[str]], config: Any) -> Items:
+    """A CSV listing of images without labels (its ``rows``): the path column (by
+    --path-column or its usual names), else the first column."""
+    from hpcbench.data_prep.csv_table import LABEL_NAMES, PATH_NAMES
 
-    rows = read_rows(path)
     if not rows:
         raise PredictError(f"--input {path}: empty")
     head = [c.strip().lower() for c in rows[0]]
@@ -238,7 +236,7 @@ def _list(config: Any, model_classes: list[str]) -> Items:
                 e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith(".")
             )
             known = [c for c in subfolders if c in model_classes]
-            asked = bool(getattr(config, "unlabelled", False))
+            asked = bool(config.unlabelled)
             if asked or not known:
                 return _unlabelled_folder(path, asked)
             if len(known) < len(subfolders):
@@ -259,9 +257,11 @@ def _list(config: Any, model_classes: list[str]) -> Items:
             where = str(path)
         else:
             from hpcbench.data_prep import csv_table
+            from hpcbench.data_prep.csv_table import read_rows
 
-            if getattr(config, "unlabelled", False) or not _csv_has_labels(path, config):
-                return _unlabelled_csv(path, config)
+            rows = read_rows(path)
+            if config.unlabelled or not _csv_has_labels(rows, config):
+                return _unlabelled_csv(path, rows, config)
             source = csv_table(
                 path, path_column=config.path_column, label_column=config.label_column
             )

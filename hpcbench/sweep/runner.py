@@ -79,6 +79,7 @@ class SweepRunner:
         self.template_dirs = template_dirs
         self.tasks = sweep.tasks()
         self.submissions: list[dict[str, Any]] = []
+        self._preflighted: int | None = None  # the array size the scheduler's preflight passed
 
     # ----------------------------------------------------------------------- the directory
 
@@ -366,9 +367,12 @@ class SweepRunner:
     def preflight(self, count: int) -> None:
         """Refuse now what the scheduler would refuse of an array of ``count`` tasks (SLURM's
         MaxArraySize, the partition's limits): before the sweep writes a file."""
+        if count == self._preflighted:  # asked already (a new sweep: when it was opened)
+            return
         spec = self.array_spec(count, self.results / "submissions")
         name, _ = resolve_scheduler(spec, self.scheduler)
         schedulers.get(name).preflight(spec)
+        self._preflighted = count
 
     def submit(self, tasks: Sequence[Task]) -> Job:
         """Submit ``tasks`` as one array job: checked first, then their settings files, then

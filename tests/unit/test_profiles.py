@@ -181,7 +181,10 @@ def test_a_profiles_file_owned_by_another_user_is_refused(files):
 
     site, _ = files
     write(site, '[profiles.c]\nvenv = "/opt/venv"\n')
-    os.chown(site, 4242, -1) if os.geteuid() == 0 else pytest.skip("chown needs root")
+    from tests.conftest import require
+
+    require(os.geteuid() == 0, "root (to give the file another owner)")
+    os.chown(site, 4242, -1)
     with pytest.raises(SpecError) as err:
         load_spec(profile="c")
     assert str(err.value) == (

@@ -282,7 +282,6 @@ class LocalScheduler(Scheduler):
             "submitted": time.time(),
             "plan": {
                 "script": str(script_path),
-                "cwd": str(cwd),
                 "max_parallel": array.max_parallel or array.size,
                 "logs": [[str(out), str(err)] for out, err in logs(array_id)],
             },
