@@ -16,7 +16,8 @@ script around this interpreter (a symbolic link would lose a virtual environment
 local scheduler's job scripts call ``python``). This checkout comes first on ``PYTHONPATH``: the
 code measured and the tests run are this checkout's. The machine's mpi4py must be built for an
 MPI whose ``mpiexec`` is the one on ``PATH`` (MPICH's wheel, or the machine's own MPI: then leave
-``mpich`` out of the wheels). ``--only NAME,NAME`` runs those steps; ``--list`` names them; ``--device cpu
+``mpich`` out of the wheels). ``--only NAME,NAME`` runs those steps (named as below and in
+``log.txt``); ``--tests-matching EXPR`` narrows the tests (pytest's ``-k``); ``--device cpu
 --quick`` rehearses the whole script on a CPU in a few minutes (figures meaningless there).
 
 Steps and figures (ResNet-34 on the built-in 197×148 set, global batch 128, the reference
@@ -43,6 +44,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -360,11 +362,13 @@ def run_all(a: argparse.Namespace, runner: Runner) -> None:
     # the project's tests on this machine (CI never has a GPU)
     if not a.no_tests:
         for name, limit, paths in (
-            ("pytest-integration", 200, list(TESTS)),
+            ("pytest-integration", 280, list(TESTS)),
             ("pytest-unit", 90, ["tests/unit"]),
         ):
             log = out / f"{name}.txt"
             workers = ["-n", str(a.test_workers)] if importlib.util.find_spec("xdist") else []
+            if a.tests_matching:
+                workers += ["-k", shlex.quote(a.tests_matching)]
             rc = runner.step(
                 name,
                 limit,
@@ -431,6 +435,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="a small model and few steps")
     ap.add_argument("--no-tests", action="store_true")
     ap.add_argument("--test-workers", type=int, default=12)
+    ap.add_argument("--tests-matching", metavar="EXPR", default="", help="pytest's -k for the tests")
     a = ap.parse_args()
     if a.prepare:
         prepare(a.prepare, a.python_version)

@@ -8,7 +8,8 @@ sends itself SIGUSR2, as the scheduler does before a time limit: the run checkpo
 requeue), ``disk-full`` (rank 0's checkpoint write at that step fails with ENOSPC half-way),
 ``drift`` (from that step on the rank nudges its parameters after every step: a replica that departs)
 and ``other-device`` (the same, from a rank that counts as a device of its own kind, as a CPU rank
-beside GPU ranks: :mod:`hpcbench.train.replicas`).
+beside GPU ranks: :mod:`hpcbench.train.replicas`; under ``mpi`` that rank also copies its
+gradients in and out of host buckets, as a GPU rank without CUDA-aware MPI does).
 
 The slow-step drill, ``HPCBENCH_STEP_DELAY=SECONDS``, makes every rank sleep that long before each
 training step: a tiny model then runs as long as a big one would, with its small checkpoints, so a

@@ -37,6 +37,8 @@ def test_a_rank_on_another_kind_of_device_is_resynchronised_and_checkpoints_go_o
         "5",
         "--rank-weights",
         "3,1",
+        "--device",
+        "cpu",  # the drill is the other kind (a machine's GPU would make rank 0 a third)
         fail_at="1:2:other-device",
     )
     assert r.returncode == 0, r.stdout + r.stderr
@@ -51,10 +53,28 @@ def test_a_rank_on_another_kind_of_device_is_resynchronised_and_checkpoints_go_o
 
 
 def test_a_departing_replica_on_one_kind_of_device_still_stops_the_run(data, tmp_path):
-    r = train("mpi", 2, data, tmp_path / "run", fail_at="1:2:drift")
+    r = train("mpi", 2, data, tmp_path / "run", "--device", "cpu", fail_at="1:2:drift")
     assert r.returncode != 0
     assert "the model replicas differ between ranks at step 3" in r.stdout + r.stderr
     assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_a_rank_staging_its_gradients_adds_channels_last_weights_element_by_element(
+    data, tmp_path
+):
+    """A GPU rank beside CPU ranks copies its gradients through host buckets while the CPU ranks'
+    gradients are the buckets: both must lay a channels_last weight out the same way, or the
+    all-reduce adds unrelated elements and the model learns something else."""
+    runs = {}
+    for name, extra in (("plain", ()), ("channels-last", ("--channels-last",))):
+        out = tmp_path / name
+        r = train("mpi", 2, data, out, "--device", "cpu", *extra, fail_at="1:0:other-device")
+        assert r.returncode == 0, r.stdout + r.stderr
+        runs[name] = json.loads((out / "metrics.json").read_text())
+    assert runs["channels-last"]["config"]["channels_last"] is True
+    assert [e["train_loss"] for e in runs["channels-last"]["epochs"]] == pytest.approx(
+        [e["train_loss"] for e in runs["plain"]["epochs"]], rel=1e-4
+    )
 
 
 def test_a_mixed_run_stopped_at_a_resynchronisation_resumes_bit_exactly(data, tmp_path):

@@ -38,16 +38,25 @@ def metrics(run_dir):
     return json.loads((run_dir / "metrics.json").read_text())
 
 
+# On a CPU the two memory layouts run the same arithmetic. On a GPU cuDNN runs other kernels for
+# NHWC, in TF32 (PyTorch's default for convolutions on Ampere and later): measured on an H200,
+# the losses of 16 steps agree within 2e-4 but single weights of the first convolution move by up
+# to 0.009. "The same" there is the same within rounding of that size (a layout mistake in the
+# gradients' sums moves the loss by per cent: the loss check catches it).
+ON_GPU = torch.cuda.is_available()
+LOSS_REL, WEIGHT_RTOL, WEIGHT_ATOL = (2e-3, 5e-2, 2e-2) if ON_GPU else (1e-4, 1e-3, 1e-5)
+
+
 def assert_learns_the_same(a, b):
     ma, mb = metrics(a), metrics(b)
     assert [e["train_loss"] for e in ma["epochs"]] == pytest.approx(
-        [e["train_loss"] for e in mb["epochs"]], rel=1e-4
+        [e["train_loss"] for e in mb["epochs"]], rel=LOSS_REL
     )
     assert ma["test"]["accuracy"] == pytest.approx(mb["test"]["accuracy"], abs=0.02)
     wa, wb = final_weights(a), final_weights(b)
     assert wa.keys() == wb.keys()  # the model's own names: no wrapper's prefix
     for name in wa:
-        torch.testing.assert_close(wa[name], wb[name], rtol=1e-3, atol=1e-5)
+        torch.testing.assert_close(wa[name], wb[name], rtol=WEIGHT_RTOL, atol=WEIGHT_ATOL)
 
 
 @pytest.mark.parametrize("strategy,ranks", [("single", 1), ("mpi", 2), ("ddp", 2)])

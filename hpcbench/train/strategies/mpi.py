@@ -46,6 +46,7 @@ import torch
 from torch import nn
 
 from hpcbench.train.config import ConfigError, TrainConfig
+from hpcbench.train.drills import drill_for
 from hpcbench.train.runtime import Runtime
 from hpcbench.train.strategies.base import Strategy
 
@@ -109,6 +110,15 @@ def _dense(p: torch.Tensor) -> bool:
     )
 
 
+def slot(flat: torch.Tensor, lo: int, hi: int, p: torch.Tensor) -> torch.Tensor:
+    """``p``'s slice of a bucket, shaped as ``p`` and laid out as ``p`` is in memory (a
+    channels_last weight's elements in NHWC order). Every rank lays its buckets out so, whether
+    its gradients are the slices themselves or are copied in and out of them (a GPU rank beside
+    CPU ranks), so that the all-reduce adds each element to the same element of every rank."""
+    part = flat[lo:hi]
+    return part.as_strided(p.shape, p.stride()) if _dense(p) else part.view(p.shape)
+
+
 WIRE_TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -153,6 +163,8 @@ class MPIStrategy(Strategy):
                 or (config.cuda_aware_mpi == "auto" and mpi_takes_cuda_buffers())
             )
         )
+        drill = drill_for(runtime.rank)  # it rehearses a GPU rank beside CPU ranks: staged
+        self.rehearses_staging = drill is not None and drill.mode == "other-device"
         self._bucket_of: dict[nn.Parameter, int] = {}
         self._next = 0  # the next bucket to stage (in order)
         self._staged: list[Bucket] = []  # staged, not yet started (in order)
@@ -197,7 +209,7 @@ class MPIStrategy(Strategy):
             device=device,
             pin_memory=self.runtime.device.type == "cuda" and device.type == "cpu",
         )
-        views = all(
+        views = not self.rehearses_staging and all(
             p.device == flat.device and p.dtype == torch.float32 and _dense(p) for p in params
         )
         spans, at = [], 0
@@ -205,7 +217,7 @@ class MPIStrategy(Strategy):
             spans.append((at, at + p.numel()))
             self._bucket_of[p] = len(self.buckets)
             if views:  # in the parameter's own layout (channels_last too): what fused steps want
-                p.grad = flat[at : at + p.numel()].as_strided(p.shape, p.stride())
+                p.grad = slot(flat, at, at + p.numel(), p)
             at += p.numel()
         bucket = Bucket(params, flat, spans, views=views, pending=len(params))
         if self.wire_type is not None:
@@ -299,7 +311,7 @@ class MPIStrategy(Strategy):
                         if p.grad is None:
                             b.flat[lo:hi].zero_()
                         else:
-                            b.flat[lo:hi].copy_(p.grad.reshape(-1))
+                            slot(b.flat, lo, hi, p).copy_(p.grad)
                 else:
                     if b.returned is not None:  # last step's sums have left the host bucket
                         b.returned.synchronize()
@@ -311,7 +323,7 @@ class MPIStrategy(Strategy):
                             if p.grad is None:
                                 b.flat[lo:hi].zero_()
                             else:
-                                b.flat[lo:hi].copy_(p.grad.reshape(-1), non_blocking=True)
+                                slot(b.flat, lo, hi, p).copy_(p.grad, non_blocking=True)
                         b.ready = torch.cuda.Event()
                         b.ready.record(self._copy_stream)
         self._staged.append(b)
@@ -370,7 +382,7 @@ class MPIStrategy(Strategy):
                 gpu = self._copy_stream is not None  # from pinned memory, without waiting
                 with torch.no_grad(), self.breakdown.part("bucket_copy"):
                     for p, (lo, hi) in zip(b.params, b.spans, strict=True):
-                        summed = b.flat[lo:hi].view_as(p)
+                        summed = slot(b.flat, lo, hi, p)
                         if p.grad is None:  # an unused parameter: in its own layout
                             p.grad = torch.empty_like(p)
                         p.grad.copy_(summed, non_blocking=gpu)
