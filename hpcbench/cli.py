@@ -283,6 +283,9 @@ def _split_program_args(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hpcbench.launch import line_buffered_output
+
+    line_buffered_output()  # progress reaches a pipe, a tee or a job's log as it happens
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["train"], ["predict"]):  # programs of their own, not subcommands
         print(

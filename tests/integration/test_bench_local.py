@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,37 @@ strategy = "single"
 """
     )
     return path
+
+
+def test_progress_reaches_a_pipe_as_it_happens(workdir, bench_data):
+    """``hpcbench bench | tee log`` (or a job's log file): each progress line is written when it
+    happens, not held back in a buffer until the matrix ends."""
+    require(have_module("torch"), "torch")
+    (workdir / "one.toml").write_text(
+        f"""name = "piped"
+repetitions = 1
+energy_repetitions = 0
+trainer_args = {json.dumps(["--data", str(bench_data), *TRAIN])}
+[[config]]
+name = "slow"
+strategy = "single"
+"""
+    )
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
+           "HPCBENCH_STEP_DELAY": "1"}  # fmt: skip (4 steps: the run lasts 4 s and more)
+    env.pop("PYTHONUNBUFFERED", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcbench", "bench", "one.toml", "--scheduler", "local"],
+        cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    arrived = None
+    for line in proc.stdout:
+        if arrived is None and line.startswith("[1/1] slow timing 1: job "):
+            arrived = time.monotonic()
+    proc.wait(timeout=300)
+    ended = time.monotonic()
+    assert proc.returncode == 0, proc.stderr.read()
+    assert arrived is not None and ended - arrived > 3, "the job's line came only at the end"
 
 
 def test_a_failed_run_is_recorded_and_a_stopped_matrix_resumes(workdir, bench_data):
