@@ -41,11 +41,7 @@ demo: $(STAMP)
 # module whole in one process; unit tests wherever a process is free. The 30 slowest tests are
 # printed so that the budget (docs/contributing.md: under 15 minutes, the fast tier under 5) is
 # watched at every run.
-# The tests' temporary files (datasets, runs, checkpoints, each fsynced as hpcbench does) go to
-# memory where /dev/shm is a writable tmpfs, unless TMPDIR says otherwise: on a disk, their fsyncs
-# and the clusters' wait on one another.
-TEST_TMPDIR := $(or $(TMPDIR),$(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm),/tmp)
-PYTEST := TMPDIR="$(TEST_TMPDIR)" PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest --durations=30
+PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest --durations=30
 test: $(STAMP) system-deps
 	$(PYTEST) -n 4 --dist loadgroup tests
 

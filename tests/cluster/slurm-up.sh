@@ -264,8 +264,6 @@ fi
 if [ "$ACCOUNTING" = 1 ]; then
   # 6a. MariaDB: a fresh data directory of its own, reachable on 127.0.0.1 only; the database
   # user slurmdbd logs in with gets a new random password each time (only in slurmdbd.conf, 0600)
-  # and no flush to disk at each commit (a throwaway database: the accounting is as real, and its
-  # fsyncs no longer stall every other test's writes on a loaded 2-core machine)
   db=$RUN/db
   rm -rf "${db:?}" && mkdir -p "$db/data" && chown -R mysql:mysql "$db" && chmod 700 "$db"
   mariadb-install-db --no-defaults --datadir="$db/data" --user=mysql --skip-test-db \
@@ -273,9 +271,7 @@ if [ "$ACCOUNTING" = 1 ]; then
     || { tail -n 5 "$RUN/db-install.log" >&2; fail "mariadb-install-db failed"; }
   runuser -u mysql -- /usr/sbin/mariadbd --no-defaults --datadir="$db/data" --socket="$db/mysqld.sock" \
     --pid-file="$db/mysqld.pid" --bind-address=127.0.0.1 --port="$DB_PORT" --log-error="$RUN/db.err" \
-    --innodb-buffer-pool-size=128M --innodb-lock-wait-timeout=900 \
-    --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 --sync-binlog=0 \
-    </dev/null >/dev/null 2>&1 &
+    --innodb-buffer-pool-size=128M --innodb-lock-wait-timeout=900 </dev/null >/dev/null 2>&1 &
   db_up() { mariadb --no-defaults --socket="$db/mysqld.sock" -u root -e 'select 1'; }
   wait_for "$TIMEOUT" db_up || fail "mariadbd does not answer after ${TIMEOUT}s"
   cp "$db/mysqld.pid" "$RUN/mariadbd.pid"
