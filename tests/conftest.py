@@ -53,6 +53,7 @@ def pytest_configure(config):
     import tempfile
 
     empty = Path(tempfile.mkdtemp(prefix="hpcbench-test-config-"))
+    config._hpcbench_config_dir = empty  # removed when the session ends (pytest_unconfigure)
     os.environ["HPCBENCH_SITE_CONFIG"] = str(empty / "site-profiles.toml")
     os.environ["XDG_CONFIG_HOME"] = str(empty / "config")
     os.environ.pop("HPCBENCH_PROFILE", None)
@@ -67,6 +68,15 @@ def pytest_configure(config):
     # the files tests write have the usual modes whatever the umask they run under (a profiles
     # file that group members may write is refused, as OpenSSH refuses its config)
     os.umask(0o022)
+
+
+def pytest_unconfigure(config):
+    """The session's own configuration directory goes (each process made its own)."""
+    import shutil
+
+    made = getattr(config, "_hpcbench_config_dir", None)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 def require(tool_ok: bool, reason: str) -> None:
