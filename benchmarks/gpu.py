@@ -435,7 +435,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="a small model and few steps")
     ap.add_argument("--no-tests", action="store_true")
     ap.add_argument("--test-workers", type=int, default=12)
-    ap.add_argument("--tests-matching", metavar="EXPR", default="", help="pytest's -k for the tests")
+    ap.add_argument(
+        "--tests-matching", metavar="EXPR", default="", help="pytest's -k for the tests"
+    )
     a = ap.parse_args()
     if a.prepare:
         prepare(a.prepare, a.python_version)

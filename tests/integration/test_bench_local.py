@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -140,8 +141,11 @@ name = "slow"
 strategy = "single"
 """
     )
-    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
-           "HPCBENCH_STEP_DELAY": "1"}  # fmt: skip (4 steps: the run lasts 4 s and more)
+    env = {
+        **os.environ,
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
+        "HPCBENCH_STEP_DELAY": "1",
+    }  # fmt: skip (4 steps: the run lasts 4 s and more)
     env.pop("PYTHONUNBUFFERED", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpcbench", "bench", "one.toml", "--scheduler", "local"],
@@ -157,11 +161,26 @@ strategy = "single"
     assert arrived is not None and ended - arrived > 3, "the job's line came only at the end"
 
 
+def _interactive_ctrl_c() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _signal_state(pid: int) -> str:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError as err:
+        return str(err)
+    return " ".join(x for x in lines if x.startswith(("State", "SigBlk", "SigIgn", "SigCgt")))
+
+
 def test_a_failed_run_is_recorded_and_a_stopped_matrix_resumes(workdir, bench_data):
     require(have_module("torch"), "torch")
     write_matrix(workdir, bench_data)
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]}
-    # Stop the matrix (Ctrl-C) as soon as its first run has finished.
+    # Stop the matrix (Ctrl-C) as soon as its first run has finished. The bench starts as from
+    # an interactive shell, Ctrl-C's default action in place whatever this test process inherited
+    # (a signal ignored or blocked here would be ignored or blocked there too).
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpcbench", "bench", "m.toml", "--scheduler", "local"],
         cwd=workdir,
@@ -169,15 +188,23 @@ def test_a_failed_run_is_recorded_and_a_stopped_matrix_resumes(workdir, bench_da
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interactive_ctrl_c,
     )
-    seen = []
+    here = _signal_state(os.getpid())
+    for field in ("SigBlk", "SigIgn"):  # say so: whoever started the tests set it
+        mask = re.search(rf"{field}:\s*([0-9a-f]+)", here)
+        if mask and int(mask.group(1), 16) & (1 << (signal.SIGINT - 1)):
+            warnings.warn(f"this test process has SIGINT in {field} ({here})", stacklevel=1)
+    seen, state = [], ""
     for line in proc.stdout:
         seen.append(line)
         if line.startswith("[1/3] good timing 1: completed"):
+            state = _signal_state(proc.pid)
             proc.send_signal(signal.SIGINT)
             break
     proc.wait(timeout=300)
-    assert proc.returncode == 130, "".join(seen) + proc.stdout.read() + proc.stderr.read()
+    said = "".join(seen) + proc.stdout.read() + proc.stderr.read()
+    assert proc.returncode == 130, f"{said}\nthe bench's signals when Ctrl-C was sent: {state}"
     results = workdir / "runs" / "bench-resume"
     first = runs_of(results)
     assert [x["status"] for x in first][0] == "completed"

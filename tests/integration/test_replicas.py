@@ -59,9 +59,7 @@ def test_a_departing_replica_on_one_kind_of_device_still_stops_the_run(data, tmp
     assert not (tmp_path / "run" / "metrics.json").exists()
 
 
-def test_a_rank_staging_its_gradients_adds_channels_last_weights_element_by_element(
-    data, tmp_path
-):
+def test_a_rank_staging_its_gradients_adds_channels_last_weights_element_by_element(data, tmp_path):
     """A GPU rank beside CPU ranks copies its gradients through host buckets while the CPU ranks'
     gradients are the buckets: both must lay a channels_last weight out the same way, or the
     all-reduce adds unrelated elements and the model learns something else."""
