@@ -179,8 +179,9 @@ def test_a_failed_run_is_recorded_and_a_stopped_matrix_resumes(workdir, bench_da
     write_matrix(workdir, bench_data)
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]}
     # Stop the matrix (Ctrl-C) as soon as its first run has finished. The bench starts as from
-    # an interactive shell, Ctrl-C's default action in place whatever this test process inherited
-    # (a signal ignored or blocked here would be ignored or blocked there too).
+    # an interactive shell, Ctrl-C's default action in place whatever this test process inherited:
+    # tests started in the background of a script (`make test &`) ignore SIGINT and SIGQUIT, as
+    # POSIX shells make background commands do, and so would the bench (it ran to the end).
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpcbench", "bench", "m.toml", "--scheduler", "local"],
         cwd=workdir,
