@@ -4,7 +4,8 @@ status.
 
 Exit status: 0 done; 2 an option, checkpoint or input the user can fix (one line; under MPI
 every rank exits by itself), or an unreadable image with ``--strict``; 1 anything else, after the
-failing rank printed its rank, role and traceback and stopped every other rank (MPI_Abort).
+failing rank printed its rank, role and traceback and stopped every other rank (MPI_Abort). The process then leaves without the interpreter's
+teardown (:mod:`hpcbench.fast_exit`).
 """
 
 from __future__ import annotations
@@ -41,4 +42,6 @@ def _launch_rank() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hpcbench.fast_exit import exit_now
+
+    exit_now(main())

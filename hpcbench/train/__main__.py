@@ -10,11 +10,12 @@ rank finds it and exits by itself); 1 a diverged training (one line, every rank 
 step) or anything else, after printing this rank's traceback and stopping every other rank
 (MPI_Abort under mpiexec; torchrun's agent and ``srun --kill-on-bad-exit`` stop the others when
 this process exits).
+
+The process then leaves without the interpreter's teardown (:mod:`hpcbench.fast_exit`: about a
+second of CPU less per rank).
 """
 
 from __future__ import annotations
-
-import sys
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,4 +40,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hpcbench.fast_exit import exit_now
+
+    exit_now(main())

@@ -1,0 +1,81 @@
+"""Leaving without the interpreter's teardown (:mod:`hpcbench.fast_exit`), in real processes: the
+status kept, the threads waited for, the exit functions run, the buffered output out, and MPI
+finalized under a real mpiexec."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.conftest import have_module, mpiexec_available, require
+
+LEAVES = """
+import atexit, sys, threading, time
+from pathlib import Path
+from hpcbench.fast_exit import exit_now
+
+out = Path(sys.argv[1])
+atexit.register(lambda: (out / "atexit").write_text("ran"))
+
+def late():
+    time.sleep(0.3)
+    (out / "thread").write_text("finished")
+
+threading.Thread(target=late).start()
+sys.stdout.write("no newline, still in the buffer")
+sys.stderr.write("and on stderr")
+exit_now(3)
+raise AssertionError("exit_now returned")
+"""
+
+
+def test_the_status_threads_exit_functions_and_buffered_output_all_survive(tmp_path: Path):
+    r = subprocess.run(
+        [sys.executable, "-c", LEAVES, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 3, r.stderr
+    assert r.stdout == "no newline, still in the buffer"
+    assert r.stderr == "and on stderr"
+    assert (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "thread").read_text() == "finished"
+
+
+FINALIZED = """
+import sys
+from pathlib import Path
+from mpi4py import MPI
+from hpcbench.fast_exit import exit_now
+
+comm = MPI.COMM_WORLD
+marker = Path(sys.argv[1]) / f"finalized-{comm.Get_rank()}"
+
+def on_finalize(comm, keyval, value):  # MPI_Finalize deletes COMM_SELF's attributes first
+    marker.write_text("yes")
+    return MPI.SUCCESS
+
+keyval = MPI.Comm.Create_keyval(delete_fn=on_finalize)
+MPI.COMM_SELF.Set_attr(keyval, "watch")
+comm.Barrier()
+exit_now(0)
+"""
+
+
+def test_mpi_is_finalized_on_every_rank_before_the_process_leaves(tmp_path: Path):
+    require(mpiexec_available() and have_module("mpi4py"), "mpiexec and mpi4py")
+    script = tmp_path / "ranks.py"
+    script.write_text(textwrap.dedent(FINALIZED))
+    mpiexec = shutil.which(
+        "mpiexec", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    )
+    r = subprocess.run(
+        [str(mpiexec), "-n", "2", sys.executable, str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(p.name for p in tmp_path.glob("finalized-*")) == ["finalized-0", "finalized-1"]
