@@ -193,8 +193,10 @@ def test_status_of_twenty_jobs_is_one_squeue_call(slurm_cluster, workdir):
     ids = []
     for _ in range(20):
         r = hpcbench(
-            "submit", "--scheduler", "slurm", "--program", "sleep 30", "--no-preflight", cwd=workdir
-        )
+            *("submit", "--scheduler", "slurm", "--launcher", "srun", "--program", "sleep 30"),
+            *("--no-preflight",),
+            cwd=workdir,
+        )  # srun: sleep imports no torch, and torchrun's agent would
         assert r.returncode == 0, r.stderr
         ids.append(submitted_id(r.stdout, "slurm"))
     bindir = recorder(workdir, "squeue")

@@ -18,7 +18,7 @@ from hpcbench.jobs.schedulers import get
 from hpcbench.jobs.spec import Array
 from hpcbench.jobs.spec_load import build_spec
 from hpcbench.jobs.submission import submit
-from tests.conftest import REPO, hpcbench, need_module, require
+from tests.conftest import REPO, hpcbench, mpiexec_available, need_module, require
 
 need_module("torch")
 
@@ -211,13 +211,21 @@ def test_cancelling_a_local_array_starts_none_of_its_pending_tasks(workdir):
 
 
 def local_array(workdir: Path, size: int, command: list[str], parallel: int, name: str = "a"):
-    """Submit ``command`` as a local array of ``size`` tasks, at most ``parallel`` at a time."""
+    """Submit ``command`` as a local array of ``size`` tasks, at most ``parallel`` at a time.
+    Started by mpiexec: the tasks' programs import no torch, and torchrun's agent would."""
+    require(mpiexec_available(), "mpiexec")
     tasks_dir = workdir / f"tasks-{name}"
     tasks_dir.mkdir()
     for k in range(1, size + 1):
         (tasks_dir / f"{k}.run").write_text(f"{name}{k}\n")
         (tasks_dir / f"{k}.toml").write_text("")
-    spec = build_spec({"program": {"command": command}, "resources": {"job_name": name}})
+    spec = build_spec(
+        {
+            "program": {"command": command},
+            "launcher": {"kind": "mpiexec"},
+            "resources": {"job_name": name},
+        }
+    )
     spec.array = Array(size, str(tasks_dir), str(workdir / "runs"), max_parallel=parallel)
     return submit(spec, "local", cwd=workdir)
 
