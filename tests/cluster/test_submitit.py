@@ -127,7 +127,9 @@ def test_a_submitit_job_after_a_failed_job_never_runs(slurm_cluster, completion_
     from hpcbench.jobs.spec import SpecError
     from tests.conftest import hpcbench
 
-    r = hpcbench("submit", "--scheduler", "slurm", "--program", "false", cwd=tmp_path)
+    r = hpcbench(  # srun: false imports no torch, and torchrun's agent would
+        "submit", "--scheduler", "slurm", "--launcher", "srun", "--program", "false", cwd=tmp_path
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     failed = r.stdout.split("submitted job ", 1)[1].split()[0]
     spec = api.load_spec(None, nodes=1, job_name="after-failed", time="00:05:00", after=[failed])
