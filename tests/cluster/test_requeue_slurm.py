@@ -9,7 +9,9 @@ credential's lifetime before it may start again (120 s by default; the test clus
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -43,7 +45,9 @@ TRAINER = [
 STEPS = 27
 
 
-def submit(workdir: Path, data: Path, *flags: str, trainer: tuple[str, ...] = ()) -> str:
+def submit(
+    workdir: Path, data: Path, *flags: str, trainer: tuple[str, ...] = (), path: str = ""
+) -> str:
     r = hpcbench(
         "submit",
         "--scheduler",
@@ -58,9 +62,26 @@ def submit(workdir: Path, data: Path, *flags: str, trainer: tuple[str, ...] = ()
         *TRAINER,
         *trainer,
         cwd=workdir,
+        env={"PATH": f"{path}{os.pathsep}{os.environ['PATH']}"} if path else None,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     return submitted_id(r.stdout, "slurm")
+
+
+def slow_controller(workdir: Path) -> str:
+    """A directory whose ``scontrol`` answers a requeue late, as a busy controller does: the job
+    is requeued at once, and SLURM stops the job's processes (this command among them) before
+    the answer comes. The job's batch script then sees its ``scontrol requeue`` fail."""
+    real = shutil.which("scontrol")
+    bindir = workdir / "slow-controller"
+    bindir.mkdir()
+    (bindir / "scontrol").write_text(
+        "#!/bin/bash\n"
+        f'if [ "$1" = requeue ]; then {real} "$@" || exit; sleep 30; exit 0; fi\n'
+        f'exec {real} "$@"\n'
+    )
+    (bindir / "scontrol").chmod(0o755)
+    return str(bindir)
 
 
 def reference_run(data: Path, out: Path, strategy: str, *trainer: str) -> Path:
@@ -142,9 +163,11 @@ def test_the_time_limit_signal_and_a_requeue_by_hand_both_resume_bit_exactly(
 ):
     """One job stopped twice: by the warning signal SLURM sends ahead of the time limit
     (requeued by the script), then by ``scontrol requeue`` by hand (SIGTERM first: the ranks
-    checkpoint as on a preemption); it ends with the weights of an uninterrupted run."""
+    checkpoint as on a preemption); it ends with the weights of an uninterrupted run. The
+    script's own requeue meets a controller that answers late (SLURM stops the command with the
+    job): it must not resubmit the job that SLURM requeued."""
     flags, trainer = LAUNCHES[how]
-    job = submit(workdir, cluster_data, *flags, trainer=trainer)
+    job = submit(workdir, cluster_data, *flags, trainer=trainer, path=slow_controller(workdir))
     run = wait_for(lambda: list((workdir / "runs").glob(f"*-{job}")))[0]
     wait_for(lambda: (run / "checkpoints" / "ckpt-3.pt").exists())
     # what `#SBATCH --signal=B:USR2@lead` makes SLURM do ahead of the time limit
@@ -157,6 +180,7 @@ def test_the_time_limit_signal_and_a_requeue_by_hand_both_resume_bit_exactly(
     reference = reference_run(cluster_data, workdir / "reference", trainer[1], *trainer)
     log = (workdir / "runs" / f"hpcbench-{job}.err").read_text()
     assert "stopped after a checkpoint (timelimit): requeue 1 of at most 3" in log, log
+    assert "requeued (scontrol requeue" in log, log
     assert "was requeued by SLURM (by hand or on a preemption)" in log, log
     # requeued once, by SLURM: not requeued again nor resubmitted by the script (two copies of
     # the job would train into one run directory)
