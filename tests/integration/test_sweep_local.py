@@ -210,10 +210,20 @@ def test_cancelling_a_local_array_starts_none_of_its_pending_tasks(workdir):
     assert not (workdir / "runs" / "t2").exists() and not (workdir / "runs" / "t3").exists()
 
 
-def local_array(workdir: Path, size: int, command: list[str], parallel: int, name: str = "a"):
+def local_array(
+    workdir: Path,
+    size: int,
+    command: list[str],
+    parallel: int,
+    name: str = "a",
+    launcher: str = "mpiexec",
+):
     """Submit ``command`` as a local array of ``size`` tasks, at most ``parallel`` at a time.
-    Started by mpiexec: the tasks' programs import no torch, and torchrun's agent would."""
-    require(mpiexec_available(), "mpiexec")
+    Started by mpiexec unless told: the tasks' programs import no torch, and torchrun's agent
+    would (a test of a task that starts while its array is cancelled keeps torchrun, whose agent
+    shares the task's process group)."""
+    if launcher == "mpiexec":
+        require(mpiexec_available(), "mpiexec")
     tasks_dir = workdir / f"tasks-{name}"
     tasks_dir.mkdir()
     for k in range(1, size + 1):
@@ -222,7 +232,7 @@ def local_array(workdir: Path, size: int, command: list[str], parallel: int, nam
     spec = build_spec(
         {
             "program": {"command": command},
-            "launcher": {"kind": "mpiexec"},
+            "launcher": {"kind": launcher},
             "resources": {"job_name": name},
         }
     )
@@ -308,7 +318,10 @@ def test_a_task_started_while_its_array_is_being_cancelled_is_ended_too(workdir,
     the reading and the marking (its record had no process yet) is ended all the same."""
     from hpcbench.jobs.schedulers.local import LocalScheduler
 
-    job = local_array(workdir, 2, ["bash", "-c", "sleep 3; echo finished-$((6 * 7))"], parallel=1)
+    job = local_array(
+        workdir, 2, ["bash", "-c", "sleep 3; echo finished-$((6 * 7))"], parallel=1,
+        launcher="torchrun",
+    )  # fmt: skip
     sched = get("local")
     deadline = time.monotonic() + 30
     while sched.statuses([job.tasks[0]])[job.tasks[0]].state != "RUNNING":

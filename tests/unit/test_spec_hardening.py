@@ -3,7 +3,6 @@ directory, templates cannot run Python while they render, and written files hono
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import stat
@@ -18,7 +17,7 @@ from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
 from hpcbench.jobs.spec import SpecError
 from hpcbench.jobs.spec_load import build_spec, load_spec
 from tests.conftest import REPO, hpcbench, require
-from tests.unit.test_injection import RECORDER
+from tests.unit.test_injection import RECORDER, read_record
 
 # ------------------------------------------------------------------------------ refused values
 
@@ -131,7 +130,8 @@ def sandbox_bin(tmp_path: Path) -> Path:
 
 
 def run_rendered(tmp_path: Path, text: str, home: Path) -> list[dict]:
-    record = tmp_path / "record.jsonl"
+    record = tmp_path / "record"
+    record.mkdir()
     env = {
         "PATH": f"{sandbox_bin(tmp_path)}{os.pathsep}/usr/bin:/bin",
         "HOME": str(home),
@@ -146,7 +146,7 @@ def run_rendered(tmp_path: Path, text: str, home: Path) -> list[dict]:
         ["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr + text
-    return [json.loads(line) for line in record.read_text().splitlines()]
+    return read_record(record)
 
 
 def make_venv(path: Path) -> None:
