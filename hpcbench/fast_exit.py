@@ -16,7 +16,7 @@ matters, then leaves at once:
 5. calls the C library's ``exit(status)``, as a C program ends: the exit handlers of the
    libraries loaded (MPI's, its fabrics', CUDA's) still run; Python's teardown does not.
    ``os._exit`` would skip them too, and MPICH's process manager then kills ranks that had
-   finalized MPI (seen at 4 ranks, 2 runs in 5).
+   finalized MPI (seen at 4 ranks in 5 launches of 6).
 
 Everything hpcbench writes is closed before that (files are written whole under a temporary name,
 then renamed), so nothing is lost. Used by ``python -m hpcbench.train`` and ``python -m

@@ -4,8 +4,9 @@ status.
 
 Exit status: 0 done; 2 an option, checkpoint or input the user can fix (one line; under MPI
 every rank exits by itself), or an unreadable image with ``--strict``; 1 anything else, after the
-failing rank printed its rank, role and traceback and stopped every other rank (MPI_Abort). The process then leaves without the interpreter's
-teardown (:mod:`hpcbench.fast_exit`).
+failing rank printed its rank, role and traceback and stopped every other rank (MPI_Abort).
+
+The process then leaves without the interpreter's teardown (:mod:`hpcbench.fast_exit`).
 """
 
 from __future__ import annotations
