@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hpcbench.jobs.processes import proc_stat
-from tests.conftest import hpcbench, mpiexec_available, need_module, require
+from tests.conftest import QUICK_OK, hpcbench, mpiexec_available, need_module, require
 
 LOCAL = ("--scheduler", "local", "--launcher", "mpiexec")
 
@@ -67,7 +67,7 @@ def sleeper():
 def test_job_id_is_printed_when_the_job_cannot_be_recorded(workdir):
     (state(workdir) / "jobs").parent.mkdir(parents=True)
     (state(workdir) / "jobs").write_text("a file where the records directory should be\n")
-    result = hpcbench("submit", *LOCAL, "--program", "true", cwd=workdir)
+    result = hpcbench("submit", *LOCAL, "--program", QUICK_OK, cwd=workdir)
     assert result.returncode == 0, result.stderr
     assert "submitted job local-1 to local" in result.stdout
     warning = one_line_error(result)
@@ -96,7 +96,7 @@ def test_cancel_kills_a_rank_that_ignores_sigterm(workdir):
 
 def test_cancel_of_a_finished_job_says_so_and_changes_nothing(workdir):
     require(mpiexec_available(), "mpiexec (pip install mpich)")
-    assert submit(workdir, "true").returncode == 0
+    assert submit(workdir, QUICK_OK).returncode == 0
     cancel = hpcbench("cancel", "local-1", cwd=workdir)
     assert cancel.returncode == 0
     assert cancel.stdout.strip() == "local-1 had already finished (COMPLETED); nothing to cancel"
@@ -128,7 +128,7 @@ def test_an_absurd_counter_is_recovered_from_the_job_files(workdir):
     require(mpiexec_available(), "mpiexec (pip install mpich)")
     (state(workdir) / "local").mkdir(parents=True)
     (state(workdir) / "local" / "last_id").write_text("99999999999999999999\n")
-    result = submit(workdir, "true")
+    result = submit(workdir, QUICK_OK)
     assert result.returncode == 0 and "submitted job local-1 " in result.stdout, result.stdout
     assert hpcbench("status", "local-1", cwd=workdir).stdout.startswith("local-1\tCOMPLETED")
 
@@ -137,7 +137,7 @@ def test_an_id_whose_logs_exist_is_skipped(workdir):
     require(mpiexec_available(), "mpiexec (pip install mpich)")
     (workdir / "runs").mkdir()
     (workdir / "runs" / "hpcbench-local-1.out").write_text("a log from an earlier state dir\n")
-    result = submit(workdir, "true")
+    result = submit(workdir, QUICK_OK)
     assert result.returncode == 0 and "submitted job local-2 " in result.stdout
     assert (workdir / "runs" / "hpcbench-local-1.out").read_text().startswith("a log from")
 
@@ -224,7 +224,7 @@ def test_a_state_dir_that_is_a_file_is_one_line(workdir):
     blocker.write_text("not a directory\n")
     env = {"HPCBENCH_STATE_DIR": str(blocker)}
     for args in (
-        ("submit", *LOCAL, "--program", "true"),
+        ("submit", *LOCAL, "--program", QUICK_OK),
         ("status", "local-1"),
         ("logs", "local-1"),
     ):
@@ -256,10 +256,10 @@ def test_damaged_state_files_are_one_line(workdir, name, text, command):
 def test_unusable_output_dirs_and_long_names_are_one_line(workdir):
     (workdir / "taken").write_text("a file\n")
     for output_dir in ("taken", "/proc/hpcbench-out", "x" * 300):
-        result = hpcbench("submit", *LOCAL, "--program", "true", "-o", output_dir, cwd=workdir)
+        result = hpcbench("submit", *LOCAL, "--program", QUICK_OK, "-o", output_dir, cwd=workdir)
         assert result.returncode == 2, (output_dir, result.stderr)
         assert one_line_error(result).startswith("hpcbench: error: resources.output_dir: ")
-    result = hpcbench("submit", *LOCAL, "--program", "true", "-J", "n" * 300, cwd=workdir)
+    result = hpcbench("submit", *LOCAL, "--program", QUICK_OK, "-J", "n" * 300, cwd=workdir)
     assert result.returncode == 2
     assert "job_name" in one_line_error(result)
     assert not list(state(workdir).glob("local/local-*.json"))  # nothing was queued
@@ -286,7 +286,7 @@ def test_files_honour_a_private_umask(workdir):
     bindir = str(Path(sys.executable).parent)
     result = subprocess.run(
         ["bash", "-c", 'umask 077; exec "$@"', "umask077", sys.executable, "-m", "hpcbench"]
-        + ["submit", *LOCAL, "--program", "true", "--env", "TOKEN=s3cret", "--wait"],
+        + ["submit", *LOCAL, "--program", QUICK_OK, "--env", "TOKEN=s3cret", "--wait"],
         cwd=workdir,
         env={**os.environ, "PATH": bindir + os.pathsep + os.environ["PATH"]},
         capture_output=True,
@@ -369,7 +369,7 @@ def test_status_of_no_such_job_exits_1_and_without_a_job_lists_the_newest(workdi
     ``status`` alone lists the jobs last submitted from here, newest first."""
     r = hpcbench("status", cwd=workdir)
     assert r.returncode == 0 and r.stdout.startswith("no jobs submitted from here"), r.stdout
-    done = submit(workdir, "true")
+    done = submit(workdir, QUICK_OK)
     assert done.returncode == 0, done.stderr
     running = submit(workdir, "sleep 30", wait=False)
     assert running.returncode == 0, running.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -13,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from hpcbench import api
-from tests.conftest import have_module, hpcbench, mpiexec_available, require
+from tests.conftest import (
+    QUICK_FAIL,
+    QUICK_OK,
+    have_module,
+    hpcbench,
+    mpiexec_available,
+    require,
+)
 
 FAIL_ON_RANK_2 = """
 import os, sys, time
@@ -228,17 +236,17 @@ def test_a_job_after_another_starts_when_it_succeeded_and_never_when_it_failed(w
     assert second.returncode == 0, second.stdout + second.stderr
     assert marker.exists()
     assert api.job(ok_id, scheduler="local").state == "COMPLETED"  # it ended before
-    bad = hpcbench(*local, "--program", "false", "--wait", cwd=workdir)
+    bad = hpcbench(*local, "--program", shlex.join(QUICK_FAIL), "--wait", cwd=workdir)
     bad_id = re.search(r"submitted job (\S+)", bad.stdout).group(1)
     third = hpcbench(
-        *local, "--after", bad_id, "--program", "true", "-J", "third",
+        *local, "--after", bad_id, "--program", QUICK_OK, "-J", "third",
         "--wait", cwd=workdir, timeout=120,
     )  # fmt: skip
     assert third.returncode != 0
     third_id = re.search(r"submitted job (\S+)", third.stdout).group(1)
     log = (workdir / "runs" / f"third-{third_id}.err").read_text()
     assert f"not started: job {bad_id}, which it runs after, ended with status 1" in log, log
-    unknown = hpcbench(*local, "--after", "local-999", "--program", "true", cwd=workdir)
+    unknown = hpcbench(*local, "--after", "local-999", "--program", QUICK_OK, cwd=workdir)
     assert unknown.returncode != 0 and "scheduler.after: local-999" in unknown.stderr
     assert unknown.stderr.count("error:") == 1 and "Traceback" not in unknown.stderr
 

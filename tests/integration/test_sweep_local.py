@@ -18,7 +18,7 @@ from hpcbench.jobs.schedulers import get
 from hpcbench.jobs.spec import Array
 from hpcbench.jobs.spec_load import build_spec
 from hpcbench.jobs.submission import submit
-from tests.conftest import REPO, hpcbench, mpiexec_available, need_module, require
+from tests.conftest import QUICK_FAIL, REPO, hpcbench, mpiexec_available, need_module, require
 
 need_module("torch")
 
@@ -305,7 +305,7 @@ def test_a_job_after_an_array_waits_for_all_its_tasks(workdir):
     assert r.returncode == 0, r.stdout + r.stderr
     ended = get("local").statuses(list(job.tasks))
     assert {s.state for s in ended.values()} == {"COMPLETED"}, ended
-    failing = local_array(workdir, 2, ["false"], parallel=2, name="f")
+    failing = local_array(workdir, 2, list(QUICK_FAIL), parallel=2, name="f")
     r = hpcbench(
         "submit", "--scheduler", "local", "--after", failing.job_id, "--program", "true",
         "--wait", "--timeout", "60", cwd=workdir, timeout=90,
