@@ -17,7 +17,6 @@ def environment() -> dict[str, str]:
         **os.environ,
         "OMP_NUM_THREADS": "1",
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
-        "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
     }
     env.pop("PYTHONUNBUFFERED", None)
     return env

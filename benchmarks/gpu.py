@@ -13,8 +13,9 @@ The wheels are installed with ``pip install --prefix`` into a private directory 
 default /tmp/hpcbench-gpu): MPICH's ``mpiexec`` and ``libmpi`` come from there (``PATH``,
 ``LD_LIBRARY_PATH``, wherever pip's scheme put them), and ``python`` there is a two-line wrapper
 script around this interpreter (a symbolic link would lose a virtual environment's packages; the
-local scheduler's job scripts call ``python``). This checkout comes first on ``PYTHONPATH``: the
-code measured and the tests run are this checkout's. The machine's mpi4py must be built for an
+local scheduler's job scripts call ``python``). The code measured is the installed wheel (made
+from this checkout by ``--prepare``), never the checkout's folders: every step runs outside the
+checkout, and the tests run from a copy of it without the package's folders. The machine's mpi4py must be built for an
 MPI whose ``mpiexec`` is the one on ``PATH`` (MPICH's wheel, or the machine's own MPI: then leave
 ``mpich`` out of the wheels). ``--only NAME,NAME`` runs those steps (named as below and in
 ``log.txt``); ``--tests-matching EXPR`` narrows the tests (pytest's ``-k``); ``--device cpu
@@ -89,9 +90,9 @@ def prepare(dest: Path, python_version: str) -> None:
 
 
 def install(wheels: Path | None, prefix: Path) -> dict[str, str]:
-    """Install the wheels (if any) under ``prefix``; the environment that finds them, with this
-    checkout first on ``PYTHONPATH`` (the code and tests measured are this checkout's), and
-    ``python`` a wrapper script around this interpreter."""
+    """Install the wheels (if any) under ``prefix``; the environment that finds them (their
+    directories first on ``PYTHONPATH``), and ``python`` a wrapper script around this
+    interpreter."""
     found = sorted(str(p) for p in wheels.glob("*.whl")) if wheels else []
     if found:
         subprocess.run(
@@ -113,12 +114,29 @@ def install(wheels: Path | None, prefix: Path) -> dict[str, str]:
     def first(var: str, paths: list[str]) -> None:
         env[var] = os.pathsep.join([*paths, *filter(None, [env.get(var, "")])])
 
-    first("PYTHONPATH", [str(REPO), *sites])
+    first("PYTHONPATH", sites)
     first("PATH", bins)
     first("LD_LIBRARY_PATH", libs)
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("HPCBENCH_STATE_DIR", str(prefix / "state"))
     return env
+
+
+def checkout_without_package(dest: Path) -> Path:
+    """A copy of this checkout without the package's folders (``hpcbench/``, ``data_prep/``,
+    ``templates/``), for the tests: run from it, they import the installed wheel."""
+    skip = {"hpcbench", "data_prep", "templates", ".git", ".venv", "build", ".whl", "shared"}
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for item in REPO.iterdir():
+        if item.name in skip or item.name.endswith(".egg-info"):
+            continue
+        if item.is_dir():
+            shutil.copytree(item, dest / item.name, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+        else:
+            shutil.copy2(item, dest / item.name)
+    return dest
 
 
 # ---- steps -------------------------------------------------------------------------------------
@@ -272,7 +290,7 @@ def run_all(a: argparse.Namespace, runner: Runner) -> None:
     runner.step("report", 90, [py, "-m", "hpcbench", "report", str(bench), "--output",
                                str(bench / "report")], work)  # fmt: skip
     try:
-        sys.path.insert(0, str(REPO))
+        sys.path[:0] = runner.env["PYTHONPATH"].split(os.pathsep)  # the installed wheel
         from hpcbench.bench.analysis import analyse
         from hpcbench.bench.results import load_results
 
@@ -361,6 +379,7 @@ def run_all(a: argparse.Namespace, runner: Runner) -> None:
 
     # the project's tests on this machine (CI never has a GPU)
     if not a.no_tests:
+        tests_tree = checkout_without_package(work / "checkout")
         for name, limit, paths in (
             ("pytest-integration", 280, list(TESTS)),
             ("pytest-unit", 90, ["tests/unit"]),
@@ -392,7 +411,7 @@ def run_all(a: argparse.Namespace, runner: Runner) -> None:
                         ]
                     ),
                 ],
-                REPO,
+                tests_tree,
             )  # fmt: skip (-v: each test named as it ends)
             if rc is not None and log.exists():
                 text = log.read_text(errors="replace")

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from hpcbench import __version__
 from hpcbench.argparsing import Parser
+from hpcbench.jobs.launchers import launcher_names
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
-from hpcbench.jobs.spec import FIELD_KEYWORDS, LAUNCHERS
+from hpcbench.jobs.spec import FIELD_KEYWORDS
 
 if TYPE_CHECKING:
     from hpcbench.jobs.schedulers.base import JobStatus, Scheduler
@@ -113,7 +114,7 @@ def _environment_options(p: argparse.ArgumentParser) -> None:
 def _launch_options(p: argparse.ArgumentParser) -> None:
     """How ranks start and what they run."""
     g = p.add_argument_group("launch and program")
-    g.add_argument("--launcher", choices=LAUNCHERS)
+    g.add_argument("--launcher", choices=launcher_names())
     g.add_argument("--port", metavar="PORT", help="rendezvous port (default: derived from job id)")
     g.add_argument("--python", metavar="EXE", help="python interpreter on the nodes")
     g.add_argument("-m", "--module", help="python module each rank runs (python -m MODULE)")
@@ -371,7 +372,7 @@ def _quiet_stdout() -> None:
 def _wait_for(job: Any, name: str, args: argparse.Namespace) -> int:
     """``submit --wait``: the job's log as it grows, then how it ended (with what the
     scheduler's accounting recorded of it); the job's exit status."""
-    from hpcbench.jobs.accounting import describe
+    from hpcbench.jobs.accounting.text import describe
 
     assert job.record is not None
     print(f"--- {job.record.stdout_path} as it grows", flush=True)
@@ -488,7 +489,8 @@ def _print_accounting(scheduler: str, job_id: str) -> None:
     """The scheduler's accounting of a finished job, read once and kept in its run directory
     (where hpcbench knows the job)."""
     from hpcbench.jobs import registry
-    from hpcbench.jobs.accounting import account_finished, describe
+    from hpcbench.jobs.accounting.reading import account_finished
+    from hpcbench.jobs.accounting.text import describe
 
     found = registry.lookup(job_id, scheduler)
     record = account_finished(scheduler, job_id, found.run_dir if found else None)

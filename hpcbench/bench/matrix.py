@@ -36,21 +36,16 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcbench.jobs.launchers import launcher_names
 from hpcbench.tomlfile import TomlFileError, read_toml_file
-
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - Python 3.10
-    pass
 
 STRATEGIES = ("single", "ddp", "mpi", "dp")
 DEVICES = ("cpu", "cuda")
-LAUNCHERS = ("torchrun", "mpiexec", "srun")
+LAUNCHERS = launcher_names()
 MAX_MATRIX_BYTES = 1 << 20
 MAX_RUNS = 10_000  # a matrix larger than this is a typo, not a plan
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")

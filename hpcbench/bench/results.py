@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench.jobs.accounting import load as load_accounting
+from hpcbench.jobs.accounting.records import load as load_accounting
 from hpcbench.jsonfile import JsonFileError, read_json
 
 BENCH_FORMAT = "hpcbench-bench/1"

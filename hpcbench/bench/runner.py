@@ -37,7 +37,7 @@ from hpcbench.bench.results import (
 )
 from hpcbench.data.manifest import write_json_atomically
 from hpcbench.jobs import submission
-from hpcbench.jobs.accounting import account_finished
+from hpcbench.jobs.accounting.reading import account_finished
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError, SchedulerUnreachable
 

@@ -215,7 +215,8 @@ class Job:
         :mod:`hpcbench.jobs.accounting`), read once and kept as ``accounting.json`` in its run
         directory. A job still queued or running, or one without accounting, gives a record
         whose ``available`` is false and whose ``reason`` says why."""
-        from hpcbench.jobs.accounting import account_finished, unavailable
+        from hpcbench.jobs.accounting.reading import account_finished
+        from hpcbench.jobs.accounting.records import unavailable
 
         if self._submitit is not None:  # submitit keeps the files; SLURM's sacct still answers
             if "Slurm" not in type(self._submitit).__name__:

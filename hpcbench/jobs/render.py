@@ -22,6 +22,7 @@ import logging
 import os
 import re
 from collections.abc import Sequence
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +30,11 @@ import jinja2
 import jinja2.sandbox
 
 from hpcbench import __version__
-from hpcbench.jobs.launchers import (
-    LaunchError,
-    ShellVar,
-    path_word,
-    quote_word,
-    shell_join,
-    torchrun_words,
-)
+from hpcbench.jobs.launchers import LaunchError
 from hpcbench.jobs.program_args import check_program_args
 from hpcbench.jobs.schedulers import SchedulerError, scheduler_class
 from hpcbench.jobs.script_check import ScriptCheckError, check_directives
+from hpcbench.jobs.shell import ShellVar, path_word, quote_word, shell_join
 from hpcbench.jobs.spec import JobSpec
 
 TEMPLATE_DIR_VAR = "HPCBENCH_TEMPLATE_DIR"
@@ -55,16 +50,9 @@ class RenderError(ValueError):
 
 
 def builtin_template_dir() -> Path:
-    """The directory of the built-in templates (inside the installed package, or the source tree)."""
-    try:
-        from importlib.resources import files
-
-        path = Path(str(files("hpcbench.templates")))
-        if (path / "base.sh.j2").is_file():
-            return path
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return Path(__file__).resolve().parents[2] / "templates"  # hpcbench/jobs/ -> the checkout
+    """The directory of the built-in templates: the package ``hpcbench.templates`` (the
+    repository's ``templates/``, shipped in the wheel and found by an editable install)."""
+    return Path(str(files("hpcbench.templates")))
 
 
 def user_template_dirs(template_dirs: Sequence[str | Path] | None = None) -> list[Path]:
@@ -252,12 +240,13 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
             f"{r.world_size} ranks is more than {LOCAL_MAX_RANKS}"
         )
     try:
+        launcher = cls.launcher(spec)
         launch = cls.launch_words(spec)
     except LaunchError as err:
         raise RenderError(str(err)) from None
-    torchrun = spec.launcher.kind == "torchrun"
+    per_node_agent = launcher.agent_per_node
     launch_text = shell_join(launch, width=LINE_WIDTH)
-    per_task_cpus = r.cpus_per_task * (r.ranks_per_node if torchrun else 1)
+    per_task_cpus = r.cpus_per_task * (r.ranks_per_node if per_node_agent else 1)
     return {
         "spec": spec,
         "r": r,
@@ -273,15 +262,16 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
         # where the logs and the run directory go: one definition, the scheduler class's
         "log_directives": cls.log_directives(spec),
         "run_dir_shell": cls.run_dir_shell(spec),
-        # torchrun starts one agent per node, so the scheduler's task is the node's agent and
-        # holds the CPUs of all its ranks; mpiexec/srun start one task per rank.
-        "tasks_per_node": 1 if torchrun else r.ranks_per_node,
+        # a launcher with one agent per node (torchrun): the scheduler's task is the node's agent
+        # and holds the CPUs of all its ranks; the others start one task per rank.
+        "tasks_per_node": 1 if per_node_agent else r.ranks_per_node,
         "cpus_per_sched_task": per_task_cpus,
         "slots_per_node": r.ranks_per_node * r.cpus_per_task,
-        "needs_rendezvous": torchrun and r.nodes > 1,
+        "needs_rendezvous": launcher.needs_rendezvous(spec),
         "uses_mpi_opts": "${mpi_opts[@]}" in launch_text,
         "uses_mpi_per_node": "${mpi_per_node[@]}" in launch_text,
-        "local_agent": shell_join(torchrun_words(spec, standalone=r.nodes == 1), width=LINE_WIDTH),
+        # one emulated node's agent, for a scheduler that starts each node's agent itself
+        "local_agent": shell_join(launcher.node_agent(spec), width=LINE_WIDTH),
         "requeue": requeue_context(spec, scheduler),
         "array": array_context(spec, scheduler),
         **cls.template_context(spec),

@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-LAUNCHERS = ("torchrun", "mpiexec", "srun")
 CONTAINER_RUNTIMES = ("apptainer", "singularity")
 PBS_RESOURCE_STYLES = ("select", "nodes")
 DEFAULT_PROGRAM_MODULE = "hpcbench.train"
@@ -145,7 +144,7 @@ class Environment:
 class Launcher:
     """How ranks are started: torchrun (one agent per node), mpiexec or srun (one task per rank)."""
 
-    kind: str = field(default="torchrun", metadata=_kind("choice", choices=LAUNCHERS))
+    kind: str = field(default="torchrun", metadata=_kind("launcher"))
     port: int | None = field(default=None, metadata=_kind("port"))
     srun_mpi: str | None = field(default=None, metadata=_kind("line"))
     args: list[str] = field(default_factory=list, metadata=_kind("linelist"))

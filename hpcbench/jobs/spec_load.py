@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hpcbench.jobs.launchers import launcher_names
 from hpcbench.jobs.profiles import Profile, load_profile
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 from hpcbench.jobs.spec import (
@@ -166,8 +167,10 @@ def _check_value(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) ->
             except ValueError as err:
                 raise ValueError(f"{name} {err}") from None
         return {k: str(v) for k, v in value.items()}
-    if kind in ("choice", "scheduler"):
-        choices = SCHEDULER_CHOICES if kind == "scheduler" else meta["choices"]
+    if kind in ("choice", "scheduler", "launcher"):
+        choices = {"scheduler": SCHEDULER_CHOICES, "launcher": launcher_names()}.get(
+            kind, meta.get("choices", ())
+        )
         if value not in choices:
             raise ValueError(f"expected one of {', '.join(choices)}")
         return value

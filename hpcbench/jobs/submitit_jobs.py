@@ -28,8 +28,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpcbench.jobs.launchers import ShellVar, path_word, quote_word
 from hpcbench.jobs.script_check import directive_of
+from hpcbench.jobs.shell import ShellVar, path_word, quote_word
 from hpcbench.jobs.spec import JobSpec, SpecError
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from hpcbench import api
-from hpcbench.jobs.accounting import read_accounting
+from hpcbench.jobs.accounting.reading import read_accounting
 from tests.cluster.conftest import train_on
 from tests.conftest import have_module, hpcbench, require
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, have_module, mpiexec_available, require
+from tests.conftest import have_module, mpiexec_available, require
 
 
 def run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
@@ -22,7 +22,6 @@ def run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProces
         if not k.startswith(("PMI_", "OMPI_", "SLURM_")) and k not in ("RANK", "WORLD_SIZE")
     }
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env["PATH"]
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run(
         cmd,
         cwd=cwd,

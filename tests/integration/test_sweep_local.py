@@ -316,7 +316,7 @@ def test_a_job_after_an_array_waits_for_all_its_tasks(workdir):
 def test_a_task_started_while_its_array_is_being_cancelled_is_ended_too(workdir, monkeypatch):
     """cancel reads the tasks, marks them, then signals: a task its dispatcher started between
     the reading and the marking (its record had no process yet) is ended all the same."""
-    from hpcbench.jobs.schedulers.local import LocalScheduler
+    from hpcbench.jobs.schedulers.local.scheduler import LocalScheduler
 
     job = local_array(
         workdir, 2, ["bash", "-c", "sleep 3; echo finished-$((6 * 7))"], parallel=1,

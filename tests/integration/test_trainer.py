@@ -30,7 +30,6 @@ def env() -> dict[str, str]:
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
         "OMP_NUM_THREADS": "1",
     }
-    e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
     e.pop("PYTHONUNBUFFERED", None)
     for k in [k for k in e if k.startswith(("PMI_", "OMPI_", "SLURM_"))] + [
         "RANK",

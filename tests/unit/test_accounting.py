@@ -13,8 +13,7 @@ import time
 
 import pytest
 
-from hpcbench.jobs import accounting
-from hpcbench.jobs.accounting import fields
+from hpcbench.jobs.accounting import fields, reading, records, text
 from tests.unit import test_scheduler_parsing as answers
 from tests.unit.test_scheduler_parsing import RECORDED, calls, fake, play
 
@@ -84,7 +83,7 @@ def test_dates_of_every_scheduler():
 
 def test_grid_engine_qacct_of_an_array_task(bindir):
     fake(bindir, "qacct", play("sge", "qacct-j-52-t-1.txt"))
-    record = accounting.read_accounting("sge", "52.1")
+    record = reading.read_accounting("sge", "52.1")
     assert calls(bindir, "qacct") == ["-j 52 -t 1"]
     job = record["job"]
     assert record["available"] and record["source"].startswith("qacct")
@@ -100,7 +99,7 @@ def test_grid_engine_qacct_of_an_array_task(bindir):
 
 def test_grid_engine_parallel_job_that_asked_to_run_again(bindir):
     fake(bindir, "qacct", play("sge", "qacct-j-55-smp.txt"))
-    job = accounting.read_accounting("sge", "55")["job"]
+    job = reading.read_accounting("sge", "55")["job"]
     assert job["cpus"] == 2 and job["exit_code"] == 99
     assert job["state"] == "FAILED (25 : rescheduling)"
     assert job["cpu_efficiency"] == pytest.approx(14.845 / (10 * 2))
@@ -108,7 +107,7 @@ def test_grid_engine_parallel_job_that_asked_to_run_again(bindir):
 
 def test_grid_engine_unknown_job_is_one_line(bindir):
     fake(bindir, "qacct", f"{play('sge', 'qacct-j-unknown.txt')} >&2; exit 1")
-    record = accounting.read_accounting("sge", "99999")
+    record = reading.read_accounting("sge", "99999")
     assert not record["available"]
     assert record["reason"] == "error: job id 99999 not found"
 
@@ -119,7 +118,7 @@ def test_grid_engine_unknown_job_is_one_line(bindir):
 def test_openpbs_finished_job_from_the_history(bindir):
     fake(bindir, "qstat", f'[ "$1" = --version ] && {{ {play("pbs", "openpbs", "qstat--version.txt")}; exit 0; }}\n'
          f'{play("pbs", "openpbs", "qstat-x-f-finished.txt")}')  # fmt: skip
-    record = accounting.read_accounting("pbs", "4711.pbs1")
+    record = reading.read_accounting("pbs", "4711.pbs1")
     assert calls(bindir, "qstat")[-1] == "-x -f 4711.pbs1"
     job = record["job"]
     assert job["state"] == "COMPLETED" and job["exit_code"] == 0
@@ -135,7 +134,7 @@ def test_openpbs_finished_job_from_the_history(bindir):
 def test_torque_completed_job(bindir):
     fake(bindir, "qstat", f'[ "$1" = --version ] && {{ {play("pbs", "torque", "qstat--version.txt")}; exit 0; }}\n'
          f'{play("pbs", "torque", "qstat-f-completed.txt")}')  # fmt: skip
-    job = accounting.read_accounting("pbs", "522.torque1.example.org")["job"]
+    job = reading.read_accounting("pbs", "522.torque1.example.org")["job"]
     assert calls(bindir, "qstat")[-1] == "-f 522.torque1.example.org"
     assert job["start"] == "2026-11-26T04:27:38" and job["end"] == "2026-11-26T04:28:05"
     assert job["queue_wait_s"] == 1.0 and job["elapsed_s"] == 27.0
@@ -145,7 +144,7 @@ def test_torque_completed_job(bindir):
 def test_pbs_job_no_longer_in_the_history(bindir):
     fake(bindir, "qstat", f'[ "$1" = --version ] && {{ {play("pbs", "openpbs", "qstat--version.txt")}; exit 0; }}\n'
          f'{play("pbs", "openpbs", "qstat-unknown.stderr.txt")} >&2; exit 153')  # fmt: skip
-    record = accounting.read_accounting("pbs", "299.pbs1")
+    record = reading.read_accounting("pbs", "299.pbs1")
     assert not record["available"]
     assert record["reason"] == "qstat: Unknown Job Id 299.pbs1"
 
@@ -155,7 +154,7 @@ def test_pbs_job_no_longer_in_the_history(bindir):
 
 def test_lsf_bacct_of_a_finished_job(bindir):
     fake(bindir, "bacct", play("lsf", "bacct-l.txt"))
-    record = accounting.read_accounting("lsf", "3329613")
+    record = reading.read_accounting("lsf", "3329613")
     assert calls(bindir, "bacct") == ["-l 3329613"]
     job = record["job"]
     assert job["state"] == "COMPLETED" and job["exit_code"] == 0
@@ -168,7 +167,7 @@ def test_lsf_bacct_of_a_finished_job(bindir):
 
 def test_lsf_10_bacct_with_tasks_on_two_hosts(bindir):
     fake(bindir, "bacct", play("lsf", "bacct-l-10.txt"))
-    job = accounting.read_accounting("lsf", "8812")["job"]
+    job = reading.read_accounting("lsf", "8812")["job"]
     assert job["state"] == "FAILED" and job["exit_code"] == 1
     assert job["cpus"] == 4 and job["nodes"] == 2 and job["nodelist"] == "n001,n002"
     assert job["cpu_efficiency"] == pytest.approx(400 / (120 * 4))
@@ -176,7 +175,7 @@ def test_lsf_10_bacct_with_tasks_on_two_hosts(bindir):
 
 def test_lsf_unknown_job(bindir):
     fake(bindir, "bacct", f"{play('lsf', 'bacct-unknown.txt')}; exit 0")
-    record = accounting.read_accounting("lsf", "1")
+    record = reading.read_accounting("lsf", "1")
     assert not record["available"] and record["reason"] == "No matching job found"
 
 
@@ -186,18 +185,18 @@ def test_lsf_unknown_job(bindir):
 def test_no_accounting_paths_are_one_line_and_never_raise(bindir, tmp_path, monkeypatch):
     no_dbd = f"{play('slurm', '22.05', 'sacct-no-accounting.txt')} >&2; exit 1"
     fake(bindir, "sacct", no_dbd)
-    record = accounting.read_accounting("slurm", "12")
+    record = reading.read_accounting("slurm", "12")
     assert not record["available"]
     assert record["reason"] == "Slurm accounting storage is disabled"
-    assert accounting.describe(record) == [
+    assert text.describe(record) == [
         "accounting: none (from sacct (SLURM accounting)): Slurm accounting storage is disabled"
     ]
     empty = tmp_path / "emptybin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    record = accounting.read_accounting("slurm", "12")  # sacct not installed at all
+    record = reading.read_accounting("slurm", "12")  # sacct not installed at all
     assert not record["available"] and "sacct not found" in record["reason"]
-    local = accounting.read_accounting("local", "local-3")
+    local = reading.read_accounting("local", "local-3")
     assert not local["available"] and "keeps no accounting" in local["reason"]
 
 
@@ -205,18 +204,18 @@ def test_the_record_is_read_once_and_kept_in_the_run_directory(bindir, tmp_path)
     fake(bindir, "qacct", play("sge", "qacct-j-52-t-1.txt"))
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    first = accounting.account_finished("sge", "52.1", run_dir)
-    again = accounting.account_finished("sge", "52.1", run_dir)
+    first = reading.account_finished("sge", "52.1", run_dir)
+    again = reading.account_finished("sge", "52.1", run_dir)
     assert calls(bindir, "qacct") == ["-j 52 -t 1"]  # once
     assert first == again
     kept = json.loads((run_dir / "accounting.json").read_text())
     assert kept["format"] == "hpcbench-accounting/1" and kept["job"]["elapsed_s"] == 6.0
     assert not [p for p in run_dir.iterdir() if p.name.startswith(".")]  # no temporary left
     # a run directory that is not there: the record is returned, nothing is written
-    assert accounting.account_finished("sge", "52.1", tmp_path / "gone")["available"]
+    assert reading.account_finished("sge", "52.1", tmp_path / "gone")["available"]
     assert not (tmp_path / "gone").exists()
     (run_dir / "accounting.json").write_text("{not json")
-    assert accounting.load(run_dir) is None  # a damaged record is as good as none
+    assert records.load(run_dir) is None  # a damaged record is as good as none
 
 
 def test_lsf_lines_wrapped_under_dates_with_years(bindir):
@@ -227,7 +226,7 @@ def test_lsf_lines_wrapped_under_dates_with_years(bindir):
         .replace("\n                     EQ <", "\n                          EQ <")
     )
     fake(bindir, "bacct", f"cat <<'EOT'\n{with_years}EOT")
-    job = accounting.read_accounting("lsf", "8812")["job"]
+    job = reading.read_accounting("lsf", "8812")["job"]
     assert job["cpus"] == 4 and job["nodelist"] == "n001,n002"
     assert job["start"] == "2026-11-26T11:14:09"
 
@@ -238,15 +237,15 @@ def test_a_record_without_the_jobs_end_is_asked_for_again(bindir, tmp_path):
     fake(bindir, "sacct", "echo 'sacct: error: slurmdbd: Connection refused' >&2; exit 1")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    first = accounting.account_finished("slurm", "12", run_dir)
+    first = reading.account_finished("slurm", "12", run_dir)
     assert not first["available"] and "Connection refused" in first["reason"]
-    assert accounting.load(run_dir)["reason"] == first["reason"]
-    accounting.account_finished("slurm", "12", run_dir)
+    assert records.load(run_dir)["reason"] == first["reason"]
+    reading.account_finished("slurm", "12", run_dir)
     assert len(calls(bindir, "sacct")) == 2
 
 
 def test_an_empty_state_or_odd_lines_never_raise(bindir):
-    from hpcbench.jobs.accounting import slurm
+    from hpcbench.jobs.schedulers.slurm import accounting as slurm
 
     fields_ = "|".join([""] * (len(slurm.FIELDS) - 1))
     fake(bindir, "sacct", f"echo '12|{fields_}'; echo 'garbage'")
@@ -264,7 +263,7 @@ def test_slurm_sacct_of_a_two_node_job_and_its_steps(bindir):
     srun step held about 133 MiB in its largest task, then a one-node job asking --mem=100M."""
     fake(bindir, "sacct", play("slurm", "22.05", "sacct-accounting.txt"))
     fake(bindir, "scontrol", play("slurm", "22.05", "scontrol-show-config-energy.txt"))
-    record = accounting.read_accounting("slurm", "51870000")
+    record = reading.read_accounting("slurm", "51870000")
     [argv] = calls(bindir, "sacct")
     assert argv.startswith("--noheader --parsable2 --noconvert --jobs=51870000 --format=JobID,")
     job = record["job"]
@@ -285,7 +284,7 @@ def test_slurm_sacct_of_a_two_node_job_and_its_steps(bindir):
     steps = {s["step"]: s for s in record["steps"]}
     assert steps["0"]["max_rss_task"] == 1 and steps["0"]["max_rss_node"] == "node2"
     assert steps["0"]["tasks"] == 2 and steps["batch"]["max_rss_bytes"] == 12644352
-    lines = accounting.describe(record)
+    lines = text.describe(record)
     assert lines[0] == (
         "accounting (from sacct (SLURM accounting)): COMPLETED exit 0; queued 0 s, ran 4 s on "
         "node[1-2]"
@@ -297,7 +296,7 @@ def test_slurm_sacct_of_a_two_node_job_and_its_steps(bindir):
 def test_slurm_job_too_short_to_be_sampled(bindir):
     fake(bindir, "sacct", play("slurm", "22.05", "sacct-accounting.txt"))
     fake(bindir, "scontrol", play("slurm", "22.05", "scontrol-show-config-energy.txt"))
-    job = accounting.read_accounting("slurm", "51870001")["job"]
+    job = reading.read_accounting("slurm", "51870001")["job"]
     assert job["memory_allocated_bytes"] == 100 << 20 and job["max_rss_bytes"] is None
     assert job["memory_efficiency"] is None
 
@@ -312,7 +311,7 @@ def test_slurm_asks_again_while_slurmdbd_has_not_the_end(bindir, tmp_path):
     fake(bindir, "sacct", f'if [ -e "{counter}" ]; then {play("slurm", "22.05", "sacct-accounting.txt")}; '
          f'else touch "{counter}"; cat "{tmp_path / "running.txt"}"; fi')  # fmt: skip
     fake(bindir, "scontrol", play("slurm", "22.05", "scontrol-show-config-energy.txt"))
-    from hpcbench.jobs.accounting import slurm
+    from hpcbench.jobs.schedulers.slurm import accounting as slurm
 
     record = slurm.read("51870000", pause=0.0)
     assert record["job"]["state"] == "COMPLETED" and len(calls(bindir, "sacct")) == 2
@@ -321,22 +320,22 @@ def test_slurm_asks_again_while_slurmdbd_has_not_the_end(bindir, tmp_path):
 def test_a_garbled_kept_record_is_unknown_figures_not_a_crash(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    record = accounting.empty_record("slurm", "7", "sacct (SLURM accounting)")
+    record = records.empty_record("slurm", "7", "sacct (SLURM accounting)")
     record["available"] = True
     record["job"].update(state="COMPLETED", queue_wait_s="soon", elapsed_s=float("nan"), cpus=4)
     record["steps"] = [{"step": "0", "max_rss_bytes": [1], "tasks": True}]
     (run_dir / "accounting.json").write_text(json.dumps(record))
-    kept = accounting.load(run_dir)
+    kept = records.load(run_dir)
     assert kept["job"]["queue_wait_s"] is None and kept["job"]["elapsed_s"] is None
     assert kept["job"]["cpus"] == 4 and kept["job"]["state"] == "COMPLETED"
     assert kept["steps"][0]["max_rss_bytes"] is None and kept["steps"][0]["tasks"] is None
-    lines = accounting.describe(kept)
+    lines = text.describe(kept)
     assert lines[0].endswith("COMPLETED; queued ?, ran ?")
 
 
 def test_a_job_sacct_never_heard_of_is_not_waited_for(bindir):
     fake(bindir, "sacct", "exit 0")  # sacct answers, without the job
-    from hpcbench.jobs.accounting import slurm
+    from hpcbench.jobs.schedulers.slurm import accounting as slurm
 
     record = slurm.read("424242", pause=0.0)
     assert not record["available"] and record["reason"] == "sacct does not know job 424242 (yet)"
@@ -369,7 +368,7 @@ def test_an_accounting_answer_with_absurd_figures_is_unknown_figures_never_a_cra
     described; status -v, submit --wait and bench never end in a traceback."""
     import math
 
-    from hpcbench.jobs.accounting import slurm
+    from hpcbench.jobs.schedulers.slurm import accounting as slurm
 
     line = "|".join(["12", "train", "COMPLETED", "0:0", *[value] * (len(slurm.FIELDS) - 4)])
     fake(bindir, "sacct", f"printf '%s\\n' '{line}' '12.batch|batch|COMPLETED|0:0|{value}'")
@@ -378,15 +377,15 @@ def test_an_accounting_answer_with_absurd_figures_is_unknown_figures_never_a_cra
     table = f"{value}  {value}  -{value}  done  0.51  512M  0M"
     fake(bindir, "bacct", f"{lsf} | sed 's/^ *60.08 .*$/     {table}/'")
     for scheduler, job_id in (("slurm", "12"), ("lsf", "3329613")):
-        record = accounting.read_accounting(scheduler, job_id)
+        record = reading.read_accounting(scheduler, job_id)
         for key, figure in record["job"].items():
             if isinstance(figure, float):
                 assert math.isfinite(figure), (scheduler, key, figure)
-        assert accounting.describe(record)
+        assert text.describe(record)
 
 
 def test_slurm_reqmem_per_node_and_per_cpu_before_21_08_and_the_total_since():
-    from hpcbench.jobs.accounting.slurm import _requested
+    from hpcbench.jobs.schedulers.slurm.accounting import _requested
 
     assert _requested("4000Mn", 8, 2) == 2 * 4000 << 20
     assert _requested("4000Mc", 8, 2) == 8 * 4000 << 20

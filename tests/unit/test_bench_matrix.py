@@ -9,8 +9,8 @@ import pytest
 
 from hpcbench.bench.matrix import MatrixError, build_matrix, configs_from_words, read_matrix
 from hpcbench.bench.runner import Bench, Run, plan
-from hpcbench.jobs.launchers import shell_join
 from hpcbench.jobs.render import render_script
+from hpcbench.jobs.shell import shell_join
 from tests.conftest import REPO
 
 MATRIX = """\

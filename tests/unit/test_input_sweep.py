@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from hpcbench import api
 from hpcbench.cli import main
 from hpcbench.jobs.render import RenderError
+from hpcbench.jobs.launchers import launcher_names
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 from hpcbench.jobs.spec import MAX_LINE_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS, JobSpec, SpecError
 from hpcbench.jobs.spec_load import load_spec as load_spec_file
@@ -301,8 +302,10 @@ def bad_value(kind: str, meta: dict[str, Any]) -> st.SearchStrategy[Any]:
                 max_size=2,
             ),
         )
-    if kind in ("choice", "scheduler"):
-        choices = SCHEDULER_CHOICES if kind == "scheduler" else meta["choices"]
+    if kind in ("choice", "scheduler", "launcher"):
+        choices = {"scheduler": SCHEDULER_CHOICES, "launcher": launcher_names()}.get(
+            kind, meta.get("choices", ())
+        )
         return st.one_of(st.text(max_size=10).filter(lambda v: v not in choices), NOT_STR)
     if kind == "table":
         return st.one_of(st.integers(), st.text(max_size=5), st.lists(st.integers(), max_size=2))

@@ -85,7 +85,7 @@ def test_the_layers_below_the_trainer_never_import_it():
         ("from hpcbench import train", "hpcbench.data.reader"),
         (
             "def f():\n    from hpcbench.train.runtime import job_port\n",
-            "hpcbench.jobs.schedulers.local",
+            "hpcbench.jobs.schedulers.local.scheduler",
         ),
         ("from ..train.config import ConfigError", "hpcbench.data.reader"),
         (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from hpcbench.jobs.local_supervisor import SUPERVISOR
+from hpcbench.jobs.schedulers.local.supervisor import SUPERVISOR
 
 
 def supervise(tmp_path: Path, script: str, grace: int = 5) -> tuple[str, list[str]]:

@@ -30,17 +30,17 @@ from hpcbench.jobs.schedulers.base import (
     UNKNOWN,
     JobRecord,
 )
-from hpcbench.jobs.schedulers.lsf import LsfScheduler, parse_bjobs
+from hpcbench.jobs.schedulers.lsf.scheduler import LsfScheduler, parse_bjobs
 from hpcbench.jobs.script_check import reading_rules
 from hpcbench.jobs.spec_load import build_spec
 from tests.conftest import hpcbench
 
 
-def test_the_registry_finds_every_scheduler_module_and_the_spec_knows_them():
-    modules = {
-        p.stem for p in Path(schedulers_package.__file__).parent.glob("*.py") if p.stem[0] != "_"
+def test_the_registry_finds_every_scheduler_package_and_the_spec_knows_them():
+    packages = {
+        p.parent.name for p in Path(schedulers_package.__file__).parent.glob("*/__init__.py")
     }
-    assert set(SCHEDULER_CLASSES) == modules - {"base"}
+    assert set(SCHEDULER_CLASSES) == packages
     assert SCHEDULERS == ("auto", *SCHEDULER_CLASSES)
     assert list(SCHEDULER_CLASSES)[-1] == "local"  # asked last: it recognises every machine
 

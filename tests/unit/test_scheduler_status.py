@@ -18,10 +18,10 @@ import pytest
 
 from hpcbench.jobs.schedulers import JobIdError, SchedulerError
 from hpcbench.jobs.schedulers.base import JobRecord
-from hpcbench.jobs.schedulers.local import LocalScheduler
-from hpcbench.jobs.schedulers.pbs import OPENPBS, TORQUE, PbsScheduler, pbs_flavour
-from hpcbench.jobs.schedulers.sge import SgeScheduler
-from hpcbench.jobs.schedulers.slurm import SlurmScheduler
+from hpcbench.jobs.schedulers.local.scheduler import LocalScheduler
+from hpcbench.jobs.schedulers.pbs.scheduler import OPENPBS, TORQUE, PbsScheduler, pbs_flavour
+from hpcbench.jobs.schedulers.sge.scheduler import SgeScheduler
+from hpcbench.jobs.schedulers.slurm.scheduler import SlurmScheduler
 from tests.conftest import hpcbench
 
 OPENPBS_VERSION = "pbs_version = 22.05.11\n"

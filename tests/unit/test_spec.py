@@ -202,8 +202,9 @@ def test_cli_error_is_one_line_exit_2_and_writes_nothing(workdir):
 
 
 def test_a_program_config_is_passed_first_and_args_still_override(tmp_path, monkeypatch):
-    from hpcbench.jobs.launchers import shell_join, torchrun_words
-    from hpcbench.jobs.schedulers.slurm import srun_words
+    from hpcbench.jobs.launchers.srun import srun_words
+    from hpcbench.jobs.launchers.torchrun import torchrun_words
+    from hpcbench.jobs.shell import shell_join
     from hpcbench.train.command_line import parse_args
 
     monkeypatch.chdir(tmp_path)

@@ -8,7 +8,7 @@ import ast
 import subprocess
 from pathlib import Path
 
-from tests.unit.test_launch_layout import imported_modules, module_name
+from tests.unit.test_launch_layout import module_name
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("hpcbench", "data_prep")
@@ -20,23 +20,58 @@ def product_sources() -> list[Path]:
     return sorted(p for d in PACKAGES for p in (REPO / d).rglob("*.py"))
 
 
+def imports_of(path: Path, name: str, modules: set[str]) -> set[str]:
+    """The product modules ``path`` (module ``name``) names in its imports, each at the most
+    specific module it names: ``from hpcbench.jobs import registry`` imports
+    ``hpcbench.jobs.registry``; ``from hpcbench.jobs.accounting import ask`` imports the package
+    ``hpcbench.jobs.accounting`` itself (its ``__init__.py``). Literal ``import_module`` names
+    count; a name built at run time does not."""
+
+    def known(dotted: str) -> str:
+        while dotted and dotted not in modules:
+            dotted = dotted.rpartition(".")[0]
+        return dotted
+
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {known(alias.name) for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.add(sub if sub in modules else known(base))
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called in ("import_module", "__import__"):
+                found.add(known(str(node.args[0].value)))
+    return found - {"", name}
+
+
 def import_graph() -> dict[str, set[str]]:
-    """module -> the modules of the product it imports, each import at the most specific module
-    it names (``from hpcbench.jobs import registry`` is an import of ``hpcbench.jobs.registry``)."""
+    """module -> the product modules importing it runs: the ones it names (:func:`imports_of`)
+    and the packages above them, whose ``__init__.py`` runs first, except the packages above the
+    module itself (they ran before it)."""
     files = product_sources()
     modules = {module_name(p) for p in files}
     graph: dict[str, set[str]] = {}
     for path in files:
         name = module_name(path)
-        found = imported_modules(path.read_text(encoding="utf-8"), name, path.name == "__init__.py")
+        above_self = {name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1)}
         targets = set()
-        for imported in found:
-            while imported and imported not in modules:
-                imported = imported.rpartition(".")[0]
-            if imported and imported != name:
-                targets.add(imported)
-        # importing hpcbench.a.b names hpcbench.a too; a package's face is not an edge of its own
-        graph[name] = {t for t in targets if not any(o.startswith(t + ".") for o in targets)}
+        for imported in imports_of(path, name, modules):
+            targets.add(imported)
+            parent = imported.rpartition(".")[0]
+            while parent:
+                if parent in modules and parent not in above_self:
+                    targets.add(parent)
+                parent = parent.rpartition(".")[0]
+        graph[name] = targets - {name}
     return graph
 
 
@@ -94,19 +129,22 @@ def test_the_job_spec_and_the_launchers_stand_below_the_schedulers():
     )
 
 
-def test_slurm_is_known_only_to_its_scheduler_module():
+def test_slurm_words_are_only_in_slurm_files():
     found = subprocess.run(
         ["git", "grep", "-lE", "format_time_slurm|check_slurm|srun_words", "--", "hpcbench"],
         cwd=REPO,
         capture_output=True,
         text=True,
     ).stdout.split()
-    assert found == ["hpcbench/jobs/schedulers/slurm.py"]
+    assert found and all(
+        f.startswith("hpcbench/jobs/schedulers/slurm/") or f == "hpcbench/jobs/launchers/srun.py"
+        for f in found
+    ), found
 
 
 def test_no_function_local_import_of_hpcbench_in_the_scheduler_modules():
     local = []
-    for path in sorted((REPO / "hpcbench/jobs/schedulers").glob("*.py")):
+    for path in sorted((REPO / "hpcbench/jobs/schedulers").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for inner in ast.walk(node):
@@ -131,3 +169,17 @@ def test_modules_and_functions_are_short_enough_to_read():
                     long_functions.append(f"{where}:{node.name} ({lines} lines)")
     assert long_modules == [], f"over {MAX_MODULE_LINES} lines"
     assert long_functions == [], f"over {MAX_FUNCTION_LINES} lines"
+
+
+def test_an_import_of_a_package_s_name_is_an_edge_to_its_init(tmp_path):
+    """``from pkg import helper`` runs ``pkg/__init__.py``: a module of ``pkg`` doing so while the
+    package imports it back is a circle, as is one reaching another package's ``__init__.py``."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from pkg import reader\nHELP = 1\n")
+    (package / "reader.py").write_text("from pkg import HELP\n")
+    (package / "leaf.py").write_text("from pkg import reader\n")
+    modules = {"pkg", "pkg.reader", "pkg.leaf"}
+    assert imports_of(package / "reader.py", "pkg.reader", modules) == {"pkg"}
+    assert imports_of(package / "leaf.py", "pkg.leaf", modules) == {"pkg.reader"}
+    assert imports_of(package / "__init__.py", "pkg", modules) == {"pkg.reader"}

@@ -26,8 +26,8 @@ from hpcbench.jobs.schedulers.base import (
     JobStatus,
     array_status,
 )
-from hpcbench.jobs.schedulers.lsf import parse_bjobs
-from hpcbench.jobs.schedulers.pbs import PbsScheduler, job_status, parse_qstat
+from hpcbench.jobs.schedulers.lsf.scheduler import parse_bjobs
+from hpcbench.jobs.schedulers.pbs.scheduler import PbsScheduler, job_status, parse_qstat
 from hpcbench.jobs.spec import Array
 from hpcbench.jobs.spec_load import build_spec
 from hpcbench.sweep.plan import SweepError, build_sweep, parse_axis, read_sweep, run_name

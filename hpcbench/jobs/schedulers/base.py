@@ -17,14 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from hpcbench.jobs.launchers import (
-    LaunchError,
-    ShellVar,
-    Word,
-    mpiexec_words,
-    quote_word,
-    torchrun_words,
-)
+from hpcbench.jobs.launchers import Launcher, launcher_for
+from hpcbench.jobs.shell import ShellVar, Word, quote_word
 from hpcbench.jobs.spec import JobSpec
 
 # States, named as SLURM names them; every scheduler maps its own onto these.
@@ -175,6 +169,9 @@ class Scheduler(ABC):
     script_suffix: ClassVar[str] = ".sh"
     #: the prefix of its directive lines (``#SBATCH``); '' for a scheduler that reads none
     directive_prefix: ClassVar[str] = ""
+    #: a scheduler that plays every batch system on this machine: a launcher that only another
+    #: batch system has (srun) is replaced by its stand-in (mpiexec)
+    plays_every_system: ClassVar[bool] = False
     #: the order in which :func:`hpcbench.jobs.schedulers.detect` asks (lowest first)
     detect_order: ClassVar[int] = 50
     #: first poll interval and ceiling in seconds for ``wait`` (clusters: gentle on the
@@ -242,21 +239,14 @@ class Scheduler(ABC):
 
     @classmethod
     def launch_words(cls, spec: JobSpec) -> list[Word]:
-        """The launch line of a batch script for ``launcher.kind``: torchrun with one agent per
-        node (started as :meth:`node_agents` says) or mpiexec. A scheduler with a launcher of its
-        own (SLURM's srun) overrides this and hands the rest back here."""
-        kind = spec.launcher.kind
-        if kind == "torchrun":
-            standalone = spec.resources.nodes == 1
-            return [*cls.node_agents(spec), *torchrun_words(spec, standalone=standalone)]
-        if kind == "mpiexec":
-            return mpiexec_words(spec)
-        if kind == "srun":
-            raise LaunchError(
-                f"launcher.kind: srun runs only under SLURM, not {cls.name}; use mpiexec or "
-                "torchrun"
-            )
-        raise LaunchError(f"launcher.kind: unknown launcher {kind!r}")
+        """The launch line of a batch script: ``launcher.kind``'s launcher (or its stand-in, see
+        :func:`~hpcbench.jobs.launchers.launcher_for`), given :meth:`node_agents`."""
+        return cls.launcher(spec).words(spec, cls)
+
+    @classmethod
+    def launcher(cls, spec: JobSpec) -> type[Launcher]:
+        """The launcher that starts ``spec``'s ranks under this scheduler."""
+        return launcher_for(spec.launcher.kind, cls.name, cls.plays_every_system)
 
     @classmethod
     def job_environment(cls, job_id: str, hosts: Sequence[str], folder: Path) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """The bash supervisor of each local job: it waits for the jobs it runs after; runs the script;
 ends what the script left running in the job's session; then records the exit status, which the
 local scheduler reads. An array's task is started by its array's dispatcher
-(:mod:`hpcbench.jobs.local_array`) once a slot is free; it marks its start, or never runs when it
+(:mod:`hpcbench.jobs.schedulers.local.array`) once a slot is free; it marks its start, or never runs when it
 was cancelled meanwhile."""
 
 # $1 script, $2 exit-status file, $3 seconds between SIGTERM and SIGKILL, $4 "task" for an

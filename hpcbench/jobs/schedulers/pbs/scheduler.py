@@ -33,7 +33,7 @@ from hpcbench.jobs.schedulers.base import (
     run_command,
     run_process,
 )
-from hpcbench.jobs.schedulers.sge import qsub_is_grid_engine
+from hpcbench.jobs.schedulers.sge.scheduler import qsub_is_grid_engine
 from hpcbench.jobs.spec import JobSpec
 from hpcbench.jobs.units import format_memory, format_time_hms
 

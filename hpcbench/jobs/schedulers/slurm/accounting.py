@@ -20,8 +20,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from hpcbench.jobs.accounting import Runner, ask, empty_record, fields, final, refused
-from hpcbench.jobs.schedulers.slurm import sacct_exit_code
+from hpcbench.jobs.accounting import fields
+from hpcbench.jobs.accounting.records import (
+    AccountingReader,
+    Runner,
+    ask,
+    empty_record,
+    final,
+    refused,
+)
+from hpcbench.jobs.schedulers.slurm.scheduler import sacct_exit_code
 
 FIELDS = (
     "JobID",
@@ -187,3 +195,14 @@ def _step(row: dict[str, str], job_id: str) -> dict[str, Any]:
         "energy_j": energy or None,
         "tres_usage_in_tot": usage or None,
     }
+
+
+class SlurmAccounting(AccountingReader):
+    """The reader hpcbench asks for a finished slurm job."""
+
+    scheduler = "slurm"
+    source = SOURCE
+
+    @classmethod
+    def read(cls, job_id: str) -> dict[str, Any]:
+        return read(job_id)

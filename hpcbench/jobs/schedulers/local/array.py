@@ -8,7 +8,7 @@ then, the process limit is reached) fails alone with the reason in its record; a
 before its start never starts (the dispatcher checks its cancel mark before and after starting
 it). The dispatcher outlives its tasks: while it runs, a pending task is waiting for a slot.
 
-Run as ``python -m hpcbench.jobs.local_array STATE_DIR ARRAY_ID``; no torch here.
+Run as ``python -m hpcbench.jobs.schedulers.local.array STATE_DIR ARRAY_ID``; no torch here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from hpcbench.jobs.schedulers.base import SchedulerError
-from hpcbench.jobs.schedulers.local import LocalScheduler, write_task_failure
+from hpcbench.jobs.schedulers.local.scheduler import LocalScheduler, write_task_failure
 
 #: the exit status of a task that could not be started (as a shell's "command not found")
 NOT_STARTED = 127
@@ -76,7 +76,10 @@ def dispatch(state_dir: Path, array_id: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m hpcbench.jobs.local_array STATE_DIR ARRAY_ID", file=sys.stderr)
+        print(
+            "usage: python -m hpcbench.jobs.schedulers.local.array STATE_DIR ARRAY_ID",
+            file=sys.stderr,
+        )
         return 2
     return dispatch(Path(args[0]), args[1])
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcbench.jobs.accounting import Runner, ask, empty_record, fields, refused
+from hpcbench.jobs.accounting import fields
+from hpcbench.jobs.accounting.records import AccountingReader, Runner, ask, empty_record, refused
 
 SOURCE = "qacct (Grid Engine accounting)"
 
@@ -91,3 +92,14 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
 
 def _times(blocks: list[dict[str, str]], key: str) -> list[float]:
     return [t for b in blocks if (t := fields.ctime_time(b.get(key))) is not None]
+
+
+class GridEngineAccounting(AccountingReader):
+    """The reader hpcbench asks for a finished sge job."""
+
+    scheduler = "sge"
+    source = SOURCE
+
+    @classmethod
+    def read(cls, job_id: str) -> dict[str, Any]:
+        return read(job_id)

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hpcbench.jobs.launchers import Word, program_words
 from hpcbench.jobs.schedulers.base import (
     CANCELLED,
     COMPLETED,
@@ -37,6 +36,7 @@ from hpcbench.jobs.schedulers.base import (
     run_command,
     run_process,
 )
+from hpcbench.jobs.shell import Word
 from hpcbench.jobs.spec import JobSpec
 from hpcbench.jobs.units import format_memory, format_time_hms
 
@@ -144,10 +144,6 @@ class SlurmScheduler(Scheduler):
         return ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
 
     @classmethod
-    def launch_words(cls, spec: JobSpec) -> list[Word]:
-        return srun_words(spec) if spec.launcher.kind == "srun" else super().launch_words(spec)
-
-    @classmethod
     def template_context(cls, spec: JobSpec) -> dict[str, Any]:
         r = spec.resources
         return {
@@ -248,21 +244,6 @@ class SlurmScheduler(Scheduler):
             )
         if proc.returncode != 0:
             raise SchedulerError(f"scancel refused: {said or f'exit status {proc.returncode}'}")
-
-
-def srun_words(spec: JobSpec) -> list[Word]:
-    """``srun`` with one task per rank; a failing rank ends the step (``--kill-on-bad-exit``)."""
-    r = spec.resources
-    words: list[Word] = [
-        "srun",
-        f"--ntasks={r.world_size}",
-        f"--ntasks-per-node={r.ranks_per_node}",
-        "--kill-on-bad-exit=1",
-        "--label",
-    ]
-    if spec.launcher.srun_mpi:
-        words.append(f"--mpi={spec.launcher.srun_mpi}")
-    return [*words, *spec.launcher.args, *program_words(spec)]
 
 
 # ------------------------------------------------------------------------- the cluster itself

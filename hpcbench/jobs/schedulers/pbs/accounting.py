@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcbench.jobs.accounting import Runner, ask, empty_record, fields, refused
-from hpcbench.jobs.schedulers.pbs import TORQUE, PbsScheduler, job_status, parse_qstat
+from hpcbench.jobs.accounting import fields
+from hpcbench.jobs.accounting.records import AccountingReader, Runner, ask, empty_record, refused
+from hpcbench.jobs.schedulers.pbs.scheduler import TORQUE, PbsScheduler, job_status, parse_qstat
 
 SOURCE = "qstat -x -f (PBS job history)"
 
@@ -77,3 +78,14 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
         "PBS gives the job's memory summed over its processes (resources_used.mem), not each rank's"
     )
     return record
+
+
+class PbsAccounting(AccountingReader):
+    """The reader hpcbench asks for a finished pbs job."""
+
+    scheduler = "pbs"
+    source = SOURCE
+
+    @classmethod
+    def read(cls, job_id: str) -> dict[str, Any]:
+        return read(job_id)

@@ -33,8 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.atomic import write_atomically
-from hpcbench.jobs.launchers import Word, mpiexec_words
-from hpcbench.jobs.local_supervisor import SUPERVISOR
 from hpcbench.jobs.processes import Proc, boot_id, proc_stat, proc_table, signal_if_same
 from hpcbench.jobs.schedulers.base import (
     CANCELLED,
@@ -48,6 +46,8 @@ from hpcbench.jobs.schedulers.base import (
     SchedulerError,
     array_status,
 )
+from hpcbench.jobs.schedulers.local.supervisor import SUPERVISOR
+from hpcbench.jobs.shell import Word
 from hpcbench.jobs.spec import JobSpec
 from hpcbench.jobs.state import MAX_RECORD_BYTES, state_dir
 from hpcbench.jsonfile import JsonFileError, read_json
@@ -88,6 +88,7 @@ class LocalScheduler(Scheduler):
     template = "local.sh.j2"
     script_suffix = ".sh"
     detect_order = 1000  # the last resort: no batch system on this machine
+    plays_every_system = True  # a launcher only a cluster has runs as its stand-in here
     poll_start = 0.05
     poll_ceiling = 1.0
     id_pattern = re.compile(r"local-[0-9]{1,18}(?:_[0-9]{1,10})?")
@@ -106,11 +107,6 @@ class LocalScheduler(Scheduler):
     @classmethod
     def node_agents(cls, spec: JobSpec) -> list[Word]:
         return []  # the template loops over the emulated nodes itself
-
-    @classmethod
-    def launch_words(cls, spec: JobSpec) -> list[Word]:
-        # a laptop has no srun: the same ranks through mpiexec
-        return mpiexec_words(spec) if spec.launcher.kind == "srun" else super().launch_words(spec)
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = (root or state_dir()) / "local"
@@ -257,7 +253,7 @@ class LocalScheduler(Scheduler):
     def _submit_array(self, script_path: Path, spec: JobSpec, cwd: Path) -> str:
         """An array: one id for it (its record lists its tasks) and one job per task,
         ``<id>_<index>``. Every task is recorded (pending) before anything starts; then one
-        dispatcher process (:mod:`hpcbench.jobs.local_array`) starts each task's supervisor as
+        dispatcher process (:mod:`hpcbench.jobs.schedulers.local.array`) starts each task's supervisor as
         one of the array's ``max_parallel`` slots frees up."""
         array = spec.array
         assert array is not None
@@ -298,7 +294,7 @@ class LocalScheduler(Scheduler):
                 [
                     sys.executable,
                     "-m",
-                    "hpcbench.jobs.local_array",
+                    "hpcbench.jobs.schedulers.local.array",
                     str(self.root.parent),
                     array_id,
                 ],

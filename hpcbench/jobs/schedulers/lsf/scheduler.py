@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hpcbench.jobs.launchers import ShellVar, Word
 from hpcbench.jobs.schedulers.base import (
     CANCELLED,
     COMPLETED,
@@ -31,6 +30,7 @@ from hpcbench.jobs.schedulers.base import (
     run_command,
     run_process,
 )
+from hpcbench.jobs.shell import ShellVar, Word
 from hpcbench.jobs.spec import JobSpec, SpecError
 from hpcbench.jobs.state import state_dir
 

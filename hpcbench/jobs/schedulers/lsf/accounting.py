@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hpcbench.jobs.accounting import Runner, ask, empty_record, fields, refused
+from hpcbench.jobs.accounting import fields
+from hpcbench.jobs.accounting.records import AccountingReader, Runner, ask, empty_record, refused
 
 SOURCE = "bacct -l (LSF accounting)"
 _EVENT = re.compile(r"^(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d(?: \d{4})?): (.*)$")
@@ -109,3 +110,14 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
         "LSF gives the job's memory summed over its processes (MEM), not each rank's"
     )
     return record
+
+
+class LsfAccounting(AccountingReader):
+    """The reader hpcbench asks for a finished lsf job."""
+
+    scheduler = "lsf"
+    source = SOURCE
+
+    @classmethod
+    def read(cls, job_id: str) -> dict[str, Any]:
+        return read(job_id)

@@ -1,0 +1,73 @@
+"""Launchers behind one shape (:class:`~.base.Launcher`), one module each: torchrun, mpiexec,
+srun.
+
+Every module of this package that defines a ``Launcher`` subclass with a ``name`` is a launcher:
+:data:`LAUNCHER_CLASSES` is found by importing them, so adding one is one module here. A launcher
+knows no scheduler by its code: it says under which batch system alone it runs
+(``only_under``), and :func:`launcher_for` picks it, or its stand-in, for a scheduler.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from hpcbench.jobs.launchers.base import Launcher, LaunchError
+
+
+def _discover() -> dict[str, type[Launcher]]:
+    for module in pkgutil.iter_modules(__path__):
+        if module.name != "base":
+            importlib.import_module(f"{__name__}.{module.name}")
+    return launcher_classes()
+
+
+def launcher_classes() -> dict[str, type[Launcher]]:
+    """Every launcher by name, in the order ``--help`` lists them (those defined outside this
+    package, once imported, too)."""
+    found: dict[str, type[Launcher]] = {}
+    todo = list(Launcher.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.name:
+            found[cls.name] = cls
+    return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
+
+
+#: every launcher of this package by name, in the order ``--help`` lists them
+LAUNCHER_CLASSES: dict[str, type[Launcher]] = _discover()
+
+
+def launcher_names() -> tuple[str, ...]:
+    """What ``--launcher`` and ``launcher.kind`` take."""
+    return tuple(launcher_classes())
+
+
+def launcher_for(kind: str, scheduler: str, plays_every_system: bool = False) -> type[Launcher]:
+    """The launcher that starts ``kind``'s ranks under ``scheduler``: ``kind`` itself, or its
+    stand-in where the scheduler plays every batch system on one machine (the local one); a
+    launcher that runs only under another batch system is a one-line :class:`LaunchError`."""
+    classes = launcher_classes()
+    cls = classes.get(kind)
+    if cls is None:
+        raise LaunchError(f"launcher.kind: unknown launcher {kind!r}")
+    if cls.only_under and cls.only_under != scheduler:
+        if plays_every_system and cls.stand_in in classes:
+            return classes[cls.stand_in]
+        others = sorted(n for n, c in classes.items() if not c.only_under)
+        raise LaunchError(
+            f"launcher.kind: {kind} runs only under {cls.only_under_label or cls.only_under}, "
+            f"not {scheduler}; use {' or '.join(others)}"
+        )
+    return cls
+
+
+__all__ = [
+    "LAUNCHER_CLASSES",
+    "LaunchError",
+    "Launcher",
+    "launcher_classes",
+    "launcher_for",
+    "launcher_names",
+]

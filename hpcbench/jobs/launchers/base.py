@@ -1,0 +1,95 @@
+"""The shape of a launcher: a small class that says how a batch script starts the job's ranks.
+
+A launcher answers the same few questions for every batch system: the words of the launch line
+(:meth:`Launcher.words`), whether it starts one agent per node that starts the node's ranks
+itself (torchrun) or one task per rank (mpiexec, srun), whether its agents meet at a rendezvous,
+and under which batch systems it runs. It knows no scheduler: a scheduler hands it the way to
+start one process on each node of the allocation (its ``node_agents``). What each rank runs (the
+program, inside the job's container if there is one) is :func:`program_words`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Protocol
+
+from hpcbench.jobs.shell import Word, path_word
+from hpcbench.jobs.spec import JobSpec
+
+
+class LaunchError(ValueError):
+    """A launcher that cannot work with the chosen scheduler; one line naming the field."""
+
+
+class NodeStarter(Protocol):
+    """What a launcher asks of the scheduler: how to start one process on each node."""
+
+    @classmethod
+    def node_agents(cls, spec: JobSpec) -> list[Word]: ...
+
+
+class Launcher:
+    """One way to start ranks. A subclass with a ``name``, in its own module of this package, is
+    a launcher: ``--launcher NAME`` and ``launcher.kind`` take it, and every scheduler's template
+    renders it without an edit."""
+
+    #: the name users give (``--launcher NAME``, ``launcher.kind``)
+    name: ClassVar[str] = ""
+    #: where it stands among the choices ``--help`` lists (lowest first)
+    order: ClassVar[int] = 50
+    #: one agent per node that starts the node's ranks (its task holds all their CPUs), rather
+    #: than one scheduler task per rank
+    agent_per_node: ClassVar[bool] = False
+    #: the one batch system it runs under ('' for any), and that system's name in messages
+    only_under: ClassVar[str] = ""
+    only_under_label: ClassVar[str] = ""
+    #: the launcher a scheduler that plays every batch system on one machine starts instead
+    stand_in: ClassVar[str] = ""
+
+    @classmethod
+    def words(cls, spec: JobSpec, scheduler: type[NodeStarter]) -> list[Word]:
+        """The launch line of a batch script."""
+        raise NotImplementedError
+
+    @classmethod
+    def needs_rendezvous(cls, spec: JobSpec) -> bool:
+        """Whether its agents meet at ``$head_node:$rdzv_port`` (the template finds them)."""
+        return False
+
+    @classmethod
+    def node_agent(cls, spec: JobSpec) -> list[Word]:
+        """The agent of one node, for a scheduler that plays every node on one machine and starts
+        the agents itself ([] when the launcher starts every rank from one command)."""
+        return []
+
+
+def container_prefix(spec: JobSpec) -> list[Word]:
+    """``apptainer exec --nv --bind … IMAGE`` when the spec names a container, else nothing."""
+    c = spec.environment.container
+    if c is None:
+        return []
+    words: list[Word] = [c.runtime, "exec"]
+    if spec.resources.gpus_per_node:
+        words.append("--nv")
+    for bind in c.binds:
+        words += ["--bind", path_word(bind)]
+    return [*words, *c.options, path_word(c.image)]
+
+
+def program_args(spec: JobSpec) -> list[Word]:
+    """The program's arguments: ``--config FILE`` first when the spec names one, then ``args``
+    (the trainer lets flags override its file wherever they stand)."""
+    p = spec.program
+    return ["--config", path_word(p.config), *p.args] if p.config else list(p.args)
+
+
+def program_words(spec: JobSpec) -> list[Word]:
+    """What each rank runs, inside the container if there is one."""
+    p = spec.program
+    args = program_args(spec)
+    if p.command:
+        argv: list[Word] = [*p.command, *args]
+    elif p.script:
+        argv = [path_word(p.python), path_word(p.script), *args]
+    else:
+        argv = [path_word(p.python), "-m", p.module or "", *args]
+    return [*container_prefix(spec), *argv]

@@ -1,0 +1,35 @@
+"""srun: SLURM's own launcher, one task per rank, started and tracked by the cluster (a failing
+rank ends the step). Only SLURM has it; the local scheduler starts the same ranks with mpiexec."""
+
+from __future__ import annotations
+
+from hpcbench.jobs.launchers.base import Launcher, NodeStarter, program_words
+from hpcbench.jobs.shell import Word
+from hpcbench.jobs.spec import JobSpec
+
+
+class Srun(Launcher):
+    name = "srun"
+    order = 30
+    only_under = "slurm"
+    only_under_label = "SLURM"
+    stand_in = "mpiexec"
+
+    @classmethod
+    def words(cls, spec: JobSpec, scheduler: type[NodeStarter]) -> list[Word]:
+        return srun_words(spec)
+
+
+def srun_words(spec: JobSpec) -> list[Word]:
+    """``srun`` with one task per rank; a failing rank ends the step (``--kill-on-bad-exit``)."""
+    r = spec.resources
+    words: list[Word] = [
+        "srun",
+        f"--ntasks={r.world_size}",
+        f"--ntasks-per-node={r.ranks_per_node}",
+        "--kill-on-bad-exit=1",
+        "--label",
+    ]
+    if spec.launcher.srun_mpi:
+        words.append(f"--mpi={spec.launcher.srun_mpi}")
+    return [*words, *spec.launcher.args, *program_words(spec)]
