@@ -372,6 +372,7 @@ def _quiet_stdout() -> None:
 def _wait_for(job: Any, name: str, args: argparse.Namespace) -> int:
     """``submit --wait``: the job's log as it grows, then how it ended (with what the
     scheduler's accounting recorded of it); the job's exit status."""
+    from hpcbench.jobs.accounting.reading import keeps_accounting
     from hpcbench.jobs.accounting.text import describe
 
     assert job.record is not None
@@ -385,7 +386,7 @@ def _wait_for(job: Any, name: str, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
-    if name != "local":  # the scheduler's record of it, kept beside its results
+    if keeps_accounting(name):  # the scheduler's record of it, kept beside its results
         for line in describe(job.accounting()):
             print(line)
     if status.state == "COMPLETED":

@@ -36,8 +36,8 @@ from hpcbench.bench.results import (
     run_metrics,
 )
 from hpcbench.data.manifest import write_json_atomically
-from hpcbench.jobs import submission
-from hpcbench.jobs.accounting.reading import account_finished
+from hpcbench.jobs import schedulers, submission
+from hpcbench.jobs.accounting.reading import account_finished, keeps_accounting
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError, SchedulerUnreachable
 
@@ -265,17 +265,10 @@ class Bench:
                 f"{job.record.stderr_path if job.record else ''}); net energy will be unavailable"
             )
 
-    def _on_slurm(self) -> bool:
-        return (
-            self.scheduler
-            or submission.resolve_scheduler(
-                submission.load_spec(self.matrix.job, smoke=self.matrix.smoke)
-            )[0]
-        ) == "slurm"
-
     def _local(self, spec: Any) -> bool:
         """Whether this run goes to the local scheduler (this machine)."""
-        return submission.resolve_scheduler(spec, self.scheduler)[0] == "local"
+        name = submission.resolve_scheduler(spec, self.scheduler)[0]
+        return schedulers.scheduler_class(name).plays_every_system
 
     def _relative(self, path: Path) -> str:
         return os.path.relpath(path, self.cwd) if path.is_relative_to(self.cwd) else str(path)
@@ -355,7 +348,7 @@ class Bench:
     def _reattach(self, run: Run) -> Job:
         record = JobRecord(
             run.job_id or "",
-            run.scheduler or "local",
+            run.scheduler or schedulers.this_machine(),
             Path(run.script or ""),
             Path(run.stdout or ""),
             Path(run.stderr or ""),
@@ -397,10 +390,11 @@ class Bench:
         ``qacct``, ``qstat -x -f`` or ``bacct``; where there is none, why)."""
         if not run.job_id or not run.run_dir or run.status != "completed" and not run.started:
             return
-        record = account_finished(run.scheduler or "local", run.job_id, self.results / run.run_dir)
+        scheduler = run.scheduler or schedulers.this_machine()
+        record = account_finished(scheduler, run.job_id, self.results / run.run_dir)
         if record.get("available") is False and not self._said_no_accounting:
             self._said_no_accounting = True
-            if record.get("scheduler") != "local":
+            if keeps_accounting(scheduler):
                 self.echo(f"no scheduler accounting for this matrix ({record.get('reason')})")
 
     def _record_run_side(self, run: Run) -> None:

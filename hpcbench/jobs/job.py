@@ -17,6 +17,7 @@ from typing import Any
 from hpcbench.jobs import registry
 from hpcbench.jobs.follow import LogFollower
 from hpcbench.jobs.logs import RankError, error_tail, first_rank_error
+from hpcbench.jobs.schedulers import for_submitit_cluster
 from hpcbench.jobs.schedulers import get as get_scheduler
 from hpcbench.jobs.schedulers.base import (
     JobRecord,
@@ -218,10 +219,13 @@ class Job:
         from hpcbench.jobs.accounting.reading import account_finished
         from hpcbench.jobs.accounting.records import unavailable
 
-        if self._submitit is not None:  # submitit keeps the files; SLURM's sacct still answers
-            if "Slurm" not in type(self._submitit).__name__:
-                return unavailable(self.scheduler_name, self.job_id, "none", "not a SLURM job")
-            return account_finished("slurm", self.job_id, None)
+        if self._submitit is not None:  # submitit keeps the files; the scheduler still answers
+            cluster = type(self._submitit).__module__.split(".")[1:2]
+            scheduler = for_submitit_cluster(cluster[0] if cluster else "")
+            if scheduler is None:
+                why = f"not a job of a batch system ({type(self._submitit).__name__})"
+                return unavailable(self.scheduler_name, self.job_id, "none", why)
+            return account_finished(scheduler, self.job_id, None)
         assert self.record is not None
         if self.tasks:
             return unavailable(

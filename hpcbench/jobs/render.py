@@ -32,14 +32,13 @@ import jinja2.sandbox
 from hpcbench import __version__
 from hpcbench.jobs.launchers import LaunchError
 from hpcbench.jobs.program_args import check_program_args
-from hpcbench.jobs.schedulers import SchedulerError, scheduler_class
+from hpcbench.jobs.schedulers import SCHEDULER_CLASSES, SchedulerError, scheduler_class
 from hpcbench.jobs.script_check import ScriptCheckError, check_directives
 from hpcbench.jobs.shell import ShellVar, path_word, quote_word, shell_join
 from hpcbench.jobs.spec import JobSpec
 
 TEMPLATE_DIR_VAR = "HPCBENCH_TEMPLATE_DIR"
 LINE_WIDTH = 96  # launch lines are wrapped with backslash continuations past this
-LOCAL_MAX_RANKS = 1024  # the local scheduler starts every rank on this one machine
 _SAFE_DIRECTIVE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 log = logging.getLogger("hpcbench")
@@ -88,29 +87,24 @@ def shjoin(words: Sequence[str | ShellVar]) -> str:
     return shell_join(words)
 
 
-def directive(value: Any, scheduler: str = "slurm") -> str:
-    """Quote a value for a scheduler directive line (``#SBATCH --job-name=VALUE``).
-
-    sbatch reads ``\\"`` and ``\\\\`` inside double quotes; PBS's and Grid Engine's qsub read
-    neither (a ``"`` ends the value, a ``\\`` stays), so there such values are refused."""
+def directive(value: Any, scheduler: str) -> str:
+    """Quote a value for one of ``scheduler``'s directive lines (``#SBATCH --job-name=VALUE``):
+    bare when harmless, else as the scheduler's :meth:`~.schedulers.base.Scheduler.quote_directive`
+    says (each batch system reads quotes and escapes its own way); a newline is refused."""
     text = str(value)
     if _CONTROL.search(text):
         raise RenderError(f"{text!r}: a directive value cannot hold a newline or control character")
     if _SAFE_DIRECTIVE.match(text):
         return text
-    if scheduler == "slurm":
-        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if '"' in text or "\\" in text:
-        raise RenderError(
-            f"{text!r}: a {scheduler} directive value cannot hold '\"' or '\\' (its qsub reads "
-            "no escapes inside quotes)"
-        )
-    return '"' + text + '"'
+    try:
+        return scheduler_class(scheduler).quote_directive(text)
+    except SchedulerError as err:
+        raise RenderError(str(err)) from None
 
 
 @jinja2.pass_context
 def _directive_filter(context: Any, value: Any) -> str:
-    return directive(value, context.get("scheduler", "slurm"))
+    return directive(value, context["scheduler"])
 
 
 def comment(value: Any) -> str:
@@ -140,6 +134,10 @@ def make_environment(template_dirs: Sequence[str | Path] | None = None) -> jinja
         jinja2.PrefixLoader({"hpcbench": builtin}),
         jinja2.FileSystemLoader([str(d) for d in user_template_dirs(template_dirs)]),
         builtin,
+        # then the template directories of schedulers that plug-ins add
+        jinja2.FileSystemLoader(
+            [str(c.template_dir) for c in SCHEDULER_CLASSES.values() if c.template_dir]
+        ),
     ]
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(
         loader=jinja2.ChoiceLoader(loaders),
@@ -178,17 +176,6 @@ def summary(spec: JobSpec) -> str:
     )
 
 
-# How each scheduler warns a job before it ends it, for the comment in the script.
-STOP_WARNINGS = {
-    "slurm": "SLURM sends the signal to this shell `lead` before the time limit (--signal=B:), and "
-    "SIGTERM on preemption",
-    "sge": "Grid Engine sends SIGUSR2 before SIGKILL (-notify; the queue's notify time)",
-    "pbs": "PBS sends SIGTERM at the walltime and on qdel, SIGKILL after its kill_delay",
-    "lsf": "LSF sends the signal `lead` before the run limit (-wa/-wt)",
-    "local": "hpcbench cancel sends SIGTERM, SIGKILL a few seconds later",
-}
-
-
 def requeue_context(spec: JobSpec, scheduler: str) -> dict[str, Any] | None:
     """What the templates need to signal, checkpoint and requeue; None when it is off."""
     q = spec.requeue
@@ -204,7 +191,7 @@ def requeue_context(spec: JobSpec, scheduler: str) -> dict[str, Any] | None:
         "lead_s": q.lead_s,
         "max": q.max,
         "method": q.method,
-        "why": STOP_WARNINGS.get(scheduler, "the scheduler's warning signal").replace(
+        "why": scheduler_class(scheduler).stop_warning.replace(
             "`lead`", f"{q.lead_s} s (requeue.lead)"
         ),
     }
@@ -234,10 +221,10 @@ def array_context(spec: JobSpec, scheduler: str) -> dict[str, Any] | None:
 def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
     r = spec.resources
     cls = scheduler_class(scheduler)
-    if scheduler == "local" and r.world_size > LOCAL_MAX_RANKS:
+    if cls.max_ranks is not None and r.world_size > cls.max_ranks:
         raise RenderError(
-            f"resources.nodes: the local scheduler starts every rank on this machine; "
-            f"{r.world_size} ranks is more than {LOCAL_MAX_RANKS}"
+            f"resources.nodes: the {scheduler} scheduler {cls.max_ranks_reason}; "
+            f"{r.world_size} ranks is more than {cls.max_ranks}"
         )
     try:
         launcher = cls.launcher(spec)

@@ -411,13 +411,14 @@ class SweepRunner:
         """Poll the queued and running tasks until each has ended, saying so as each does."""
         active = {id(s): s for s in states if s.state in (QUEUED, RUNNING)}
         total = len(states)
-        poll = schedulers.get(next(iter(active.values())).scheduler or "local") if active else None
+        here = schedulers.this_machine()
+        poll = schedulers.get(next(iter(active.values())).scheduler or here) if active else None
         intervals = poll.poll_intervals() if poll else iter(())
         while active:
             time.sleep(next(intervals))
             by_scheduler: dict[str, list[TaskState]] = {}
             for st in active.values():
-                by_scheduler.setdefault(st.scheduler or "local", []).append(st)
+                by_scheduler.setdefault(st.scheduler or here, []).append(st)
             for name, group in by_scheduler.items():
                 found = schedulers.get(name).statuses([st.job_id or "" for st in group])
                 for st in group:

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from hpcbench import api
 from hpcbench.cli import main
-from hpcbench.jobs.render import RenderError
 from hpcbench.jobs.launchers import launcher_names
+from hpcbench.jobs.render import RenderError
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 from hpcbench.jobs.spec import MAX_LINE_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS, JobSpec, SpecError
 from hpcbench.jobs.spec_load import load_spec as load_spec_file

@@ -155,16 +155,16 @@ def test_header_says_what_runs_and_how_it_was_made():
 
 
 def test_directive_filter_quotes_like_sbatch_reads_and_refuses_newlines():
-    assert directive("gpu") == "gpu"
-    assert directive('a b "c"') == '"a b \\"c\\""'
-    assert directive("x\\y z") == '"x\\\\y z"'
+    assert directive("gpu", "slurm") == "gpu"
+    assert directive('a b "c"', "slurm") == '"a b \\"c\\""'
+    assert directive("x\\y z", "slurm") == '"x\\\\y z"'
     for scheduler in ("pbs", "sge"):  # their qsub reads no escapes inside quotes
         assert directive("a b c", scheduler) == '"a b c"'
         for value in ('a b "c"', "x\\y z"):
             with pytest.raises(RenderError, match=f"{scheduler} directive value cannot hold"):
                 directive(value, scheduler)
     with pytest.raises(RenderError, match="newline"):
-        directive("a\n#SBATCH --x")
+        directive("a\n#SBATCH --x", "slurm")
 
 
 def test_user_template_overrides_one_block_by_inheritance(tmp_path, monkeypatch):

@@ -13,12 +13,14 @@ import importlib
 import pkgutil
 
 from hpcbench.jobs.launchers.base import Launcher, LaunchError
+from hpcbench.plugins import LAUNCHER_GROUP, load_plugins
 
 
 def _discover() -> dict[str, type[Launcher]]:
     for module in pkgutil.iter_modules(__path__):
         if module.name != "base":
             importlib.import_module(f"{__name__}.{module.name}")
+    load_plugins(LAUNCHER_GROUP)
     return launcher_classes()
 
 

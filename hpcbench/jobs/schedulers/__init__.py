@@ -13,12 +13,14 @@ import importlib
 import pkgutil
 
 from hpcbench.jobs.schedulers.base import JobIdError, JobStatus, Scheduler, SchedulerError
+from hpcbench.plugins import SCHEDULER_GROUP, load_plugins
 
 
 def _discover() -> dict[str, type[Scheduler]]:
     for module in pkgutil.iter_modules(__path__):
         if module.name != "base":
             importlib.import_module(f"{__name__}.{module.name}")
+    load_plugins(SCHEDULER_GROUP)
     found: dict[str, type[Scheduler]] = {}
     todo = list(Scheduler.__subclasses__())
     while todo:
@@ -46,6 +48,8 @@ __all__ = [
     "get",
     "scheduler_class",
     "scheduler_names",
+    "this_machine",
+    "for_submitit_cluster",
 ]
 
 
@@ -68,6 +72,16 @@ def detect() -> tuple[str, str]:
         if why := cls.detect():
             return name, why
     raise SchedulerError("no scheduler recognised this machine")  # local always does
+
+
+def this_machine() -> str:
+    """The scheduler that runs jobs on this machine itself: what a run that names none used."""
+    return next(name for name, cls in SCHEDULER_CLASSES.items() if cls.plays_every_system)
+
+
+def for_submitit_cluster(cluster: str) -> str | None:
+    """The scheduler whose jobs submitit's ``cluster`` submits (None for its local executors)."""
+    return next((n for n, c in SCHEDULER_CLASSES.items() if c.submitit_cluster == cluster), None)
 
 
 def get(name: str) -> Scheduler:

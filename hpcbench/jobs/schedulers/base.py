@@ -166,9 +166,13 @@ class Scheduler(ABC):
     name: ClassVar[str] = ""
     #: the Jinja template (built-in, or the user's of the same name) and the script copy's suffix
     template: ClassVar[str] = ""
+    #: the directory holding :attr:`template` when it is not one of hpcbench's own (a plug-in's)
+    template_dir: ClassVar[Path | None] = None
     script_suffix: ClassVar[str] = ".sh"
     #: the prefix of its directive lines (``#SBATCH``); '' for a scheduler that reads none
     directive_prefix: ClassVar[str] = ""
+    #: the command that queues a job (what :meth:`detect` looks for on PATH)
+    submit_command: ClassVar[str] = ""
     #: a scheduler that plays every batch system on this machine: a launcher that only another
     #: batch system has (srun) is replaced by its stand-in (mpiexec)
     plays_every_system: ClassVar[bool] = False
@@ -201,6 +205,37 @@ class Scheduler(ABC):
     array_job_id_shell: ClassVar[str] = ""
     array_log_token: ClassVar[str | None] = None
 
+    #: how the scheduler warns a job before it ends it (the script's comment on requeueing;
+    #: `lead` is replaced by the spec's requeue.lead)
+    stop_warning: ClassVar[str] = "the scheduler's warning signal"
+    #: the most ranks a job may have ('' reason: no limit of hpcbench's own)
+    max_ranks: ClassVar[int | None] = None
+    max_ranks_reason: ClassVar[str] = ""
+
+    @classmethod
+    def quote_directive(cls, text: str) -> str:
+        r"""A directive value that needs quotes (it is not a bare word): double-quoted. A qsub
+        reads no escapes inside quotes (a ``"`` ends the value, a ``\`` stays), so by default a
+        value holding either is refused."""
+        if '"' in text or "\\" in text:
+            raise SchedulerError(
+                f"{text!r}: a {cls.name} directive value cannot hold '\"' or '\\' (its "
+                f"{cls.submit_command or 'submit command'} reads no escapes inside quotes)"
+            )
+        return '"' + text + '"'
+
+    #: the batch system's name in messages (SLURM, Grid Engine)
+    label: ClassVar[str] = ""
+
+    @classmethod
+    def other_submit_commands(cls) -> list[str]:
+        """The submit commands of every other scheduler, in the order they are detected."""
+        found: list[str] = []
+        for other in _scheduler_classes():
+            if other is not cls and other.submit_command and other.submit_command not in found:
+                found.append(other.submit_command)
+        return found
+
     @classmethod
     def task_id(cls, array_id: str, index: int) -> str:
         """The id of task ``index`` of the array job ``array_id`` (SLURM's ``1234_7``)."""
@@ -217,12 +252,18 @@ class Scheduler(ABC):
         """Why this machine's batch system is this one ('' or None when it is not)."""
         return None
 
+    #: the name submitit gives its executor for this batch system ('' where it has none)
+    submitit_cluster: ClassVar[str] = ""
+    #: whether :meth:`describe` reads the cluster's description
+    describes_cluster: ClassVar[bool] = False
+
     def describe(self, partition: str | None = None) -> tuple[dict[str, Any], list[str]]:
         """What the cluster says of itself, as a profile's values (``hpcbench profile init``),
         and lines of notes for the profile's comments."""
+        readers = [c.label for c in _scheduler_classes() if c.describes_cluster]
         raise SchedulerError(
-            f"profile init: hpcbench reads a cluster's description from SLURM only, not "
-            f"{self.name}; write the profile by hand (docs/cluster-guide.md)"
+            f"profile init: hpcbench reads a cluster's description from {' and '.join(readers)} "
+            f"only, not {self.name}; write the profile by hand (docs/cluster-guide.md)"
         )
 
     def preflight(self, spec: JobSpec) -> None:
@@ -378,6 +419,18 @@ class Scheduler(ABC):
                 )
             _sleep_ticking(delay, on_tick)
         raise AssertionError("unreachable")
+
+
+def _scheduler_classes() -> list[type[Scheduler]]:
+    """Every scheduler class defined so far, in the order they are detected."""
+    found: list[type[Scheduler]] = []
+    todo = list(Scheduler.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.name:
+            found.append(cls)
+    return sorted(found, key=lambda c: (c.detect_order, c.name))
 
 
 def _sleep_ticking(seconds: float, on_tick: Callable[[], None] | None, tick: float = 1.0) -> None:

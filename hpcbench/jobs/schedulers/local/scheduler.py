@@ -85,7 +85,11 @@ def write_task_failure(sched: LocalScheduler, task: str, why: str, code: int) ->
 
 class LocalScheduler(Scheduler):
     name = "local"
+    label = "the local scheduler"
     template = "local.sh.j2"
+    stop_warning = "hpcbench cancel sends SIGTERM, SIGKILL a few seconds later"
+    max_ranks = 1024
+    max_ranks_reason = "starts every rank on this machine"
     script_suffix = ".sh"
     detect_order = 1000  # the last resort: no batch system on this machine
     plays_every_system = True  # a launcher only a cluster has runs as its stand-in here
@@ -98,7 +102,8 @@ class LocalScheduler(Scheduler):
 
     @classmethod
     def detect(cls) -> str | None:
-        return "no batch system (sbatch, bsub or qsub) on PATH"
+        *first, last = cls.other_submit_commands()
+        return f"no batch system ({', '.join(first)} or {last}) on PATH"
 
     @classmethod
     def job_environment(cls, job_id: str, hosts: Sequence[str], folder: Path) -> dict[str, str]:

@@ -76,7 +76,10 @@ def parse_bjobs(out: str, job_ids: Sequence[str]) -> dict[str, JobStatus]:
 
 class LsfScheduler(Scheduler):
     name = "lsf"
+    label = "LSF"
+    submit_command = "bsub"
     template = "lsf.bsub.j2"
+    stop_warning = "LSF sends the signal `lead` before the run limit (-wa/-wt)"
     script_suffix = ".lsf"
     directive_prefix = "#BSUB"
     detect_order = 20

@@ -33,7 +33,6 @@ from hpcbench.jobs.schedulers.base import (
     run_command,
     run_process,
 )
-from hpcbench.jobs.schedulers.sge.scheduler import qsub_is_grid_engine
 from hpcbench.jobs.spec import JobSpec
 from hpcbench.jobs.units import format_memory, format_time_hms
 
@@ -147,7 +146,10 @@ def _same_job(full_id: str, job_id: str) -> bool:
 
 class PbsScheduler(Scheduler):
     name = "pbs"
+    label = "PBS"
+    submit_command = "qsub"
     template = "pbs.qsub.j2"
+    stop_warning = "PBS sends SIGTERM at the walltime and on qdel, SIGKILL after its kill_delay"
     script_suffix = ".pbs"
     directive_prefix = "#PBS"
     detect_order = 40  # after Grid Engine, whose qsub is told apart by what it says
@@ -186,8 +188,10 @@ class PbsScheduler(Scheduler):
 
     @classmethod
     def detect(cls) -> str | None:
+        """A ``qsub`` on PATH. Asked after every batch system whose ``qsub`` says it is theirs
+        (its ``detect_order``): one that got here is PBS's or Torque's."""
         qsub = shutil.which("qsub")
-        return f"qsub found at {qsub}" if qsub and not qsub_is_grid_engine(qsub) else None
+        return f"qsub found at {qsub}" if qsub else None
 
     @classmethod
     def job_environment(cls, job_id: str, hosts: Sequence[str], folder: Path) -> dict[str, str]:

@@ -89,7 +89,10 @@ def _qstat_state(codes: list[str]) -> JobStatus:
 
 class SgeScheduler(Scheduler):
     name = "sge"
+    label = "Grid Engine"
+    submit_command = "qsub"
     template = "sge.qsub.j2"
+    stop_warning = "Grid Engine sends SIGUSR2 before SIGKILL (-notify; the queue's notify time)"
     script_suffix = ".sge"
     directive_prefix = "#$"
     detect_order = 30

@@ -102,7 +102,15 @@ def sacct_exit_code(raw: str) -> int | None:
 
 class SlurmScheduler(Scheduler):
     name = "slurm"
+    label = "SLURM"
+    submit_command = "sbatch"
+    describes_cluster = True
+    submitit_cluster = "slurm"
     template = "slurm.sbatch.j2"
+    stop_warning = (
+        "SLURM sends the signal to this shell `lead` before the time limit (--signal=B:), and "
+        "SIGTERM on preemption"
+    )
     script_suffix = ".sbatch"
     directive_prefix = "#SBATCH"
     detect_order = 10
@@ -137,6 +145,11 @@ class SlurmScheduler(Scheduler):
     @classmethod
     def escape_log_path(cls, path: str) -> str:
         return path.replace("%", "%%")  # sbatch reads %j, %u… in --output; %% is a literal %
+
+    @classmethod
+    def quote_directive(cls, text: str) -> str:
+        """sbatch reads ``\\"`` and ``\\\\`` inside double quotes: any value, escaped."""
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
     @classmethod
     def node_agents(cls, spec: JobSpec) -> list[Word]:
