@@ -42,8 +42,9 @@ from typing import Any
 
 from hpcbench.jobs.launchers import launcher_names
 from hpcbench.tomlfile import TomlFileError, read_toml_file
+from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
-STRATEGIES = ("single", "ddp", "mpi", "dp")
+STRATEGIES = tuple(STRATEGY_KINDS)
 DEVICES = ("cpu", "cuda")
 LAUNCHERS = launcher_names()
 MAX_MATRIX_BYTES = 1 << 20
@@ -71,7 +72,8 @@ class Config:
 
     @property
     def world_size(self) -> int:
-        return 1 if self.strategy == "dp" else self.nodes * self.ranks_per_node
+        one = STRATEGY_KINDS[self.strategy].drives_node_gpus
+        return 1 if one else self.nodes * self.ranks_per_node
 
     @property
     def devices(self) -> int:
@@ -81,7 +83,7 @@ class Config:
 
     @property
     def launcher_kind(self) -> str:
-        return self.launcher or ("mpiexec" if self.strategy == "mpi" else "torchrun")
+        return self.launcher or STRATEGY_KINDS[self.strategy].default_launcher()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -209,7 +211,7 @@ def _config(table: Any, where: str) -> Config:
     strategy = _str(table, "strategy", where, STRATEGIES)
     if strategy is None:
         raise _fail(where, "strategy", f"missing (one of {', '.join(STRATEGIES)})")
-    device = _str(table, "device", where, DEVICES) or ("cuda" if strategy == "dp" else "cpu")
+    device = _str(table, "device", where, DEVICES) or _default_device(strategy)
     config = Config(
         name=name,
         strategy=strategy,
@@ -223,19 +225,15 @@ def _config(table: Any, where: str) -> Config:
     return config
 
 
+def _default_device(strategy: str) -> str:
+    return "cuda" if STRATEGY_KINDS[strategy].drives_node_gpus else "cpu"
+
+
 def _check_config(c: Config, where: str) -> None:
-    if c.strategy == "single" and c.devices != 1:
-        raise _fail(
-            where, "ranks_per_node", "single runs one process on one device; use ddp or mpi"
-        )
-    if c.strategy == "dp" and (c.device != "cuda" or c.nodes != 1):
-        raise _fail(
-            where,
-            "strategy",
-            'dp drives the GPUs of one node from one process: device = "cuda", nodes = 1',
-        )
-    if c.strategy == "mpi" and c.launcher_kind == "torchrun":
-        raise _fail(where, "launcher", "mpi ranks are started by mpiexec or srun, not torchrun")
+    kind = STRATEGY_KINDS[c.strategy]
+    key, why = kind.matrix_problem(c.devices, c.device, c.nodes, c.launcher_kind)
+    if key:
+        raise _fail(where, key, why)
 
 
 def read_matrix(path: str | Path) -> Matrix:
@@ -358,7 +356,7 @@ def smoke_form(table: dict[str, Any], where: str) -> dict[str, Any]:
 def _first(configs: list[Config], device: str) -> str | None:
     """The single-device configuration on ``device`` (plain ``single`` first)."""
     ones = [c for c in configs if c.device == device and c.devices == 1]
-    ones.sort(key=lambda c: c.strategy != "single")
+    ones.sort(key=lambda c: not STRATEGY_KINDS[c.strategy].one_device)
     return ones[0].name if ones else None
 
 
@@ -388,7 +386,7 @@ def configs_from_words(words: str) -> list[dict[str, Any]]:
                 f"--configs: {word[:24]}…: a count far beyond the limits (ranks per node at "
                 "most 1024, nodes at most 4096)"
             ) from None
-        device = m["device"] or ("cuda" if m["strategy"] == "dp" else "cpu")
+        device = m["device"] or _default_device(m["strategy"])
         name = m["strategy"] if ranks * nodes == 1 else f"{m['strategy']}-{ranks * nodes}"
         if nodes > 1:
             name += f"-{nodes}n"

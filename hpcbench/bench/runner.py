@@ -40,6 +40,7 @@ from hpcbench.jobs import schedulers, submission
 from hpcbench.jobs.accounting.reading import account_finished, keeps_accounting
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError, SchedulerUnreachable
+from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
 TIMING, ENERGY = "timing", "energy"
 FINISHED = ("completed", "failed")
@@ -431,7 +432,7 @@ def _identity(matrix: Any) -> Any:
 
 def _shape(config: Config) -> dict[str, Any]:
     """The job's resources and launcher for a configuration."""
-    if config.strategy == "dp":
+    if STRATEGY_KINDS[config.strategy].drives_node_gpus:
         shape = {"gpus_per_node": config.ranks_per_node, "tasks_per_node": 1}
     elif config.device == "cuda":
         shape = {"gpus_per_node": config.ranks_per_node, "tasks_per_node": config.ranks_per_node}

@@ -18,9 +18,10 @@ from hpcbench.scaling.model import (
     fit_compute,
     predict,
 )
+from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
 FIRST_BUCKET = 1 << 20  # bytes: the mpi strategy's and DDP's first bucket
-STRATEGY_BACKENDS = {"mpi": ("mpi",), "ddp": ("nccl", "gloo")}
+STRATEGY_BACKENDS = {name: k.backends for name, k in STRATEGY_KINDS.items() if k.backends}
 
 
 class CalibrationError(ValueError):

@@ -52,7 +52,7 @@ from hpcbench.train.config import ConfigError, TrainConfig
 
 if TYPE_CHECKING:
     from hpcbench.data.manifest import Manifest
-    from hpcbench.train.strategies import Strategy
+    from hpcbench.train.strategies.base import Strategy
 
 MAGIC = b"HPCBCKP1"
 NAME = re.compile(r"^ckpt-(\d{1,12})\.pt$")

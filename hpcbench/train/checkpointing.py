@@ -20,7 +20,7 @@ import torch
 
 from hpcbench.train import checkpoint as ckpt
 from hpcbench.train.precision import Precision
-from hpcbench.train.strategies import Strategy
+from hpcbench.train.strategies.base import Strategy
 
 
 @dataclass

@@ -17,20 +17,15 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - Python 3.10
-    pass
+from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
-
-STRATEGIES = ("auto", "single", "ddp", "mpi", "dp")
+STRATEGIES = ("auto", *STRATEGY_KINDS)
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("none", "cosine", "step", "onecycle")
 DATA_ORDERS = ("global", "shards")
@@ -495,7 +490,9 @@ class TrainConfig:
                 "--rank-weights shares a --global-batch-size; drop --batch-size-per-rank",
             ),
             (
-                self.compile == "off" or self.strategy != "dp",
+                self.compile == "off"
+                or self.strategy not in STRATEGY_KINDS
+                or STRATEGY_KINDS[self.strategy].compiles,
                 f"--compile {self.compile} cannot compile torch.nn.DataParallel's per-step "
                 "replicas (--strategy dp); use --strategy ddp, one process per GPU",
             ),

@@ -25,7 +25,8 @@ from hpcbench.energy.devices import Unavailable
 from hpcbench.energy.sampler import Sampler, discover, energy_document
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.runtime import Runtime
-from hpcbench.train.strategies import Strategy
+from hpcbench.train.strategies.base import Strategy
+from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
 
 def used_gpu_ordinals(runtime: Runtime, strategy: str) -> range:
@@ -33,7 +34,7 @@ def used_gpu_ordinals(runtime: Runtime, strategy: str) -> range:
     if runtime.device.type != "cuda":
         return range(0)
     gpus = torch.cuda.device_count()
-    if strategy == "dp":
+    if STRATEGY_KINDS[strategy].drives_node_gpus:
         return range(gpus)
     return range(min(gpus, runtime.launch.local_world_size))
 

@@ -24,7 +24,7 @@ from hpcbench.data.manifest import DataError
 from hpcbench.train.config import ConfigError
 
 if TYPE_CHECKING:
-    from hpcbench.train.strategies import Strategy
+    from hpcbench.train.strategies.base import Strategy
 
 T = TypeVar("T")
 

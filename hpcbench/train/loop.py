@@ -50,7 +50,7 @@ from hpcbench.train.results import EpochTimes, epoch_row, final_results
 from hpcbench.train.runtime import Runtime, provenance
 from hpcbench.train.start import Log, Training, announce, start
 from hpcbench.train.stopping import Stopped, StopRequest, mark
-from hpcbench.train.strategies import Strategy
+from hpcbench.train.strategies.base import Strategy
 
 if TYPE_CHECKING:
     from hpcbench.progress import Progress

@@ -25,6 +25,7 @@ import torch
 
 from hpcbench import __version__
 from hpcbench.launch import MPI_LAUNCHERS, LaunchInfo, detect_launch, job_id, usable_cores
+from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
 
 @dataclass
@@ -127,9 +128,9 @@ def provenance(runtime: Runtime, strategy_name: str) -> dict[str, Any]:
         "job_id": job_id(),
         "nodelist": os.environ.get("SLURM_JOB_NODELIST"),
         "threads": runtime.threads,
-        "backend": runtime.backend if strategy_name == "ddp" else None,
+        "backend": runtime.backend if STRATEGY_KINDS[strategy_name].reports_backend else None,
     }
-    if strategy_name == "mpi":
+    if STRATEGY_KINDS[strategy_name].mpi:
         from mpi4py import MPI
 
         info["mpi"] = MPI.Get_library_version().splitlines()[0].strip()

@@ -44,7 +44,7 @@ from hpcbench.train.replicas import Replicas, device_kind
 from hpcbench.train.results import prepare_run_dir
 from hpcbench.train.runtime import Runtime
 from hpcbench.train.stopping import StopRequest, Watchdog, mark
-from hpcbench.train.strategies import Strategy
+from hpcbench.train.strategies.base import Strategy
 from hpcbench.train.tensorboard import NullBoard, check_board, open_board
 
 Log = Callable[[str], None]
