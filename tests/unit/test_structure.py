@@ -5,7 +5,10 @@ modules and functions short enough to read."""
 from __future__ import annotations
 
 import ast
+import io
+import re
 import subprocess
+import tokenize
 from pathlib import Path
 
 from tests.unit.test_launch_layout import module_name
@@ -14,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("hpcbench", "data_prep")
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
+FSTRING_MIDDLE = getattr(tokenize, "FSTRING_MIDDLE", -1)  # Python 3.12: f-strings are tokens
 
 
 def product_sources() -> list[Path]:
@@ -183,3 +187,82 @@ def test_an_import_of_a_package_s_name_is_an_edge_to_its_init(tmp_path):
     assert imports_of(package / "reader.py", "pkg.reader", modules) == {"pkg"}
     assert imports_of(package / "leaf.py", "pkg.leaf", modules) == {"pkg.reader"}
     assert imports_of(package / "__init__.py", "pkg", modules) == {"pkg.reader"}
+
+
+# The words that name each batch system, its commands and its environment (whole words, in code:
+# identifiers and strings, not comments or docstrings).
+SCHEDULER_WORDS = {
+    "slurm": ("slurm", "sbatch", "squeue", "scancel", "scontrol", "sacct", "sinfo", "salloc"),
+    "pbs": ("pbs", "torque", "openpbs", "qsub", "qstat", "qdel"),
+    "sge": ("sge", "gridengine", "qacct", "qsub", "qstat", "qdel"),
+    "lsf": ("lsf", "lsb", "bsub", "bjobs", "bkill", "bacct", "blaunch"),
+}
+# Files that still name batch systems outside their packages, and why. The job spec's options
+# that one scheduler reads (scheduler.pbs_resources, scheduler.sge_pe, requeue.method =
+# "scontrol") and their profile keys and flags are declared in the spec, the profiles and the
+# CLI; the CLI's help texts name the batch systems; submitit's executor is SLURM's; and the run
+# side reads the environment each batch system sets (launch.py, the trainer's runtime and its
+# options, the scaling calibration's core count).
+SCHEDULERS_DIR = ["hpcbench", "jobs", "schedulers"]
+NOT_YET_THEIR_OWN = {
+    "hpcbench/jobs/spec.py",
+    "hpcbench/jobs/spec_load.py",
+    "hpcbench/jobs/profiles.py",
+    "hpcbench/cli.py",
+    "hpcbench/cli_profile.py",
+    "hpcbench/jobs/submitit_jobs.py",
+    "hpcbench/sweep/notebook.py",
+    "hpcbench/bench/report_accounting.py",
+    "hpcbench/launch.py",
+    "hpcbench/train/runtime.py",
+    "hpcbench/train/config.py",
+    "hpcbench/scaling/calibrate.py",
+}
+
+
+def code_words(path: Path) -> set[str]:
+    """The lower-case words of ``path``'s identifiers and strings, docstrings and comments left
+    out (``format_time_slurm`` holds ``slurm``)."""
+    source = path.read_text(encoding="utf-8")
+    docstrings = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(first.lineno)
+    words: set[str] = set()
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT or (
+            token.type == tokenize.STRING and token.start[0] in docstrings
+        ):
+            continue
+        if token.type in (tokenize.NAME, tokenize.STRING, FSTRING_MIDDLE):
+            words |= set(re.findall(r"[a-z]+", token.string.lower()))
+    return words
+
+
+def test_no_batch_system_is_named_outside_its_own_files():
+    """A batch system's package (``hpcbench/jobs/schedulers/NAME/``) holds everything about it;
+    its launcher (``jobs/launchers/srun.py`` for SLURM) names it too."""
+    also_own = {"hpcbench/jobs/launchers/srun.py": "slurm"}
+    every = {w for words in SCHEDULER_WORDS.values() for w in words}
+    found = []
+    for path in product_sources():
+        where = path.relative_to(REPO).as_posix()
+        if where in NOT_YET_THEIR_OWN:
+            continue
+        parts = where.split("/")
+        owner = also_own.get(where) or (parts[3] if parts[:3] == SCHEDULERS_DIR else "")
+        named = code_words(path) & (every - set(SCHEDULER_WORDS.get(owner, ())))
+        found += [f"{where}: {word}" for word in sorted(named)]
+    assert found == []
+    # the list above only shrinks: a file that names none any more leaves it
+    assert [w for w in sorted(NOT_YET_THEIR_OWN) if not code_words(REPO / w) & every] == []
+
+
+def test_the_words_of_code_leave_out_comments_and_docstrings(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        '"""Submits with sbatch."""\n# qsub in a comment\nTOOL = "bsub -J x"\nformat_time_slurm = 1\n'
+    )
+    assert code_words(module) & {"sbatch", "qsub", "bsub", "slurm"} == {"bsub", "slurm"}
