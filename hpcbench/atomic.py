@@ -7,9 +7,11 @@ gets files nobody else can read (a script copy may hold secrets passed with ``--
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def current_umask() -> int:
@@ -42,6 +44,12 @@ def write_atomically(path: Path, text: str, mode: int = 0o644) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_json_atomically(path: Path, data: Any) -> Path:
+    """``data`` as indented JSON with a final newline, written as :func:`write_atomically`
+    does."""
+    return write_atomically(path, json.dumps(data, indent=1) + "\n")
 
 
 def lock_directory(directory: Path) -> int:

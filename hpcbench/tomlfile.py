@@ -1,7 +1,8 @@
-"""Reading a TOML file hpcbench takes as input (a benchmark matrix, a sweep), with every failure
-one line naming the file: missing, not a regular file, too large, not UTF-8, not TOML, an integer
-of more than 4300 digits, nesting too deep. Callers re-raise :class:`TomlFileError` as their own
-class."""
+"""Reading every TOML file hpcbench takes as input (a job spec, the trainer's ``--config`` and
+``--settings``, a benchmark matrix, a sweep, a profile's text), with every failure one line
+naming the file: missing, not a regular file (a FIFO never blocks), too large, not UTF-8, not
+TOML, an integer of more than 4300 digits, nesting too deep. Callers re-raise
+:class:`TomlFileError` as their own class. The one place that imports ``tomllib``."""
 
 from __future__ import annotations
 
@@ -21,14 +22,17 @@ class TomlFileError(ValueError):
     """A TOML file that cannot be read; ``str(err)`` is one line naming the file."""
 
 
-def read_toml_file(path: str | Path, max_bytes: int, what: str, kind: str) -> dict[str, Any]:
+def read_toml_file(
+    path: str | Path, max_bytes: int, what: str, kind: str, missing: str = "no such file"
+) -> dict[str, Any]:
     """The table of the TOML file ``path``; the messages name the file the user should give
-    (``what``: "the matrix file") and what a file too large is not (``kind``: "a matrix")."""
+    (``what``: "the matrix file"), what a file too large is not (``kind``: "a matrix") and how a
+    missing one is said (``missing``)."""
     where = str(path)
     try:
         text = read_regular(path, max_bytes).decode("utf-8-sig")
     except FileNotFoundError:
-        raise TomlFileError(f"{where}: no such file") from None
+        raise TomlFileError(f"{where}: {missing}") from None
     except NotRegularFile:
         raise TomlFileError(f"{where}: not a regular file; give {what} (TOML)") from None
     except OSError as err:
@@ -37,6 +41,11 @@ def read_toml_file(path: str | Path, max_bytes: int, what: str, kind: str) -> di
         if isinstance(err, UnicodeDecodeError):
             raise TomlFileError(f"{where}: not UTF-8 text (byte {err.start})") from None
         raise TomlFileError(f"{where}: {err}; not {kind}") from None
+    return parse_toml(text, where)
+
+
+def parse_toml(text: str, where: str) -> dict[str, Any]:
+    """The table of TOML ``text`` (from ``where``); a :class:`TomlFileError` naming it."""
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -44,4 +53,4 @@ def read_toml_file(path: str | Path, max_bytes: int, what: str, kind: str) -> di
     except ValueError as err:  # tomllib's own int(): an integer of more than 4300 digits
         raise TomlFileError(f"{where}: not valid TOML ({err})") from None
     except RecursionError:
-        raise TomlFileError(f"{where}: nested too deeply") from None
+        raise TomlFileError(f"{where}: not valid TOML (nested too deeply)") from None

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcbench.atomic import lock_directory
+from hpcbench.atomic import lock_directory, write_json_atomically
 from hpcbench.bench.estimates import chosen_factors
 from hpcbench.bench.machine_load import other_work
 from hpcbench.bench.matrix import RESERVED_TRAINER_FLAGS, Config, Matrix, MatrixError
@@ -35,7 +35,6 @@ from hpcbench.bench.results import (
     read_document,
     run_metrics,
 )
-from hpcbench.data.manifest import write_json_atomically
 from hpcbench.jobs import schedulers, submission
 from hpcbench.jobs.accounting.reading import account_finished, keeps_accounting
 from hpcbench.jobs.job import Job

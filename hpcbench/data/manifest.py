@@ -8,14 +8,13 @@ options used. docs/data.md describes the format; this module is its only reader 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpcbench.atomic import write_atomically
+from hpcbench.atomic import write_json_atomically
 from hpcbench.jsonfile import JsonFileError, parse_json
 
 if TYPE_CHECKING:
@@ -350,7 +349,3 @@ def _check_shard_links(manifest: Manifest, root: Path) -> None:
 
 def _fmt(values: list[float]) -> str:
     return "[" + ", ".join(f"{v:.4f}" for v in values) + "]"
-
-
-def write_json_atomically(path: Path, data: Any) -> Path:
-    return write_atomically(path, json.dumps(data, indent=1) + "\n")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hpcbench.argparsing import Parser
-from hpcbench.data.manifest import write_json_atomically
+from hpcbench.atomic import write_json_atomically
 from hpcbench.energy import DEFAULT_INTERVAL_S, measure_idle
 
 

@@ -42,17 +42,12 @@ import math
 import os
 import re
 import stat
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hpcbench.jobs.spec import SpecError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from hpcbench.tomlfile import TomlFileError, parse_toml
 
 PROFILE_VAR = "HPCBENCH_PROFILE"
 SITE_VAR = "HPCBENCH_SITE_CONFIG"
@@ -235,11 +230,11 @@ def read_profiles(path: Path) -> dict[str, dict[str, Any]]:
     if raw is None:
         return {}
     try:
-        data = tomllib.loads(raw.decode("utf-8-sig"))
+        data = parse_toml(raw.decode("utf-8-sig"), str(path))
     except UnicodeDecodeError as err:
         raise SpecError(f"{path}: not UTF-8 text (byte {err.start})") from None
-    except (tomllib.TOMLDecodeError, ValueError, RecursionError) as err:
-        raise SpecError(f"{path}: not valid TOML ({' '.join(str(err).split())})") from None
+    except TomlFileError as err:
+        raise SpecError(str(err)) from None
     for key in data:
         if key != "profiles":
             raise SpecError(f"{path}: {key}: unknown key (profiles are [profiles.NAME] tables)")
@@ -352,7 +347,7 @@ def add_profile(path: Path, name: str, text: str) -> None:
     except OSError as err:
         raise SpecError(f"{path}: cannot read it ({err.strerror})") from None
     joined = old + ("" if not old or old.endswith("\n") else "\n") + text
-    tomllib.loads(joined)  # what is written must read back (it is built from checked values)
+    parse_toml(joined, str(path))  # what is written must read back (built from checked values)
     try:
         write_atomically(path, joined, 0o600)
     except OSError as err:

@@ -15,7 +15,6 @@ import dataclasses
 import difflib
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +30,9 @@ from hpcbench.jobs.spec import (
     SpecError,
 )
 from hpcbench.jobs.units import parse_memory, parse_time
+from hpcbench.tomlfile import TomlFileError, read_toml_file
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
+MAX_SPEC_BYTES = 4 << 20  # a job spec is a few KiB; more is not one
 _PROGRAM_KINDS = frozenset({"module", "script", "command"})
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A leading ~ or ~user, expanded for path fields (a user name as POSIX allows it portably).
@@ -254,22 +250,11 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
     if not _utf8(str(p)):
         raise SpecError(f"{ascii(str(p))}: the spec file's name is not UTF-8; rename it")
     try:
-        with p.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise SpecError(f"{p}: no such spec file") from None
-    except IsADirectoryError:
-        raise SpecError(f"{p}: is a directory, expected a TOML spec file") from None
-    except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"{p}: not valid TOML: {err}") from None
-    except UnicodeDecodeError as err:
-        raise SpecError(f"{p}: not valid TOML: not UTF-8 text (byte {err.start})") from None
-    except ValueError as err:  # tomllib's own int(): an integer of more than 4300 digits
-        raise SpecError(f"{p}: not valid TOML: {err}") from None
-    except RecursionError:
-        raise SpecError(f"{p}: not valid TOML: nested too deeply") from None
-    except OSError as err:
-        raise SpecError(f"{p}: cannot read the spec file: {err.strerror}") from None
+        return read_toml_file(
+            p, MAX_SPEC_BYTES, "a job spec file", "a job spec", missing="no such spec file"
+        )
+    except TomlFileError as err:
+        raise SpecError(str(err)) from None
 
 
 def apply_smoke(merged: dict[str, Any], smoke: bool, where: str) -> dict[str, Any]:
@@ -430,10 +415,6 @@ def _check_program_config(program: Program, where: str) -> None:
             read_toml(str(path))
         except ConfigError as err:
             raise SpecError(f"{where}program.config: {err}") from None
-        except (ValueError, RecursionError) as err:  # what tomllib raises besides its own error
-            raise SpecError(
-                f"{where}program.config: {program.config}: not valid TOML ({err})"
-            ) from None
 
 
 def load_spec(

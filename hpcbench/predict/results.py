@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from hpcbench.atomic import write_atomically
+from hpcbench.atomic import write_atomically, write_json_atomically
 from hpcbench.csvfile import inert
 from hpcbench.files import printable
 from hpcbench.predict import stages
@@ -159,7 +158,7 @@ def stage_report(ranks: list[dict[str, Any]], elapsed_s: float) -> list[dict[str
 def write(run_dir: Path, csv_text: str, document: dict[str, Any]) -> tuple[Path, Path]:
     run_dir.mkdir(parents=True, exist_ok=True)
     predictions = write_atomically(run_dir / "predictions.csv", csv_text)
-    report = write_atomically(run_dir / "predict.json", json.dumps(document, indent=1) + "\n")
+    report = write_json_atomically(run_dir / "predict.json", document)
     return predictions, report
 
 

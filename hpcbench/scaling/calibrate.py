@@ -26,7 +26,6 @@ the all-reduce timings per backend.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
@@ -316,6 +315,6 @@ def _torch_init(backend: str, runtime: Any) -> None:
 
 
 def write(record: dict[str, Any], out: Path) -> None:
-    from hpcbench.atomic import write_atomically
+    from hpcbench.atomic import write_json_atomically
 
-    write_atomically(out, json.dumps(record, indent=1) + "\n")
+    write_json_atomically(out, record)

@@ -35,14 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.jobs.spec import MAX_ARRAY_TASKS
-from hpcbench.tomlfile import TomlFileError, read_toml_file
+from hpcbench.tomlfile import TomlFileError, parse_toml, read_toml_file
 from hpcbench.train.config import ConfigError
 from hpcbench.train.config_file import check_options
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 MODES = ("product", "zip", "random")
 MAX_SWEEP_BYTES = 1 << 20
@@ -238,8 +233,8 @@ def parse_axis(text: str) -> tuple[str, list[Any]]:
     for item in values.split(","):
         item = item.strip()
         try:
-            out.append(tomllib.loads(f"v = {item}")["v"])
-        except (tomllib.TOMLDecodeError, ValueError, RecursionError):
+            out.append(parse_toml(f"v = {item}", "--axis")["v"])
+        except TomlFileError:
             out.append(item)
     return key.strip(), out
 

@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcbench.atomic import lock_directory, write_atomically
+from hpcbench.atomic import lock_directory, write_atomically, write_json_atomically
 from hpcbench.bench.provenance import provenance
-from hpcbench.data.manifest import write_json_atomically
 from hpcbench.files import read_regular
 from hpcbench.jobs import schedulers
 from hpcbench.jobs.job import Job

@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import difflib
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
+from hpcbench.tomlfile import TomlFileError, read_toml_file
 from hpcbench.train.config import OPTIONS, ConfigError, TrainConfig, kind_of
+
+MAX_OPTIONS_BYTES = 1 << 20  # the trainer's options fit in a few KiB
 
 TOML_KINDS: dict[type, str] = {
     int: "a whole number",
@@ -55,22 +51,10 @@ def read_toml(path: str, option: str = "--config") -> dict[str, tuple[str, Any]]
     """The options a TOML file sets: key as written -> (field name, value); a ConfigError naming
     the file (and the key) for a file that cannot be read, is not TOML, or holds an unknown key or
     a value of the wrong type. Values are checked against their rules later, with the flags."""
-    where = f"{option} {path}"
     try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: no such file") from None
-    except OSError as err:
-        raise ConfigError(f"{where}: cannot read it ({err.strerror or err})") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{where}: not UTF-8 text (byte {err.start})") from None
-    try:
-        table = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError) as err:  # ValueError: an integer too long
-        reason = " ".join(str(err).split())
-        raise ConfigError(f"{where}: not valid TOML ({reason})") from None
+        table = read_toml_file(path, MAX_OPTIONS_BYTES, "a TOML file of options", "an options file")
+    except TomlFileError as err:
+        raise ConfigError(f"{option} {err}") from None
     return check_options(table, path)
 
 

@@ -46,8 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcbench.atomic import write_atomically
-from hpcbench.data.manifest import write_json_atomically
+from hpcbench.atomic import write_atomically, write_json_atomically
 from hpcbench.train.config import ConfigError, TrainConfig
 
 # One record per epoch: (key, also a column of epochs.csv, what it holds).

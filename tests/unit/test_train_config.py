@@ -165,7 +165,7 @@ def test_a_bad_file_is_one_line_naming_file_and_key(content, message, tmp_path, 
         ("not UTF-8", b'model = "mlp\xff"\n', "--config run.toml: not UTF-8 text (byte 12)"),
         ("not TOML", b"epochs = \n", "--config run.toml: not valid TOML"),
         ("missing file", None, "--config run.toml: no such file"),
-        ("a directory", "dir", "--config run.toml: cannot read it"),
+        ("a directory", "dir", "--config run.toml: not a regular file"),
     ],
 )
 def test_a_bad_file_exits_2_with_one_line(problem, content, message, tmp_path):

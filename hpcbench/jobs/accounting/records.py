@@ -115,15 +115,14 @@ def refused(
 def store(run_dir: Path, record: dict[str, Any]) -> Path | None:
     """Write ``record`` as ``run_dir/accounting.json`` (atomically); None where the run
     directory is not there (a job that failed before making it) or cannot be written."""
-    import json
 
-    from hpcbench.atomic import write_atomically
+    from hpcbench.atomic import write_json_atomically
 
     if not run_dir.is_dir():
         return None
     path = run_dir / ACCOUNTING_FILE
     try:
-        return write_atomically(path, json.dumps(record, indent=1) + "\n")
+        return write_json_atomically(path, record)
     except OSError:
         return None
 
