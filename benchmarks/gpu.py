@@ -292,7 +292,7 @@ def run_all(a: argparse.Namespace, runner: Runner) -> None:
     try:
         sys.path[:0] = runner.env["PYTHONPATH"].split(os.pathsep)  # the installed wheel
         from hpcbench.bench.analysis import analyse
-        from hpcbench.bench.results import load_results
+        from hpcbench.bench.results_reader import load_results
 
         analysis = analyse(load_results(bench))
         runner.note("bench", {

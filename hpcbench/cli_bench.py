@@ -170,7 +170,7 @@ def build_matrix_from(args: argparse.Namespace, trainer_args: list[str]) -> Any:
 
 def run(args: argparse.Namespace, program_args: list[str]) -> int:
     from hpcbench.bench.matrix import MatrixError
-    from hpcbench.bench.results import AnalysisError
+    from hpcbench.bench.results_reader import AnalysisError
     from hpcbench.bench.runner import Bench, BenchError, plan
     from hpcbench.jobs.render import RenderError
     from hpcbench.jobs.schedulers import SchedulerError
@@ -235,7 +235,7 @@ def run(args: argparse.Namespace, program_args: list[str]) -> int:
 def _record_history(results: Path) -> None:
     """Record a finished matrix in the results history; a store that cannot be written is a
     warning (the results directory stays the record)."""
-    from hpcbench.bench.results import AnalysisError
+    from hpcbench.bench.results_reader import AnalysisError
     from hpcbench.history import HistoryError, record_results
 
     try:

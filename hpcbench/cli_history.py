@@ -78,7 +78,7 @@ def add_parsers(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hpcbench.bench.references import ReferenceError
-    from hpcbench.bench.results import AnalysisError
+    from hpcbench.bench.results_reader import AnalysisError
     from hpcbench.history import HistoryError
 
     try:
@@ -157,7 +157,7 @@ def _entry_json(entry: Any, full: bool = False) -> dict[str, Any]:
 
 def _show(entry: Any) -> list[str]:
     from hpcbench.bench.key_figures import UNITS
-    from hpcbench.bench.results import is_number
+    from hpcbench.bench.results_reader import is_number
     from hpcbench.history import HistoryError
 
     lines = [
@@ -191,7 +191,7 @@ def _check(args: argparse.Namespace) -> int:
     from hpcbench.bench.analysis import analyse
     from hpcbench.bench.matrix import MatrixError, read_matrix_table
     from hpcbench.bench.references import ReferenceError, check, check_references
-    from hpcbench.bench.results import load_results
+    from hpcbench.bench.results_reader import load_results
 
     results = load_results(args.results)
     if args.references:

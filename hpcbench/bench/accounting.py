@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from hpcbench.bench import stats
-from hpcbench.bench.results import Run, is_number
+from hpcbench.bench.results_reader import Run, is_number
 
 #: (key in the block, key of the accounting record's job)
 FIGURES = (

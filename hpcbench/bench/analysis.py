@@ -1,6 +1,6 @@
 """What a benchmark results directory says: the analysis behind ``hpcbench report`` and
 ``hpcbench compare``. Pure Python and numpy (no torch); the directory is read by
-:mod:`hpcbench.bench.results`, the energy figures made by :mod:`hpcbench.bench.energy`, the
+:mod:`hpcbench.bench.results_reader`, the energy figures made by :mod:`hpcbench.bench.energy`, the
 statistics by :mod:`hpcbench.bench.stats`; the method is in docs/benchmarking.md.
 
 - :func:`analyse`: per configuration, over its repetitions (timing runs for times, accuracy and
@@ -20,7 +20,7 @@ from hpcbench.bench import stats
 from hpcbench.bench.accounting import accounting_block, queue_sentence
 from hpcbench.bench.energy import energy_block, idle_watts, kind_name, normalise_energy
 from hpcbench.bench.estimates import estimate_block
-from hpcbench.bench.results import (
+from hpcbench.bench.results_reader import (
     PHASES,
     AnalysisError,
     Results,

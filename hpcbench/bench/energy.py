@@ -2,7 +2,7 @@
 devices they used, with the idle devices of their nodes and net of idle power, per sample, EDP and
 ED²P, per kind of device (GPU, CPU packages, DRAM), each with its source, or None with the reason
 where a device could not be read; the power traces for the report's figure and the table of
-sources. Works from :class:`~hpcbench.bench.results.Results`; opens no file.
+sources. Works from :class:`~hpcbench.bench.results_reader.Results`; opens no file.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from hpcbench.bench import stats
-from hpcbench.bench.results import (
+from hpcbench.bench.results_reader import (
     ENERGY_PHASES,
     Results,
     Run,

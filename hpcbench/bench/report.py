@@ -4,7 +4,7 @@ the figures as PNG files and the analysis tables as CSV.
 
 The numbers come from :func:`hpcbench.bench.analysis.analyse`; what the analysis dict does not
 hold (each run's status, error and job id, the provenance, the energy sources and samples) comes
-from the :class:`~hpcbench.bench.results.Results` it was made from: the report opens no file of
+from the :class:`~hpcbench.bench.results_reader.Results` it was made from: the report opens no file of
 the results directory. The report is built once as a list of blocks and written
 twice, so both files say the same; every string from those files is user data, escaped for the
 format it lands in. Documented in docs/report.md.
@@ -36,7 +36,7 @@ from hpcbench.bench.energy import power_traces
 from hpcbench.bench.formatting import fmt_est, fmt_stat, num, when
 from hpcbench.bench.report_accounting import accounting_blocks, estimate_blocks
 from hpcbench.bench.report_energy import energy_blocks
-from hpcbench.bench.results import TOTAL_PHASES, Results, load_results
+from hpcbench.bench.results_reader import TOTAL_PHASES, Results, load_results
 from hpcbench.bench.tables import write_tables
 
 
@@ -396,8 +396,8 @@ def render_report(
     tables: Sequence[Path] = (),
 ) -> list[Path]:
     """Write the report of ``analysis`` (the dict of :func:`hpcbench.bench.analysis.analyse` for
-    ``results_dir``: its :class:`~hpcbench.bench.results.Results`, or the directory, then read by
-    :func:`~hpcbench.bench.results.load_results`)
+    ``results_dir``: its :class:`~hpcbench.bench.results_reader.Results`, or the directory, then read by
+    :func:`~hpcbench.bench.results_reader.load_results`)
     into ``out_dir``: the figures, ``report.md`` and ``report.html``; ``tables`` are the CSV files
     already written there, listed in the report. Returns the paths written, ``report.md`` and
     ``report.html`` first."""

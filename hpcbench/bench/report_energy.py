@@ -9,7 +9,7 @@ from hpcbench.bench.analysis import Analysis
 from hpcbench.bench.document import Block, Bullets, Heading, Para, Table
 from hpcbench.bench.energy import energy_sources, kind_name
 from hpcbench.bench.formatting import fmt_joules, fmt_stat, num
-from hpcbench.bench.results import Results
+from hpcbench.bench.results_reader import Results
 
 
 def energy_blocks(analysis: Analysis, results: Results) -> list[Block]:

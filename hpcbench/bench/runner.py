@@ -28,7 +28,7 @@ from hpcbench.bench.estimates import chosen_factors
 from hpcbench.bench.machine_load import other_work
 from hpcbench.bench.matrix import RESERVED_TRAINER_FLAGS, Config, Matrix, MatrixError
 from hpcbench.bench.provenance import provenance
-from hpcbench.bench.results import (
+from hpcbench.bench.results_reader import (
     BENCH_FORMAT,
     RUNS_FORMAT,
     AnalysisError,

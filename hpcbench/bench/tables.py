@@ -9,7 +9,7 @@ from typing import Any
 
 from hpcbench.atomic import write_atomically
 from hpcbench.bench.analysis import Analysis
-from hpcbench.bench.results import PHASES
+from hpcbench.bench.results_reader import PHASES
 from hpcbench.csvfile import csv_text
 
 

@@ -50,7 +50,7 @@ def record_results(results_dir: str | Path, history: History | None = None) -> t
     """Record a bench results directory (its analysis, matrix and provenance); (id, True), or
     (the earlier id, False) when these results are recorded already."""
     from hpcbench.bench.analysis import analyse
-    from hpcbench.bench.results import load_results
+    from hpcbench.bench.results_reader import load_results
 
     directory = Path(results_dir).resolve()
     results = load_results(directory)
@@ -73,7 +73,7 @@ def record_results(results_dir: str | Path, history: History | None = None) -> t
 def record_run(run_dir: str | Path, history: History | None = None) -> tuple[int, bool]:
     """Record one training run (a run directory with the trainer's ``metrics.json``) as a
     result of one configuration, named after its strategy."""
-    from hpcbench.bench.results import AnalysisError, phase_times
+    from hpcbench.bench.results_reader import AnalysisError, phase_times
     from hpcbench.jsonfile import JsonFileError, read_json
 
     directory = Path(run_dir).resolve()
@@ -178,7 +178,7 @@ def compare_against(
     """What changed from the stored result ``against`` names (:func:`find`) to the results
     directory: the findings of ``hpcbench compare``, by the same rules."""
     from hpcbench.bench.analysis import analyse, compare_analyses
-    from hpcbench.bench.results import load_results
+    from hpcbench.bench.results_reader import load_results
 
     results = load_results(results_dir)
     analysis = analyse(results)

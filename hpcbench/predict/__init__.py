@@ -11,7 +11,7 @@ Modules: :mod:`.config` (options), :mod:`.model` (checkpoint -> model and input 
 :mod:`.entry` (one run: the mode chosen, the set-up shared), the modes :mod:`.single`,
 :mod:`.data_parallel` and :mod:`.pipelined` (with :mod:`.profile`: calibration, :mod:`.plan`:
 sizing, :mod:`.pipeline`: the MPI roles), :mod:`.rank` (what every rank does alike) and
-:mod:`.results` (predictions.csv, predict.json).
+:mod:`.outputs` (predictions.csv, predict.json).
 
 From Python::
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcbench.predict import results, stages
+from hpcbench.predict import outputs, stages
 from hpcbench.predict.config import PredictConfig
 from hpcbench.predict.inputs import Items
 from hpcbench.predict.model import Classifier, LoadedModel
@@ -66,10 +66,10 @@ def data_parallel(
     if rank != 0:
         return None
     elapsed = time.perf_counter() - t0
-    collector = results.Collector(items, len(loaded.format.classes))
+    collector = outputs.Collector(items, len(loaded.format.classes))
     for offset, size in zip(offsets, sizes, strict=True):
         collector.add(stages.unpack(whole[offset : offset + size]))
-    return results.finish(
+    return outputs.finish(
         config, "data-parallel", world, loaded, items, collector, elapsed, rows, None
     )
 

@@ -63,7 +63,7 @@ class LoadedModel:
 
 def find_checkpoint(given: str) -> Path:
     """The checkpoint file ``given`` names (a file, a run directory or a checkpoints directory)."""
-    from hpcbench.train.checkpoint import checkpoint_files
+    from hpcbench.train.checkpoint_file import checkpoint_files
 
     path = Path(given).expanduser()
     if path.is_file():
@@ -90,7 +90,7 @@ def load(given: str, warn: Any) -> LoadedModel:
 
 
 def _load(given: str, warn: Any) -> LoadedModel:
-    from hpcbench.train.checkpoint import CheckpointError, checkpoint_files, decode
+    from hpcbench.train.checkpoint_file import CheckpointError, checkpoint_files, decode
 
     path = find_checkpoint(given)
     candidates = [path]

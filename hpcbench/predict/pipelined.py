@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcbench.predict import pipeline, plan, profile, results, stages
+from hpcbench.predict import outputs, pipeline, plan, profile, stages
 from hpcbench.predict.config import PredictConfig
 from hpcbench.predict.inputs import Items
 from hpcbench.predict.model import Classifier, LoadedModel
@@ -74,7 +74,7 @@ def pipeline_run(
     if rank != 0:
         return None
     assert collector is not None
-    return results.finish(
+    return outputs.finish(
         config,
         "pipeline",
         world,
@@ -148,7 +148,7 @@ def _play(
     classifier: Classifier | None,
     idle: Idle,
     counters: Counters,
-) -> results.Collector | None:
+) -> outputs.Collector | None:
     """Run this rank's role to the end of the input; the sink's collector (None elsewhere)."""
     fmt, strict = loaded.format, config.strict
     readers = the_plan.ranks_of("reader")
@@ -193,7 +193,7 @@ def _play(
         pipeline.run_worker(comm, MPI, producers, credits[link_in], drill(predict), [0],
                             credits["predict->sink"], idle, counters)  # fmt: skip
     else:
-        collector = results.Collector(items, len(fmt.classes))
+        collector = outputs.Collector(items, len(fmt.classes))
         dispenser = pipeline.Dispenser(comm, MPI, len(items.units(config.batch_size)))
         pipeline.run_sink(comm, MPI, predictors, credits["predict->sink"], collector.add, idle,
                           counters, dispenser)  # fmt: skip

@@ -47,7 +47,7 @@ def stage_times(
     per_item: dict[str, list[float]] = {k: [] for k in names}
     packed: list[np.ndarray] = []
     warm = False
-    from hpcbench.predict.results import Collector
+    from hpcbench.predict.outputs import Collector
 
     sink = Collector(items, len(fmt.classes))
     for number, ids in enumerate(chosen):

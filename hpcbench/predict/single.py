@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from hpcbench.predict import results, stages
+from hpcbench.predict import outputs, stages
 from hpcbench.predict.config import PredictConfig
 from hpcbench.predict.inputs import Items, list_items
 from hpcbench.predict.model import Classifier, LoadedModel, load
@@ -46,7 +46,7 @@ def single(
     classifier = Classifier(loaded, device_for(config, 0))
     size_units(config, classifier)
     classifier.warm_up(config.batch_size)
-    collector = results.Collector(items, len(loaded.format.classes))
+    collector = outputs.Collector(items, len(loaded.format.classes))
     counters = Counters(role="single")
     reset_peak_rss()
     start_rss = rss_mb()
@@ -70,6 +70,6 @@ def single(
     counters.end()
     counters.busy_s = counters.ended - t0
     rank_rows = [rank_row(0, counters, start_rss, threads, {**times}, classifier)]
-    return results.finish(
+    return outputs.finish(
         config, mode, world, loaded, items, collector, counters.ended - t0, rank_rows, planned
     )

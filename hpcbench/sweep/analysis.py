@@ -11,11 +11,10 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from hpcbench.bench.results import inside
+from hpcbench.bench.results_reader import AnalysisError, read_run_metrics
 from hpcbench.bench.stats import summarise
-from hpcbench.jsonfile import JsonFileError, read_json
 from hpcbench.sweep.plan import METRICS, SweepError
-from hpcbench.sweep.runner import METRICS_FILE, load_plan
+from hpcbench.sweep.runner import load_plan
 
 
 def metric_value(metrics: dict[str, Any], name: str) -> float | None:
@@ -42,18 +41,12 @@ def metric_value(metrics: dict[str, Any], name: str) -> float | None:
 
 
 def _read_metrics(directory: Path, run: str) -> dict[str, Any] | None:
-    """The run's metrics.json (None when it has none); a run directory that leads out of the
-    results directory (a link) is refused, never read."""
-    path = directory / "runs" / run / METRICS_FILE
-    if inside(directory, f"runs/{run}/{METRICS_FILE}") is None:
-        raise SweepError(f"{path}: leads out of the results directory {directory}: not read")
+    """The task's metrics.json, read as a bench run's is (None when it has none; a run
+    directory that leads out of the results directory is refused, never read)."""
     try:
-        data = read_json(path)
-    except JsonFileError as err:
-        if err.missing:
-            return None
+        return read_run_metrics(directory, f"runs/{run}")
+    except AnalysisError as err:
         raise SweepError(str(err)) from None
-    return data if isinstance(data, dict) else None
 
 
 def setting_name(task: dict[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""Checkpointing a run: the choreography around the file format of :mod:`.checkpoint`.
+"""Checkpointing a run: the choreography around the file format of :mod:`.checkpoint_file`.
 
 :func:`save` is called by every rank at the same step: the replicas' parameter checksums are
 compared (a difference stops the run before anything is written), every rank's generators and
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hpcbench.train import checkpoint as ckpt
+from hpcbench.train import checkpoint_file as ckpt
 from hpcbench.train.precision import Precision
 from hpcbench.train.strategies.base import Strategy
 

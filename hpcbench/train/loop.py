@@ -1,6 +1,6 @@
 """The training run, top to bottom (:func:`run`): :func:`~.start.start` (set-up and the run's
 state, :mod:`.start`), :func:`~.start.announce` (the banner), for each epoch :func:`run_epoch` (:func:`train_steps`, then the reductions and the
-validation), then :func:`finish` (test, and the results whose layout :mod:`.results` holds).
+validation), then :func:`finish` (test, and the results whose layout :mod:`.documents` holds).
 Each phase also gets its wall-clock window (unix times, device synchronised at each bound:
 ``phase_windows``), from which the energy sampler's figures are split by phase.
 
@@ -33,11 +33,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from hpcbench.train import checkpoint as ckpt
+from hpcbench.train import checkpoint_file as ckpt
 from hpcbench.train import checkpointing
 from hpcbench.train.breakdown import per_step_ms
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData
+from hpcbench.train.documents import EpochTimes, epoch_row, final_results
 from hpcbench.train.drills import act, step_delay
 from hpcbench.train.failures import diverged_at_step, diverged_in_epoch, stop_together
 from hpcbench.train.finite import nonfinite_flag
@@ -46,7 +47,6 @@ from hpcbench.train.normalize import Normalizer
 from hpcbench.train.precision import Precision
 from hpcbench.train.prefetch import Prefetcher, prefetch_depth, staged
 from hpcbench.train.replicas import nudge
-from hpcbench.train.results import EpochTimes, epoch_row, final_results
 from hpcbench.train.runtime import Runtime, provenance
 from hpcbench.train.start import Log, Training, announce, start
 from hpcbench.train.stopping import Stopped, StopRequest, mark
@@ -133,9 +133,9 @@ def run(
     run_dir: tuple[Path, str] | None,
     stop: StopRequest | None = None,
 ) -> dict[str, Any]:
-    """Train, validate, test; return the results (:func:`hpcbench.train.results.final_results`).
+    """Train, validate, test; return the results (:func:`hpcbench.train.documents.final_results`).
     ``run_dir`` (on rank 0, and there only: the directory and the option that named it, as
-    :func:`hpcbench.train.results.run_dir_of` decides) is checked for writing during set-up. With ``--resume`` the run continues from a checkpoint; a stop signal
+    :func:`hpcbench.train.documents.run_dir_of` decides) is checked for writing during set-up. With ``--resume`` the run continues from a checkpoint; a stop signal
     (``stop``) ends it at the next step boundary with a checkpoint (:class:`Stopped`)."""
     t = start(config, runtime, strategy, log, run_dir, stop or StopRequest())
     try:
@@ -365,7 +365,7 @@ def stopped(t: Training, epoch: int, step: int, path: Path | None) -> BaseExcept
 
 def run_epoch(t: Training, epoch: int) -> dict[str, Any]:
     """One epoch: train, reduce over ranks (the slowest rank's times, bytes summed), validate
-    when due; its row of the results (:func:`hpcbench.train.results.epoch_row`)."""
+    when due; its row of the results (:func:`hpcbench.train.documents.epoch_row`)."""
     with t.windows.phase("train"):
         meter, train_s, data_s, comm_s = train_steps(t, epoch)
     io = t.data.io_stats()

@@ -134,7 +134,7 @@ def load_weights(model: nn.Module, path: str, num_classes: int) -> str:
     and a classifier head for another number of classes keeps its fresh initialisation. Any
     other difference is an error naming the tensor. Returns a line saying what was loaded."""
     from hpcbench.files import NotRegularFile, open_regular
-    from hpcbench.train.checkpoint import MAX_FILE_BYTES
+    from hpcbench.train.checkpoint_file import MAX_FILE_BYTES
 
     where = f"--weights {path}"
     try:

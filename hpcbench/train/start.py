@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from hpcbench.launch import usable_cores
-from hpcbench.train import checkpoint as ckpt
+from hpcbench.train import checkpoint_file as ckpt
 from hpcbench.train import checkpointing
 from hpcbench.train.accelerate import (
     batch_layout,
@@ -32,6 +32,7 @@ from hpcbench.train.accelerate import (
 from hpcbench.train.breakdown import StepBreakdown
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData, ensure_dataset, wait_for_dataset
+from hpcbench.train.documents import prepare_run_dir
 from hpcbench.train.drills import Drill, drill_for
 from hpcbench.train.failures import agree
 from hpcbench.train.finite import Verdicts
@@ -41,7 +42,6 @@ from hpcbench.train.normalize import Normalizer
 from hpcbench.train.optim import make_optimizer, make_schedule
 from hpcbench.train.precision import Precision
 from hpcbench.train.replicas import Replicas, device_kind
-from hpcbench.train.results import prepare_run_dir
 from hpcbench.train.runtime import Runtime
 from hpcbench.train.stopping import StopRequest, Watchdog, mark
 from hpcbench.train.strategies.base import Strategy

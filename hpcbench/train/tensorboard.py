@@ -3,7 +3,7 @@
 directory's name), so that runs side by side compare in one ``tensorboard --logdir DIR``.
 
 - per epoch (step = the epoch, 1, 2, …): :data:`EPOCH_TAGS`, from the epoch's row of the results
-  (:data:`hpcbench.train.results.EPOCH_FIELDS`); the val tags only for validated epochs;
+  (:data:`hpcbench.train.documents.EPOCH_FIELDS`); the val tags only for validated epochs;
 - at the end (step = the last epoch): :data:`END_TAGS`, from the results, and the run's
   configuration as hparams (with the test metrics);
 - at the start: the configuration, as the TOML of ``--config`` (text tag ``config``).
@@ -20,7 +20,7 @@ from typing import Any
 
 from hpcbench.train.config import ConfigError, TrainConfig
 from hpcbench.train.config_file import to_toml
-from hpcbench.train.results import prepare_run_dir
+from hpcbench.train.documents import prepare_run_dir
 
 MISSING = "--tensorboard: needs the tensorboard package (pip install 'hpcbench[tensorboard]')"
 

@@ -130,7 +130,7 @@ def finish(workdir: Path, job: str) -> None:
 
 
 def final(run: Path) -> tuple[dict, str]:
-    from hpcbench.train.checkpoint import checkpoint_files, decode
+    from hpcbench.train.checkpoint_file import checkpoint_files, decode
 
     (steps, path), *_ = checkpoint_files(run / "checkpoints")
     assert steps == STEPS
@@ -217,7 +217,7 @@ def test_the_requeue_cap_holds(slurm_cluster, workdir, cluster_data):
     assert "not requeued: 0 of at most 0 requeues done (time limit 0" in log, log
     assert requeues(run) == []
     assert (run / "control" / "stopped").exists()
-    from hpcbench.train.checkpoint import checkpoint_files, decode
+    from hpcbench.train.checkpoint_file import checkpoint_files, decode
 
     (_, newest), *_ = checkpoint_files(run / "checkpoints")
     decode(newest)
@@ -260,7 +260,7 @@ def test_a_nodes_processes_killed_mid_run_end_the_job_naming_the_rank_and_resume
     wait_for(lambda: state(job) == "", timeout=180)  # it ends (KillWait is 30 s), never hangs
     logs = hpcbench("logs", job, cwd=workdir)
     assert "first failing rank 1:" in logs.stdout, logs.stdout
-    from hpcbench.train.checkpoint import checkpoint_files, decode
+    from hpcbench.train.checkpoint_file import checkpoint_files, decode
 
     for _, path in checkpoint_files(run / "checkpoints"):
         decode(path)  # the checkpoints written before the kill are intact
@@ -275,7 +275,7 @@ def test_a_nodes_processes_killed_mid_run_end_the_job_naming_the_rank_and_resume
     out = (workdir / "runs" / f"hpcbench-{again}.out").read_text()
     assert "resuming from" in out, out
     reference = reference_run(cluster_data, workdir / "reference", "ddp", *trainer)
-    from hpcbench.train.checkpoint import checkpoint_files
+    from hpcbench.train.checkpoint_file import checkpoint_files
 
     wa, la = final(reference)
     (steps, newest), *_ = checkpoint_files(run / "checkpoints")  # where the resumed job wrote

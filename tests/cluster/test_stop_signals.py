@@ -335,7 +335,7 @@ def sge_notify_time(sge_cluster):
 def test_qdel_of_a_notify_job_stops_the_trainer_after_a_checkpoint(
     sge_cluster, sge_notify_time, workdir, cluster_data, jobs
 ):
-    from hpcbench.train.checkpoint import decode
+    from hpcbench.train.checkpoint_file import decode
 
     job = submit(
         "sge",

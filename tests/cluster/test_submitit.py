@@ -80,7 +80,7 @@ def test_submitits_signal_checkpoints_requeues_and_resumes_the_trainer(
 
     import torch
 
-    from hpcbench.train.checkpoint import checkpoint_files, decode
+    from hpcbench.train.checkpoint_file import checkpoint_files, decode
     from tests.integration.test_trainer import env
 
     spec = api.load_spec(

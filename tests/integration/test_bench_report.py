@@ -28,7 +28,7 @@ need_module("matplotlib")
 np = need_module("numpy")
 
 from hpcbench.bench import energy, figures, report  # noqa: E402
-from hpcbench.bench.results import load_results  # noqa: E402
+from hpcbench.bench.results_reader import load_results  # noqa: E402
 
 HOSTILE = "<script>alert(1)</script>"
 HOSTILE_HOST = "<b>node2</b>"

@@ -86,7 +86,7 @@ def train(
 
 
 def final_weights(out: Path) -> dict:
-    from hpcbench.train.checkpoint import checkpoint_files, decode
+    from hpcbench.train.checkpoint_file import checkpoint_files, decode
 
     (steps, path), *_ = checkpoint_files(out / "checkpoints")
     assert steps == STEPS
@@ -175,7 +175,7 @@ def test_a_killed_rank_then_a_hung_rank_and_resume_finishes_the_run(data, refere
     r = train("mpi", 2, data, tmp_path, fail_at=f"1:{step}:kill", timeout=120)
     assert r.returncode != 0
     assert "rank 1 is killed (SIGKILL)" in r.stdout + r.stderr
-    from hpcbench.train.checkpoint import checkpoint_files, decode
+    from hpcbench.train.checkpoint_file import checkpoint_files, decode
 
     written = checkpoint_files(tmp_path / "checkpoints")
     # the last one before the kill: every 3 steps, and at the end of epoch 1 (8 steps)

@@ -260,7 +260,7 @@ def test_weights_the_user_provides_start_the_model_and_bad_ones_are_one_line(tin
     import torch
     import torchvision
 
-    from hpcbench.train.checkpoint import checkpoint_files, decode
+    from hpcbench.train.checkpoint_file import checkpoint_files, decode
 
     torch.manual_seed(1)
     imagenet = torchvision.models.resnet18(num_classes=1000).state_dict()

@@ -70,7 +70,7 @@ def test_the_replica_checksum_is_exact_and_independent_of_layout_and_order():
     unit in the last place, exact through a float64 all-reduce."""
     from torch import nn
 
-    from hpcbench.train.checkpoint import parameter_checksum
+    from hpcbench.train.checkpoint_file import parameter_checksum
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten(), nn.Linear(8 * 4 * 4, 2))

@@ -20,7 +20,7 @@ import pytest
 
 from hpcbench.bench import stats
 from hpcbench.bench.analysis import analyse, compare
-from hpcbench.bench.results import AnalysisError, load_results
+from hpcbench.bench.results_reader import AnalysisError, load_results
 from hpcbench.bench.tables import write_tables
 
 # ----------------------------------------------------------------------------- a results directory

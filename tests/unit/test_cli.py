@@ -91,7 +91,7 @@ def test_the_trainer_and_predict_as_commands_point_at_their_module(workdir, prog
 def test_predict_quiet_prints_only_the_summary():
     from pathlib import Path
 
-    from hpcbench.predict.results import summary
+    from hpcbench.predict.outputs import summary
 
     document = {
         "measured": {"items": 10, "seconds": 1.0, "items_per_s": 10.0},

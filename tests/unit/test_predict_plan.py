@@ -145,7 +145,7 @@ def test_credits_follow_littles_law_and_bound_the_memory():
 # ---- results -------------------------------------------------------------------------------------
 def collector_of(labels, predicted, names=None):
     from hpcbench.predict.inputs import Items
-    from hpcbench.predict.results import Collector
+    from hpcbench.predict.outputs import Collector
 
     n = len(labels)
     items = Items("files", "t", names or [f"f{i}.jpg" for i in range(n)],
@@ -159,7 +159,7 @@ def collector_of(labels, predicted, names=None):
 
 
 def test_macro_f1_is_the_trainers_mean_over_the_classes_in_the_labels():
-    from hpcbench.predict.results import metrics
+    from hpcbench.predict.outputs import metrics
 
     # class 2 never occurs but is predicted once: it lowers class 0's F1, it is not averaged in
     m = metrics(collector_of([0, 0, 1, 1], [0, 2, 1, 1]), ["a", "b", "c"])
@@ -169,7 +169,7 @@ def test_macro_f1_is_the_trainers_mean_over_the_classes_in_the_labels():
 
 
 def test_a_file_name_that_is_not_utf8_is_written_escaped_not_fatal():
-    from hpcbench.predict.results import predictions_csv
+    from hpcbench.predict.outputs import predictions_csv
 
     name = b"caf\xe9,\n.jpg".decode("utf-8", "surrogateescape")  # as os.scandir returns it
     text = predictions_csv(collector_of([0], [0], [name]), ["a", "b", "c"], top_k=1)
@@ -183,7 +183,7 @@ def test_cells_a_spreadsheet_would_run_are_neutralised_and_read_back():
     import csv
     import io
 
-    from hpcbench.predict.results import predictions_csv
+    from hpcbench.predict.outputs import predictions_csv
 
     names = ["=HYPERLINK(\"http://x\",\"y\").jpg", "+1.jpg", "-2.jpg", "@SUM(A1).jpg",
              "\tcmd.jpg", "\rcr.jpg", "'quoted.jpg", "plain.jpg", "a=b.jpg"]  # fmt: skip

@@ -175,10 +175,10 @@ def test_bad_model_specs_are_refused_with_the_option_named(spec, message):
 
 def test_the_results_layout_is_documented():
     """Every column of epochs.csv and every key of metrics.json's epoch records is named in
-    docs/training.md, next to the layout that hpcbench/train/results.py declares."""
+    docs/training.md, next to the layout that hpcbench/train/documents.py declares."""
     from pathlib import Path
 
-    from hpcbench.train.results import CSV_COLUMNS, EPOCH_FIELDS
+    from hpcbench.train.documents import CSV_COLUMNS, EPOCH_FIELDS
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
     assert [key for key, _, _ in EPOCH_FIELDS][: len(CSV_COLUMNS)] == CSV_COLUMNS

@@ -264,14 +264,28 @@ def read_document(path: Path, fmt: str, missing_hint: str) -> dict[str, Any]:
     return data
 
 
+def read_run_metrics(directory: Path, run_dir: str) -> dict[str, Any] | None:
+    """The ``metrics.json`` of the run in ``directory/run_dir`` (a bench run, a sweep's task):
+    None when it has none; :class:`AnalysisError` (one line) when the run directory leads out of
+    ``directory`` (a link: never read) or the file cannot be read as a JSON object's text."""
+    path = directory / run_dir / "metrics.json"
+    if inside(directory, f"{run_dir}/metrics.json") is None:
+        raise AnalysisError(f"{path}: leads out of the results directory {directory}: not read")
+    try:
+        data = read_json(path)
+    except JsonFileError as err:
+        if err.missing:
+            return None
+        raise AnalysisError(str(err)) from None
+    return data if isinstance(data, dict) else None
+
+
 def run_metrics(directory: Path, run_dir: str | None) -> dict[str, Any] | None:
     """A run's ``metrics.json`` as the runner reports it while the matrix goes on; None when it
     is missing, unreadable or outside the directory (the analysis names such a run)."""
-    place = inside(directory, run_dir)
-    if place is None:
+    if not run_dir:
         return None
     try:
-        metrics = read_json(place / "metrics.json")
-    except JsonFileError:
+        return read_run_metrics(directory, run_dir)
+    except AnalysisError:
         return None
-    return metrics if isinstance(metrics, dict) else None
