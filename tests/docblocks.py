@@ -268,7 +268,8 @@ def block_environment(mode: str, base: dict[str, str], laptop: str, **extra: str
 
 def _spec_from(argv: list[str]):
     """The job spec ``hpcbench submit ARGV`` would submit, read as the CLI reads it."""
-    from hpcbench.cli import build_parser, overrides_from
+    from hpcbench.cli import build_parser
+    from hpcbench.cli.options import overrides_from
     from hpcbench.jobs.spec_load import load_spec
 
     own, program = (

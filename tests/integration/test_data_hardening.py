@@ -560,7 +560,7 @@ def test_a_pool_worker_signalled_before_its_initializer_dies_quietly():
     """Pool.terminate() (run on the way out of a SIGTERM) signals a worker the pool has just forked
     to replace a dead one; it still holds the CLI's handler. It must die of the signal, not print
     a traceback of the CLI's exception."""
-    from hpcbench import cli_prep
+    from hpcbench.cli import prep as cli_prep
 
     cli_prep._handler_pid = os.getpid()
     previous = signal.signal(signal.SIGTERM, cli_prep._on_sigterm)

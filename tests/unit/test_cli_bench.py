@@ -92,7 +92,7 @@ def test_flags_change_a_matrix_file(workdir):
     assert r.stdout.splitlines() == ["1\ta\ttiming\t1"], r.stderr
     from hpcbench.bench.matrix import build_matrix, read_matrix_table
     from hpcbench.cli import build_parser
-    from hpcbench.cli_bench import build_matrix_from
+    from hpcbench.cli.bench import build_matrix_from
 
     args = build_parser().parse_args(
         ["bench", str(workdir / "m.toml"), "--energy-repetitions", "2"]

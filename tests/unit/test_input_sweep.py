@@ -517,7 +517,7 @@ JOB_FLAGS: dict[str, tuple[st.SearchStrategy[str], tuple[str, ...]]] = {
 
 
 def test_every_flag_of_render_and_submit_is_swept():
-    from hpcbench.cli import _job_options
+    from hpcbench.cli.options import job_options as _job_options
 
     flags = {
         next(o for o in a.option_strings if o.startswith("--"))

@@ -81,7 +81,7 @@ def _conversion_options(p: argparse.ArgumentParser, synthetic: bool) -> None:
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
-def add_parser(sub: Any) -> None:
+def add_parsers(sub: Any) -> None:
     prep = sub.add_parser(
         "prep",
         help="convert data into HDF5 shards; verify or describe a dataset",
@@ -92,6 +92,8 @@ def add_parser(sub: Any) -> None:
 
     _file_sources(ps)
     _other_actions(ps)
+    for name in ("prep",):
+        sub.choices[name].set_defaults(run=run)
 
 
 def _file_source(

@@ -74,6 +74,8 @@ def add_parsers(sub: Any) -> None:
         help="failed runs do not fail the check (they are still named); the figures of the runs "
         "that completed decide",
     )
+    for name in ("history", "check"):
+        sub.choices[name].set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,190 +1,23 @@
-"""The ``hpcbench`` command line: parse, call the library, print. Nothing else lives here."""
+"""``render``, ``submit``, ``status``, ``logs``, ``cancel``: a job spec rendered, submitted and
+followed."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
-from hpcbench import __version__
-from hpcbench.argparsing import Parser
-from hpcbench.jobs.launchers import launcher_names
+from hpcbench.cli.options import job_options, line_count, overrides_from
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
-from hpcbench.jobs.spec import FIELD_KEYWORDS
 
 if TYPE_CHECKING:
     from hpcbench.jobs.schedulers.base import JobStatus, Scheduler
 
-
-def _env_pair(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name, value
-
-
 RECENT_JOBS = 20  # what `hpcbench status` with no job lists
 
 
-def _line_count(text: str) -> int:
-    try:
-        count = int(text)
-    except ValueError:
-        count = -1
-    if count < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of lines, 0 or more, got {text!r}")
-    return count
-
-
-def _job_options(spec_positional: bool = True) -> argparse.ArgumentParser:
-    """The job spec and the flags over it; ``spec_positional``: the spec file as the first
-    argument (``render``, ``submit``), else as ``--spec FILE`` (``profile show NAME``)."""
-    p = Parser(add_help=False)
-    if spec_positional:
-        p.add_argument("spec", nargs="?", help="job spec file (TOML), e.g. jobs/demo.toml")
-    else:
-        p.add_argument("--spec", metavar="FILE", help="job spec file (TOML), e.g. jobs/demo.toml")
-    p.add_argument(
-        "--smoke",
-        action="store_true",
-        help="the spec's [smoke] form: the same job in minutes (tiny model, built-in data)",
-    )
-    p.add_argument(
-        "--profile",
-        metavar="NAME",
-        help="the cluster profile under the spec (default: $HPCBENCH_PROFILE); hpcbench profile "
-        "show NAME prints what it sets",
-    )
-    _resource_options(p)
-    _environment_options(p)
-    _launch_options(p)
-    _scheduler_options(p)
-    _requeue_options(p)
-    return p
-
-
-def _resource_options(p: argparse.ArgumentParser) -> None:
-    """Resources, overriding the spec file's."""
-    g = p.add_argument_group("resources (override the spec file)")
-    g.add_argument("-N", "--nodes", metavar="N")
-    g.add_argument("--gpus-per-node", metavar="G")
-    g.add_argument(
-        "--tasks-per-node", metavar="T", help="ranks per node (default: one per GPU, else 1)"
-    )
-    g.add_argument("-c", "--cpus-per-task", metavar="C", help="CPUs (and OpenMP threads) per rank")
-    g.add_argument("--mem", dest="memory", metavar="SIZE", help="memory per node, e.g. 32G")
-    g.add_argument("-t", "--time", metavar="LIMIT", help="time limit: MM, HH:MM:SS or D-HH:MM:SS")
-    g.add_argument("-p", "--partition")
-    g.add_argument("-A", "--account")
-    g.add_argument("--qos")
-    g.add_argument("-C", "--constraint")
-    g.add_argument("--exclusive", action=argparse.BooleanOptionalAction, default=None)
-    g.add_argument("-J", "--job-name")
-    g.add_argument("-o", "--output-dir", metavar="DIR", help="where logs and run directories go")
-
-
-def _environment_options(p: argparse.ArgumentParser) -> None:
-    """How the job's shell is prepared."""
-    g = p.add_argument_group("environment")
-    g.add_argument(
-        "--load",
-        dest="modules",
-        action="append",
-        metavar="MODULE",
-        help="module to load (repeatable)",
-    )
-    g.add_argument("--venv", metavar="DIR", help="virtual environment to activate")
-    g.add_argument("--conda-env", metavar="NAME")
-    g.add_argument(
-        "--container", metavar="IMAGE", help="Apptainer/Singularity image to run ranks in"
-    )
-    g.add_argument(
-        "--bind",
-        dest="binds",
-        action="append",
-        metavar="SRC[:DST]",
-        help="container bind (repeatable)",
-    )
-    g.add_argument("--env", dest="variables", action="append", type=_env_pair, metavar="NAME=VALUE")
-    g.add_argument("--setup", action="append", metavar="LINE", help="shell line run before launch")
-
-
-def _launch_options(p: argparse.ArgumentParser) -> None:
-    """How ranks start and what they run."""
-    g = p.add_argument_group("launch and program")
-    g.add_argument("--launcher", choices=launcher_names())
-    g.add_argument("--port", metavar="PORT", help="rendezvous port (default: derived from job id)")
-    g.add_argument("--python", metavar="EXE", help="python interpreter on the nodes")
-    g.add_argument("-m", "--module", help="python module each rank runs (python -m MODULE)")
-    g.add_argument("--script", help="python script each rank runs")
-    g.add_argument(
-        "--program", dest="command", metavar="CMD", help="a whole command line each rank runs"
-    )
-    g.add_argument(
-        "--directive",
-        dest="directives",
-        action="append",
-        metavar="TEXT",
-        help="extra scheduler directive",
-    )
-
-
-def _scheduler_options(p: argparse.ArgumentParser) -> None:
-    """Which scheduler, and its options."""
-    g = p.add_argument_group("scheduler")
-    g.add_argument(
-        "--scheduler",
-        choices=SCHEDULER_CHOICES,
-        help="default: detected (sbatch, qsub, else local)",
-    )
-    g.add_argument(
-        "--after",
-        action="append",
-        metavar="JOB",
-        help="start only after job JOB ended successfully (repeatable; a scheduler dependency; Grid Engine's -hold_jid waits for its end, successful or not)",
-    )
-    g.add_argument(
-        "--pbs-resources",
-        choices=("select", "nodes"),
-        help="PBS resource syntax: select (PBS Pro, OpenPBS; default) or nodes=N:ppn=P (Torque)",
-    )
-    g.add_argument(
-        "--template-dir",
-        action="append",
-        metavar="DIR",
-        help="directory of templates overriding the built-in ones (repeatable)",
-    )
-
-
-def _requeue_options(p: argparse.ArgumentParser) -> None:
-    """Surviving time limits and preemption."""
-    g = p.add_argument_group("time limits and preemption (docs/resilience.md)")
-    g.add_argument(
-        "--requeue",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="signal the ranks before the time limit, checkpoint, requeue and resume "
-        "(default: on for hpcbench's trainer)",
-    )
-    g.add_argument("--max-requeues", metavar="N", help="requeue at most N times (default 3)")
-    g.add_argument(
-        "--signal-lead",
-        metavar="LIMIT",
-        help="signal this long before the time limit, e.g. 5 or 00:05:00 (default 5 minutes)",
-    )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="hpcbench",
-        description="Job scripts, parallel training and measured comparisons for PyTorch on HPC.",
-        epilog="Program arguments go after '--', e.g.: hpcbench submit jobs/demo.toml -- --epochs 3",
-    )
-    parser.add_argument("--version", action="version", version=f"hpcbench {__version__}")
-    sub = parser.add_subparsers(dest="action", required=True, metavar="COMMAND")
-    job = _job_options()
+def add_parsers(sub: Any) -> None:
+    job = job_options()
     sub.add_parser(
         "render",
         parents=[job],
@@ -216,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     st.add_argument("job_ids", nargs="*", metavar="JOB")
     st.add_argument(
-        "--last", type=_line_count, default=RECENT_JOBS,
+        "--last", type=line_count, default=RECENT_JOBS,
         help=f"without JOB: how many of the newest jobs (default {RECENT_JOBS})",
     )  # fmt: skip
     st.add_argument("--scheduler", choices=SCHEDULER_CHOICES)
@@ -236,80 +69,16 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("job_id", metavar="JOB")
     lg.add_argument("--scheduler", choices=SCHEDULER_CHOICES)
     lg.add_argument(
-        "-n", "--lines", type=_line_count, default=30, help="log lines to show (default 30)"
+        "-n", "--lines", type=line_count, default=30, help="log lines to show (default 30)"
     )
     c = sub.add_parser("cancel", help="cancel jobs", description="Cancel jobs.")
     c.add_argument("job_ids", nargs="+", metavar="JOB")
     c.add_argument("--scheduler", choices=SCHEDULER_CHOICES)
-    from hpcbench import cli_bench, cli_history, cli_prep, cli_profile, cli_sweep
-
-    cli_prep.add_parser(sub)
-    cli_bench.add_parsers(sub)
-    cli_history.add_parsers(sub)
-    cli_sweep.add_parsers(sub)
-    cli_profile.add_parser(sub, _job_options(spec_positional=False))
-    return parser
+    for name in ("render", "submit", "status", "logs", "cancel"):
+        sub.choices[name].set_defaults(run=run)
 
 
-def overrides_from(args: argparse.Namespace, program_args: list[str]) -> dict[str, tuple[str, Any]]:
-    """CLI flags as spec overrides: dotted field -> (flag as typed, value)."""
-    from hpcbench.jobs.spec import SpecError
-
-    flags = {
-        a.dest: max(a.option_strings, key=len) for a in _job_options()._actions if a.option_strings
-    }
-    out: dict[str, tuple[str, Any]] = {}
-    for keyword, dotted in FIELD_KEYWORDS.items():
-        value = getattr(args, keyword, None)
-        if value is None or keyword not in flags:
-            continue
-        if keyword == "variables":
-            value = dict(value)
-        elif keyword == "command":
-            try:
-                value = shlex.split(value)
-            except ValueError as err:
-                raise SpecError(f"--program: {err}") from None
-        out[dotted] = (flags[keyword], value)
-    if program_args:
-        out["program.args"] = ("-- ARGS", program_args)
-    return out
-
-
-def _split_program_args(argv: list[str]) -> tuple[list[str], list[str]]:
-    if "--" in argv:
-        i = argv.index("--")
-        return argv[:i], argv[i + 1 :]
-    return argv, []
-
-
-def main(argv: list[str] | None = None) -> int:
-    from hpcbench.launch import line_buffered_output
-
-    line_buffered_output()  # progress reaches a pipe, a tee or a job's log as it happens
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] in (["train"], ["predict"]):  # programs of their own, not subcommands
-        print(
-            f"hpcbench: error: {argv[0]} is not a command of hpcbench: run it as python -m "
-            f"hpcbench.{argv[0]} ARGS (on this machine), or as a job with hpcbench submit "
-            f"--module hpcbench.{argv[0]} -- ARGS (python -m hpcbench.{argv[0]} --help lists "
-            "its options)",
-            file=sys.stderr,
-        )
-        return 2
-    own, program_args = _split_program_args(argv)
-    args = build_parser().parse_args(own)
-    if args.action in ("prep", "history", "check", "sweep"):  # each a module of its own
-        module = {"check": "history"}.get(args.action, args.action)
-        return int(importlib.import_module(f"hpcbench.cli_{module}").run(args))
-    if args.action == "profile":
-        from hpcbench import cli_profile
-
-        return cli_profile.run(args, overrides_from(args, program_args))
-    if args.action in ("bench", "report", "compare", "predict-scaling"):
-        from hpcbench import cli_bench
-
-        return cli_bench.run(args, program_args)
+def run(args: argparse.Namespace) -> int:
     # Imported here so that `hpcbench --help` stays instant; none of these imports torch.
     from hpcbench import api
     from hpcbench.jobs.render import RenderError
@@ -323,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.action == "logs":
             return _logs_command(args)
         spec = load_spec(
-            args.spec, overrides_from(args, program_args), smoke=args.smoke, profile=args.profile
+            args.spec,
+            overrides_from(args, args.program_args),
+            smoke=args.smoke,
+            profile=args.profile,
         )
         name, why = api.resolve_scheduler(spec, args.scheduler)
         print(f"hpcbench: scheduler {name} ({why})", file=sys.stderr)
@@ -516,7 +288,3 @@ def _cancel(sched: Scheduler, job_ids: list[str]) -> int:
         sched.cancel(active)
         print(f"cancelled {', '.join(active)} ({sched.name})")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

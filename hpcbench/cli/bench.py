@@ -30,6 +30,8 @@ def add_parsers(sub: Any) -> None:
     _add_bench(sub)
     _add_report_and_compare(sub)
     _add_predict_scaling(sub)
+    for name in ("bench", "report", "compare", "predict-scaling"):
+        sub.choices[name].set_defaults(run=run)
 
 
 def _add_bench(sub: Any) -> None:
@@ -168,7 +170,7 @@ def build_matrix_from(args: argparse.Namespace, trainer_args: list[str]) -> Any:
     return build_matrix(table, where, smoke=args.smoke)
 
 
-def run(args: argparse.Namespace, program_args: list[str]) -> int:
+def run(args: argparse.Namespace) -> int:
     from hpcbench.bench.matrix import MatrixError
     from hpcbench.bench.results_reader import AnalysisError
     from hpcbench.bench.runner import Bench, BenchError, plan
@@ -192,7 +194,7 @@ def run(args: argparse.Namespace, program_args: list[str]) -> int:
                     f"{where}: results that cannot be analysed ({type(err).__name__}: {err}); "
                     "was a file of it edited?"
                 ) from None
-        matrix = build_matrix_from(args, program_args)
+        matrix = build_matrix_from(args, args.program_args)
         if args.plan:
             for i, r in enumerate(plan(matrix), 1):
                 print(f"{i}\t{r.config}\t{r.kind}\t{r.rep}")

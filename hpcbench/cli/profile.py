@@ -7,11 +7,12 @@ import argparse
 import sys
 from typing import Any
 
+from hpcbench.cli.options import job_options, overrides_from
 from hpcbench.files import printable
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 
 
-def add_parser(sub: Any, job_options: argparse.ArgumentParser) -> None:
+def add_parsers(sub: Any) -> None:
     p = sub.add_parser(
         "profile",
         help="cluster profiles: a cluster's settings written once",
@@ -22,7 +23,7 @@ def add_parser(sub: Any, job_options: argparse.ArgumentParser) -> None:
     act.add_parser("list", help="the profiles of the site's and the user's file")
     show = act.add_parser(
         "show",
-        parents=[job_options],
+        parents=[job_options(spec_positional=False)],
         help="the effective job settings and where each came from",
         description="Print every field of the job spec as it would be submitted, and where its "
         "value came from: a flag, the job spec (--spec), the user's or the site's profile, or "
@@ -39,13 +40,16 @@ def add_parser(sub: Any, job_options: argparse.ArgumentParser) -> None:
     init.add_argument("profile_name", metavar="NAME")
     init.add_argument("--partition", help="default: the cluster's default partition")
     init.add_argument("--scheduler", choices=SCHEDULER_CHOICES, default="auto")
+    for name in ("profile",):
+        sub.choices[name].set_defaults(run=run)
 
 
-def run(args: argparse.Namespace, overrides: dict[str, tuple[str, Any]]) -> int:
+def run(args: argparse.Namespace) -> int:
     from hpcbench.jobs import profiles
     from hpcbench.jobs.schedulers import SchedulerError
     from hpcbench.jobs.spec import SpecError
 
+    overrides = overrides_from(args, args.program_args)
     try:
         if args.profile_action == "list":
             found = profiles.profile_names()

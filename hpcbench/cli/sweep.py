@@ -50,6 +50,8 @@ def add_parsers(sub: Any) -> None:
     s.add_argument(
         "--profile", metavar="NAME", help="the cluster profile (default: $HPCBENCH_PROFILE)"
     )
+    for name in ("sweep",):
+        sub.choices[name].set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
