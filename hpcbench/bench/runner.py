@@ -38,7 +38,8 @@ from hpcbench.bench.results_reader import (
 from hpcbench.jobs import schedulers, submission
 from hpcbench.jobs.accounting.reading import account_finished, keeps_accounting
 from hpcbench.jobs.job import Job
-from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError, SchedulerUnreachable
+from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError
+from hpcbench.jobs.schedulers.errors import SchedulerUnreachable
 from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
 TIMING, ENERGY = "timing", "energy"

@@ -176,7 +176,8 @@ def run(args: argparse.Namespace) -> int:
     from hpcbench.bench.runner import Bench, BenchError, plan
     from hpcbench.jobs.render import RenderError
     from hpcbench.jobs.schedulers import SchedulerError
-    from hpcbench.jobs.schedulers.base import SchedulerUnreachable, check_poll_ceiling
+    from hpcbench.jobs.schedulers.errors import SchedulerUnreachable
+    from hpcbench.jobs.schedulers.polling import check_poll_ceiling
     from hpcbench.jobs.spec import SpecError
 
     if args.action == "predict-scaling":

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         if (warning := api.lead_warning(spec)) is not None:
             print(f"hpcbench: warning: {warning}", file=sys.stderr)
         if args.wait:  # a bad $HPCBENCH_POLL_CEILING stops before the job is submitted
-            from hpcbench.jobs.schedulers.base import check_poll_ceiling
+            from hpcbench.jobs.schedulers.polling import check_poll_ceiling
 
             check_poll_ceiling()
         job = api.submit(spec, name, args.template_dir, preflight=args.preflight)
@@ -171,7 +171,8 @@ def _wait_for(job: Any, name: str, args: argparse.Namespace) -> int:
 def _logs_command(args: argparse.Namespace) -> int:
     from hpcbench import api
     from hpcbench.jobs.logs import error_tail
-    from hpcbench.jobs.schedulers.base import array_status, tail
+    from hpcbench.jobs.schedulers.base import array_status
+    from hpcbench.jobs.schedulers.commands import tail
 
     handle = api.job(args.job_id, None if args.scheduler in (None, "auto") else args.scheduler)
     if handle.tasks:  # an array: each task's state, and how to see one task's logs

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from hpcbench.bench.matrix import MatrixError
     from hpcbench.jobs.render import RenderError
     from hpcbench.jobs.schedulers import SchedulerError
-    from hpcbench.jobs.schedulers.base import check_poll_ceiling
+    from hpcbench.jobs.schedulers.polling import check_poll_ceiling
     from hpcbench.jobs.spec import SpecError
     from hpcbench.sweep.plan import SweepError, read_sweep
     from hpcbench.sweep.runner import FAILED, SweepRunner, counts

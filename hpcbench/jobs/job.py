@@ -25,8 +25,8 @@ from hpcbench.jobs.schedulers.base import (
     Scheduler,
     SchedulerError,
     array_status,
-    tail,
 )
+from hpcbench.jobs.schedulers.commands import tail
 from hpcbench.jsonfile import JsonFileError, read_json
 
 METRICS_FILE = "metrics.json"  # what rank 0 of the trainer writes into the run directory

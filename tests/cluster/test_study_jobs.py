@@ -187,7 +187,7 @@ def test_the_full_reference_matrix_passes_preflight_on_a_two_gpu_partition(
     (2 GPUs per node); only the CPUs per rank are lowered to the test nodes' 2 cores."""
     from hpcbench.bench.matrix import read_matrix
     from hpcbench.bench.runner import Bench, plan
-    from hpcbench.jobs.schedulers.slurm.scheduler import PreflightError, check_slurm
+    from hpcbench.jobs.schedulers.slurm.cluster import PreflightError, check_slurm
 
     monkeypatch.chdir(studies)
     matrix = read_matrix("jobs/reference-study/matrix.toml")

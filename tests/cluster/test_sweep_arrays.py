@@ -174,7 +174,7 @@ def test_a_sweep_is_one_grid_engine_array(sge_cluster, workdir, cluster_data):
 def test_an_array_larger_than_the_cluster_allows_is_refused_before_anything_is_queued(
     slurm_cluster, workdir
 ):
-    from hpcbench.jobs.schedulers.slurm.scheduler import PreflightError
+    from hpcbench.jobs.schedulers.slurm.cluster import PreflightError
     from hpcbench.jobs.spec import Array
     from hpcbench.jobs.spec_load import build_spec
     from hpcbench.jobs.submission import submit

@@ -287,7 +287,7 @@ def test_sge_qstat_then_qacct(bindir):
 def test_the_poll_ceiling_is_the_schedulers_or_a_shorter_one_from_the_environment(
     value, ceiling, monkeypatch
 ):
-    from hpcbench.jobs.schedulers.base import POLL_CEILING_VARIABLE, poll_ceiling
+    from hpcbench.jobs.schedulers.polling import POLL_CEILING_VARIABLE, poll_ceiling
 
     monkeypatch.setenv(POLL_CEILING_VARIABLE, value)
     assert poll_ceiling(10.0) == ceiling
@@ -295,7 +295,7 @@ def test_the_poll_ceiling_is_the_schedulers_or_a_shorter_one_from_the_environmen
 
 @pytest.mark.parametrize("value", ["0", "-1", "x", "nan", "601", "1e9"])
 def test_a_bad_poll_ceiling_is_one_line_naming_the_variable(value, monkeypatch):
-    from hpcbench.jobs.schedulers.base import POLL_CEILING_VARIABLE, poll_ceiling
+    from hpcbench.jobs.schedulers.polling import POLL_CEILING_VARIABLE, poll_ceiling
 
     monkeypatch.setenv(POLL_CEILING_VARIABLE, value)
     with pytest.raises(SchedulerError, match=rf"^{POLL_CEILING_VARIABLE}=.*: must be seconds"):

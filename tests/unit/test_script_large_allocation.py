@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hpcbench.jobs.render import render_script
-from hpcbench.jobs.schedulers.slurm.scheduler import check_slurm
+from hpcbench.jobs.schedulers.slurm.cluster import check_slurm
 from hpcbench.jobs.spec_load import build_spec
 
 NODES = 10_000  # the largest allocation a user asks for (Frontier-class machines)

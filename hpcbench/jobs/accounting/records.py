@@ -89,7 +89,8 @@ Runner = Callable[[list[str]], tuple[int, str, str]]
 def ask(argv: list[str]) -> tuple[int, str, str]:
     """Run an accounting command: (exit status, stdout, stderr); 127 when it is not installed
     (its message names it), never an exception."""
-    from hpcbench.jobs.schedulers.base import SchedulerError, run_process
+    from hpcbench.jobs.schedulers.base import SchedulerError
+    from hpcbench.jobs.schedulers.commands import run_process
 
     try:
         proc = run_process(argv, argv[0], timeout=60)

@@ -7,9 +7,7 @@ back-off, failure reports) is written once here.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -18,6 +16,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from hpcbench.jobs.launchers import Launcher, launcher_for
+from hpcbench.jobs.schedulers.errors import JobIdError, SchedulerError
+from hpcbench.jobs.schedulers.polling import backoff_intervals, poll_ceiling, sleep_ticking
 from hpcbench.jobs.shell import ShellVar, Word, quote_word
 from hpcbench.jobs.spec import JobSpec
 
@@ -35,19 +35,6 @@ PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, UNKNOWN = (
 # A job SLURM requeues on preemption shows PENDING again under its own id instead.
 PREEMPTED = "PREEMPTED"
 FINISHED = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED})
-
-
-class SchedulerError(RuntimeError):
-    """The scheduler refused or failed a request; the message quotes what it said."""
-
-
-class SchedulerUnreachable(SchedulerError):
-    """The batch system's commands are here but its controller does not answer (a laptop with
-    the client packages, a login node during maintenance): nothing can be submitted now."""
-
-
-class JobIdError(SchedulerError):
-    """A job id that is not of the form the scheduler hands out (a usage error)."""
 
 
 @dataclass
@@ -92,69 +79,6 @@ class JobRecord:
     run_dir: Path
     #: an array job's tasks (their ids; each has a record of its own), empty for a plain job
     tasks: tuple[str, ...] = ()
-
-
-POLL_CEILING_VARIABLE = "HPCBENCH_POLL_CEILING"
-POLL_CEILING_RANGE = (0.5, 600.0)
-
-
-def poll_ceiling(default: float) -> float:
-    """The longest wait between two polls of a scheduler: its own ``default``, or
-    ``$HPCBENCH_POLL_CEILING`` seconds where that is shorter (a private or test cluster whose
-    controller may be asked every second, so that a job's end is seen sooner). A value that is
-    not a number from 0.5 to 600 is a SchedulerError naming the variable."""
-    raw = os.environ.get(POLL_CEILING_VARIABLE, "").strip()
-    if not raw:
-        return default
-    low, high = POLL_CEILING_RANGE
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = float("nan")
-    if not low <= seconds <= high:
-        raise SchedulerError(
-            f"{POLL_CEILING_VARIABLE}={raw[:40]!r}: must be seconds from {low:g} to {high:g}"
-        )
-    return min(default, seconds)
-
-
-def check_poll_ceiling() -> None:
-    """Raise the SchedulerError of a bad ``$HPCBENCH_POLL_CEILING`` now: commands that submit and
-    then wait call it before they submit anything."""
-    poll_ceiling(POLL_CEILING_RANGE[1])
-
-
-def backoff_intervals(start: float, ceiling: float, factor: float = 2.0) -> Iterator[float]:
-    """Poll intervals: ``start``, then doubling, then ``ceiling`` for ever (submitit's pattern)."""
-    delay = start
-    while True:
-        yield delay
-        delay = min(ceiling, delay * factor)
-
-
-def run_process(
-    argv: Sequence[str], what: str, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    """Run a scheduler command whatever its exit status; only a missing or hung one raises."""
-    try:
-        return subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
-    except FileNotFoundError:
-        raise SchedulerError(f"{what}: {argv[0]} not found on PATH") from None
-    except OSError as err:
-        raise SchedulerError(f"{what}: cannot run {argv[0]}: {err.strerror}") from None
-    except subprocess.TimeoutExpired:
-        raise SchedulerError(f"{what}: {argv[0]} did not answer within {timeout:.0f} s") from None
-
-
-def run_command(argv: Sequence[str], what: str, timeout: float = 60) -> str:
-    """Run a scheduler command; a failure becomes a one-line SchedulerError quoting its stderr."""
-    proc = run_process(argv, what, timeout)
-    if proc.returncode != 0:
-        said = " ".join((proc.stderr or proc.stdout).split()) or f"exit status {proc.returncode}"
-        raise SchedulerError(f"{what} refused: {said}")
-    return proc.stdout
 
 
 class Scheduler(ABC):
@@ -417,7 +341,7 @@ class Scheduler(ABC):
                 raise TimeoutError(
                     f"jobs still running after {timeout:.0f} s: {', '.join(sorted(pending))}"
                 )
-            _sleep_ticking(delay, on_tick)
+            sleep_ticking(delay, on_tick)
         raise AssertionError("unreachable")
 
 
@@ -431,29 +355,3 @@ def _scheduler_classes() -> list[type[Scheduler]]:
         if cls.name:
             found.append(cls)
     return sorted(found, key=lambda c: (c.detect_order, c.name))
-
-
-def _sleep_ticking(seconds: float, on_tick: Callable[[], None] | None, tick: float = 1.0) -> None:
-    end = time.monotonic() + seconds
-    while True:
-        if on_tick is not None:
-            on_tick()
-        left = end - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(min(left, tick) if on_tick is not None else left)
-
-
-def tail(path: Path, lines: int = 30) -> str:
-    """The last ``lines`` lines of a log file ('' for none, or when it does not exist yet)."""
-    if lines <= 0:
-        return ""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 64 * 1024))
-            text = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])

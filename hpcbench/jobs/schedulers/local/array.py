@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 from hpcbench.jobs.schedulers.base import SchedulerError
-from hpcbench.jobs.schedulers.local.scheduler import LocalScheduler, write_task_failure
+from hpcbench.jobs.schedulers.local.scheduler import LocalScheduler
+from hpcbench.jobs.schedulers.local.starting import write_task_failure
 
 #: the exit status of a task that could not be started (as a shell's "command not found")
 NOT_STARTED = 127

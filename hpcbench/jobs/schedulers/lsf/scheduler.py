@@ -27,9 +27,8 @@ from hpcbench.jobs.schedulers.base import (
     JobStatus,
     Scheduler,
     SchedulerError,
-    run_command,
-    run_process,
 )
+from hpcbench.jobs.schedulers.commands import run_command, run_process
 from hpcbench.jobs.shell import ShellVar, Word
 from hpcbench.jobs.spec import JobSpec, SpecError
 from hpcbench.jobs.state import state_dir

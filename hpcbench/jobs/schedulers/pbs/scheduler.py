@@ -30,9 +30,8 @@ from hpcbench.jobs.schedulers.base import (
     JobStatus,
     Scheduler,
     SchedulerError,
-    run_command,
-    run_process,
 )
+from hpcbench.jobs.schedulers.commands import run_command, run_process
 from hpcbench.jobs.spec import JobSpec
 from hpcbench.jobs.units import format_memory, format_time_hms
 

@@ -22,8 +22,8 @@ from hpcbench.jobs.schedulers.base import (
     JobStatus,
     Scheduler,
     SchedulerError,
-    run_command,
 )
+from hpcbench.jobs.schedulers.commands import run_command
 from hpcbench.jobs.spec import JobSpec
 from hpcbench.jobs.state import state_dir
 from hpcbench.jobs.units import format_memory, format_time_hms

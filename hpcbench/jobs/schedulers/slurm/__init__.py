@@ -1,6 +1,7 @@
-"""SLURM: the scheduler (:mod:`.scheduler`: sbatch, squeue, scancel, srun, the cluster checks)
-and its accounting (:mod:`.accounting`: sacct)."""
+"""SLURM: the scheduler (:mod:`.scheduler`: sbatch, squeue, scancel), what the cluster says of
+itself and the preflight of a job (:mod:`.cluster`: sinfo, scontrol) and its accounting
+(:mod:`.accounting`: sacct)."""
 
-from hpcbench.jobs.schedulers.slurm import accounting, scheduler
+from hpcbench.jobs.schedulers.slurm import accounting, cluster, scheduler
 
-__all__ = ["accounting", "scheduler"]
+__all__ = ["accounting", "cluster", "scheduler"]
