@@ -186,15 +186,7 @@ def run(args: argparse.Namespace) -> int:
         os.environ[PROFILE_VAR] = args.profile
     try:
         if args.action in ("report", "compare"):
-            try:
-                return _report(args) if args.action == "report" else _compare(args)
-            except (TypeError, AttributeError, KeyError, ZeroDivisionError, OverflowError) as err:
-                # a file of the results directory edited or damaged beyond what the checks name
-                where = args.results if args.action == "report" else f"{args.a} or {args.b}"
-                raise AnalysisError(
-                    f"{where}: results that cannot be analysed ({type(err).__name__}: {err}); "
-                    "was a file of it edited?"
-                ) from None
+            return _analysis(args)
         matrix = build_matrix_from(args, args.program_args)
         if args.plan:
             for i, r in enumerate(plan(matrix), 1):
@@ -233,6 +225,21 @@ def run(args: argparse.Namespace) -> int:
     if args.history and all(r.status in ("completed", "failed") for r in runs):
         _record_history(bench.results)
     return 1 if failed else 0
+
+
+def _analysis(args: argparse.Namespace) -> int:
+    """``report`` or ``compare``; a results directory damaged beyond what the checks name is an
+    AnalysisError naming it, never a traceback."""
+    from hpcbench.bench.results_reader import AnalysisError
+
+    try:
+        return _report(args) if args.action == "report" else _compare(args)
+    except (TypeError, AttributeError, KeyError, ZeroDivisionError, OverflowError) as err:
+        where = args.results if args.action == "report" else f"{args.a} or {args.b}"
+        raise AnalysisError(
+            f"{where}: results that cannot be analysed ({type(err).__name__}: {err}); "
+            "was a file of it edited?"
+        ) from None
 
 
 def _record_history(results: Path) -> None:

@@ -187,33 +187,37 @@ def _show(entry: Any) -> list[str]:
     return lines
 
 
+def _references(args: argparse.Namespace, results: Any) -> tuple[Any, str]:
+    """The reference values to hold the results to (``--references FILE``, else the matrix's
+    own ``[reference]``) and where they come from, for the messages."""
+    from hpcbench.bench.matrix import MatrixError, read_matrix_table
+    from hpcbench.bench.references import ReferenceError, check_references
+
+    if not args.references:
+        where = str(Path(args.results) / "bench.json")
+        return check_references(results.matrix.get("reference"), where), "the matrix's [reference]"
+    try:
+        table = read_matrix_table(args.references)
+    except MatrixError as err:
+        raise ReferenceError(str(err)) from None
+    unknown = sorted(set(table) - {"reference"})
+    if unknown:
+        raise ReferenceError(
+            f"{args.references}: {unknown[0]}: unknown key (a references file holds one "
+            "[reference] table)"
+        )
+    return check_references(table.get("reference"), args.references), args.references
+
+
 def _check(args: argparse.Namespace) -> int:
     import os
 
     from hpcbench.bench.analysis import analyse
-    from hpcbench.bench.matrix import MatrixError, read_matrix_table
-    from hpcbench.bench.references import ReferenceError, check, check_references
+    from hpcbench.bench.references import ReferenceError, check
     from hpcbench.bench.results_reader import load_results
 
     results = load_results(args.results)
-    if args.references:
-        try:
-            table = read_matrix_table(args.references)
-        except MatrixError as err:
-            raise ReferenceError(str(err)) from None
-        unknown = sorted(set(table) - {"reference"})
-        if unknown:
-            raise ReferenceError(
-                f"{args.references}: {unknown[0]}: unknown key (a references file holds one "
-                "[reference] table)"
-            )
-        references = check_references(table.get("reference"), args.references)
-        where = args.references
-    else:
-        references = check_references(
-            results.matrix.get("reference"), str(Path(args.results) / "bench.json")
-        )
-        where = "the matrix's [reference]"
+    references, where = _references(args, results)
     if not references:
         raise ReferenceError(
             f"{args.results}: no reference values (add a [reference] table to the matrix, or "

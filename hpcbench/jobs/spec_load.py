@@ -13,164 +13,21 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
-import os
-import re
 from pathlib import Path
 from typing import Any
 
-from hpcbench.jobs.launchers import launcher_names
 from hpcbench.jobs.profiles import Profile, load_profile
-from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 from hpcbench.jobs.spec import (
     DEFAULT_PROGRAM_MODULE,
-    MAX_LINE_CHARS,
-    MAX_TEXT_CHARS,
     JobSpec,
     Program,
     SpecError,
 )
-from hpcbench.jobs.units import parse_memory, parse_time
+from hpcbench.jobs.spec_values import check_value, is_utf8
 from hpcbench.tomlfile import TomlFileError, read_toml_file
 
 MAX_SPEC_BYTES = 4 << 20  # a job spec is a few KiB; more is not one
 _PROGRAM_KINDS = frozenset({"module", "script", "command"})
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-# A leading ~ or ~user, expanded for path fields (a user name as POSIX allows it portably).
-_TILDE = re.compile(r"^~([A-Za-z_][A-Za-z0-9_.-]*)?(?=/|$)")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_JOB_ID = re.compile(r"(?:local-)?[0-9]{1,18}(?:[._][A-Za-z0-9_.-]{1,200})?\Z")
-_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-
-
-# ----------------------------------------------------------------------------------- validation
-
-
-def _check_string(kind: str, meta: dict[str, Any], value: str) -> str:
-    """Check one string of a text, line, path or module field; raise ValueError with the problem."""
-    if "\x00" in value:
-        raise ValueError("must not hold a NUL byte (no shell can pass one on)")
-    if not _utf8(value):
-        raise ValueError(f"is not UTF-8 text ({ascii(value)}); a job script is written as UTF-8")
-    single_line = kind in ("line", "linelist", "path", "pathlist", "outdir", "module")
-    if single_line and _CONTROL.search(value):
-        raise ValueError("must be a single line without control characters")
-    limit = meta.get("max_len", MAX_LINE_CHARS if single_line else MAX_TEXT_CHARS)
-    if len(value) > limit:
-        raise ValueError(f"is {len(value)} characters long, the limit is {limit}")
-    if kind == "module" and not _MODULE_NAME.match(value):
-        raise ValueError("expected a dotted Python module name like 'hpcbench.train'")
-    if (meta.get("noopt") or kind in ("path", "pathlist")) and value.startswith("-"):
-        raise ValueError(
-            f"must not start with '-' (it would be read as an option); write ./{value}"
-        )
-    if kind in ("path", "pathlist", "outdir") and value.startswith("~") and not _TILDE.match(value):
-        raise ValueError("a leading ~ must be followed by / or a user name (~/x, ~alice/x)")
-    if kind == "outdir":
-        return _check_output_dir(value)
-    return value
-
-
-def _check_output_dir(value: str) -> str:
-    """``output_dir`` reaches scheduler path patterns, so characters they interpret are refused.
-
-    SLURM reads a ``\\`` anywhere in ``--output`` as "no substitution", Grid Engine expands
-    ``$HOME``, ``$JOB_ID``… in ``-o``/``-e``, and PBS and Grid Engine read ``HOST:PATH``: logs
-    would land elsewhere than hpcbench looks for them. A leading ``~`` is expanded here, on the
-    submitting machine, which is also where the logs are read.
-    """
-    for char, name, why in (
-        ("\\", "a backslash", "SLURM reads it as 'no substitution'"),
-        ("$", "'$'", "Grid Engine expands it"),
-        (":", "':'", "PBS and Grid Engine read HOST:PATH"),
-    ):
-        if char in value:
-            raise ValueError(f"must not hold {name} ({why} in log paths); give the path itself")
-    if value.startswith("~"):
-        expanded = os.path.expanduser(value)
-        if expanded.startswith("~"):
-            raise ValueError(f"no such user for {value.split('/', 1)[0]!r}")
-        return expanded
-    return value
-
-
-def _check_value(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) -> Any:
-    """Convert and check one value; raise ValueError with the problem (no field name)."""
-    if kind in ("posint", "nonnegint", "port"):
-        if from_cli and isinstance(value, str):
-            try:
-                value = int(value.strip())
-            except ValueError:
-                raise ValueError("expected a whole number") from None
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError("expected a whole number")
-        if kind == "posint" and value < 1:
-            raise ValueError("must be a positive count (1 or more)")
-        if kind == "nonnegint" and value < 0:
-            raise ValueError("must be 0 or more")
-        if kind == "port" and not 1024 <= value <= 65535:
-            raise ValueError("a port must be between 1024 and 65535")
-        if "max" in meta and value > meta["max"]:
-            raise ValueError(f"must be at most {meta['max']}")
-        return value
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise ValueError("expected true or false")
-        return value
-    if kind == "time":
-        return parse_time(value)
-    if kind == "memory":
-        return parse_memory(value)
-    if kind in ("text", "line", "path", "outdir", "module"):
-        if not isinstance(value, str):
-            raise ValueError("expected a string")
-        if not value:
-            raise ValueError("must not be empty")
-        return _check_string(kind, meta, value)
-    if kind == "jobids":
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValueError('expected a list of job ids, e.g. ["12345"]')
-        for entry in value:
-            if not _JOB_ID.match(entry):
-                raise ValueError(
-                    f"{entry!r} is not a job id (digits, as 12345, 12345_7 or 12345.server, "
-                    "or local-N)"
-                )
-        return list(value)
-    if kind in ("textlist", "linelist", "pathlist"):
-        if isinstance(value, str):
-            raise ValueError('expected a list of strings, e.g. ["a", "b"]')
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValueError("expected a list of strings")
-        if len(value) > 4096:
-            raise ValueError(f"holds {len(value)} entries, the limit is 4096")
-        checked = []
-        for i, entry in enumerate(value):
-            try:
-                checked.append(_check_string(kind, meta, entry))
-            except ValueError as err:
-                raise ValueError(f"entry {i + 1} {err}") from None
-        return checked
-    if kind == "envdict":
-        if not isinstance(value, dict):
-            raise ValueError('expected a table of NAME = "value"')
-        for name, val in value.items():
-            if not _ENV_NAME.match(name):
-                raise ValueError(f"{name!r} is not a valid environment variable name")
-            if not isinstance(val, (str, int, float)) or isinstance(val, bool):
-                raise ValueError(f"{name}: expected a string value")
-            try:
-                _check_string("text", meta, str(val))
-            except ValueError as err:
-                raise ValueError(f"{name} {err}") from None
-        return {k: str(v) for k, v in value.items()}
-    if kind in ("choice", "scheduler", "launcher"):
-        choices = {"scheduler": SCHEDULER_CHOICES, "launcher": launcher_names()}.get(
-            kind, meta.get("choices", ())
-        )
-        if value not in choices:
-            raise ValueError(f"expected one of {', '.join(choices)}")
-        return value
-    raise AssertionError(f"unknown field kind {kind}")  # a bug, not user input
 
 
 def _key(f: dataclasses.Field) -> str:
@@ -208,7 +65,7 @@ def _build(
             continue
         try:
             from_cli = dotted in origin and dotted not in typed
-            kwargs[f.name] = _check_value(kind, f.metadata, value, from_cli=from_cli)
+            kwargs[f.name] = check_value(kind, f.metadata, value, from_cli=from_cli)
         except ValueError as err:
             name = f"{origin[dotted]} ({dotted})" if dotted in origin else f"{where}{dotted}"
             raise SpecError(f"{name}: {err}, got {value!r}") from None
@@ -234,20 +91,10 @@ def _merge(base: dict[str, Any], dotted: str, value: Any) -> None:
         node[parts_key] = value
 
 
-def _utf8(text: str) -> bool:
-    """Whether ``text`` is valid Unicode (command-line bytes that are not UTF-8 arrive as lone
-    surrogates, which no UTF-8 file can hold)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def read_spec_file(path: str | Path) -> dict[str, Any]:
     """Read a TOML spec file; a missing or malformed file is a one-line SpecError."""
     p = Path(path)
-    if not _utf8(str(p)):
+    if not is_utf8(str(p)):
         raise SpecError(f"{ascii(str(p))}: the spec file's name is not UTF-8; rename it")
     try:
         return read_toml_file(

@@ -15,8 +15,9 @@ from tests.unit.test_launch_layout import module_name
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("hpcbench", "data_prep")
-MAX_MODULE_LINES = 600
-MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+MAX_CLASS_LINES = 300
 FSTRING_MIDDLE = getattr(tokenize, "FSTRING_MIDDLE", -1)  # Python 3.12: f-strings are tokens
 
 
@@ -159,20 +160,75 @@ def test_no_function_local_import_of_hpcbench_in_the_scheduler_modules():
     assert local == []
 
 
-def test_modules_and_functions_are_short_enough_to_read():
-    long_modules, long_functions = [], []
+# Modules, functions and classes longer than the limits, still to be split (the job side, the
+# schedulers and the CLI are within them); the list only shrinks.
+NOT_YET_SPLIT = {
+    "data_prep/arrays.py:from_arrays",
+    "data_prep/convert.py",
+    "data_prep/convert.py:_publish",
+    "data_prep/csv_table.py:csv_table",
+    "data_prep/metadata_json.py:metadata_json",
+    "hpcbench/bench/analysis.py",
+    "hpcbench/bench/analysis.py:analyse",
+    "hpcbench/bench/analysis.py:compare_analyses",
+    "hpcbench/bench/analysis.py:sentences",
+    "hpcbench/bench/energy.py",
+    "hpcbench/bench/energy.py:_run_energy",
+    "hpcbench/bench/energy.py:energy_block",
+    "hpcbench/bench/figures.py",
+    "hpcbench/bench/figures.py:phase_times",
+    "hpcbench/bench/matrix.py",
+    "hpcbench/bench/matrix.py:build_matrix",
+    "hpcbench/bench/report.py",
+    "hpcbench/bench/report.py:_provenance_blocks",
+    "hpcbench/bench/report_accounting.py:accounting_blocks",
+    "hpcbench/bench/results_reader.py:load_results",
+    "hpcbench/bench/runner.py",
+    "hpcbench/bench/runner.py:Bench",
+    "hpcbench/predict/outputs.py:finish",
+    "hpcbench/predict/pipeline.py",
+    "hpcbench/predict/pipelined.py:_play",
+    "hpcbench/scaling/__main__.py:main",
+    "hpcbench/scaling/calibrate.py:calibrate",
+    "hpcbench/sweep/runner.py",
+    "hpcbench/sweep/runner.py:SweepRunner",
+    "hpcbench/train/config.py",
+    "hpcbench/train/config.py:TrainConfig",
+    "hpcbench/train/documents.py:final_results",
+    "hpcbench/train/loop.py",
+    "hpcbench/train/loop.py:_train_steps",
+    "hpcbench/train/models.py:load_weights",
+    "hpcbench/train/strategies/mpi.py",
+    "hpcbench/train/strategies/mpi.py:MPIStrategy",
+}
+
+
+def long_parts() -> list[str]:
+    """Every product module over :data:`MAX_MODULE_LINES` lines, and ``module:name`` of every
+    function over :data:`MAX_FUNCTION_LINES` and class over :data:`MAX_CLASS_LINES`."""
+    found = []
     for path in product_sources():
         text = path.read_text(encoding="utf-8")
         where = path.relative_to(REPO).as_posix()
         if text.count("\n") > MAX_MODULE_LINES:
-            long_modules.append(f"{where} ({text.count(chr(10))} lines)")
+            found.append(where)
         for node in ast.walk(ast.parse(text)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                lines = node.end_lineno - node.lineno + 1
-                if lines > MAX_FUNCTION_LINES:
-                    long_functions.append(f"{where}:{node.name} ({lines} lines)")
-    assert long_modules == [], f"over {MAX_MODULE_LINES} lines"
-    assert long_functions == [], f"over {MAX_FUNCTION_LINES} lines"
+            limit = (
+                MAX_FUNCTION_LINES
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                else MAX_CLASS_LINES
+                if isinstance(node, ast.ClassDef)
+                else None
+            )
+            if limit is not None and node.end_lineno - node.lineno + 1 > limit:
+                found.append(f"{where}:{node.name}")
+    return found
+
+
+def test_modules_functions_and_classes_are_short_enough_to_read():
+    found = long_parts()
+    assert sorted(set(found) - NOT_YET_SPLIT) == [], "over the limits"
+    assert sorted(NOT_YET_SPLIT - set(found)) == [], "split now: take it off NOT_YET_SPLIT"
 
 
 def test_an_import_of_a_package_s_name_is_an_edge_to_its_init(tmp_path):
@@ -206,7 +262,6 @@ SCHEDULER_WORDS = {
 SCHEDULERS_DIR = ["hpcbench", "jobs", "schedulers"]
 NOT_YET_THEIR_OWN = {
     "hpcbench/jobs/spec.py",
-    "hpcbench/jobs/spec_load.py",
     "hpcbench/jobs/profiles.py",
     "hpcbench/cli/options.py",
     "hpcbench/cli/jobs.py",

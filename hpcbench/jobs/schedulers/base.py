@@ -150,6 +150,9 @@ class Scheduler(ABC):
 
     #: the batch system's name in messages (SLURM, Grid Engine)
     label: ClassVar[str] = ""
+    #: characters its log directives interpret, refused in ``resources.output_dir``:
+    #: (character, its name, how it reads it)
+    log_path_refusals: ClassVar[tuple[tuple[str, str, str], ...]] = ()
 
     @classmethod
     def other_submit_commands(cls) -> list[str]:

@@ -109,6 +109,24 @@ class Starting(JobFiles):
                 "logs": [[str(out), str(err)] for out, err in logs(array_id)],
             },
         }
+        proc = self._record_array(array_id, tasks, record, cwd)
+        self._children.append(proc)
+        started = proc_stat(proc.pid)
+        record["dispatcher"] = {
+            "pid": proc.pid,
+            "start": started.start if started else None,
+            "boot_id": boot_id(),
+            "host": socket.gethostname(),
+        }
+        with contextlib.suppress(OSError):  # without it, a job after the array cannot watch it
+            write_atomically(self._record(array_id), json.dumps(record) + "\n", 0o666)
+        return array_id
+
+    def _record_array(
+        self, array_id: str, tasks: list[str], record: dict[str, Any], cwd: Path
+    ) -> subprocess.Popen:
+        """Record every task (pending) and the array, then start its dispatcher; on a failure,
+        nothing is left recorded and nothing started."""
         written: list[Path] = []
         try:
             for task in tasks:
@@ -117,14 +135,9 @@ class Starting(JobFiles):
                 )
                 written.append(self._record(task))
             write_atomically(self._record(array_id), json.dumps(record) + "\n", 0o666)
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "hpcbench.jobs.schedulers.local.array",
-                    str(self.root.parent),
-                    array_id,
-                ],
+            dispatcher = "hpcbench.jobs.schedulers.local.array"
+            return subprocess.Popen(
+                [sys.executable, "-m", dispatcher, str(self.root.parent), array_id],
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -138,17 +151,6 @@ class Starting(JobFiles):
                 f"local scheduler: cannot submit array {array_id}: {err.filename or self.root}: "
                 f"{err.strerror}; nothing was started"
             ) from None
-        self._children.append(proc)
-        started = proc_stat(proc.pid)
-        record["dispatcher"] = {
-            "pid": proc.pid,
-            "start": started.start if started else None,
-            "boot_id": boot_id(),
-            "host": socket.gethostname(),
-        }
-        with contextlib.suppress(OSError):  # without it, a job after the array cannot watch it
-            write_atomically(self._record(array_id), json.dumps(record) + "\n", 0o666)
-        return array_id
 
     def _launch(
         self,

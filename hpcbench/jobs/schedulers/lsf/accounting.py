@@ -47,6 +47,40 @@ def unwrap(out: str) -> list[str]:
     return lines
 
 
+def _events(lines: list[str], head: int) -> dict[str, Any]:
+    """What the lines after a job's header say: when it was submitted, started and ended, on
+    which hosts with how many slots, its exit code, and the table of its figures."""
+    found_events: dict[str, Any] = {
+        "submit": None, "start": None, "end": None, "hosts": [], "slots": None,
+        "exit_code": None, "table": {},
+    }  # fmt: skip
+    for i, line in enumerate(lines[head + 1 :], head + 1):
+        if line.startswith("---"):
+            break
+        if m := _EVENT.match(line):
+            stamp, what = fields.ctime_time(m.group(1)), m.group(2)
+            if what.startswith("Submitted"):
+                found_events["submit"] = stamp
+            elif what.startswith(("Dispatched", "Started")):
+                found_events["start"] = stamp
+                host_part = re.split(r", (?:Allocated|Effective|Execution)", what)[0]
+                found = _HOSTS.findall(host_part)
+                found_events["hosts"] += [host for _, host in found]
+                said = _SLOTS.search(what)
+                found_events["slots"] = (
+                    int(said.group(1) or said.group(2))
+                    if said
+                    else sum(int(c or 1) for c, _ in found) or None
+                )
+            elif what.startswith(("Completed", "Done", "Exited")):
+                found_events["end"] = stamp
+                if code := re.search(r"exit code (\d+)", what):
+                    found_events["exit_code"] = int(code.group(1))
+        elif line.split()[:2] == ["CPU_T", "WAIT"] and i + 1 < len(lines):
+            found_events["table"] = dict(zip(line.split(), lines[i + 1].split(), strict=False))
+    return found_events
+
+
 def parse(out: str, job_id: str) -> dict[str, Any]:
     record = empty_record("lsf", job_id, SOURCE)
     lines = unwrap(out)
@@ -57,35 +91,10 @@ def parse(out: str, job_id: str) -> dict[str, Any]:
     record["available"] = True
     record["energy_reason"] = "bacct records no energy"
     status = re.search(r"Status <(\w+)>", lines[head])
-    submit = start = end = None
-    hosts: list[str] = []
-    slots = None
-    exit_code = None
-    table: dict[str, str] = {}
-    for i, line in enumerate(lines[head + 1 :], head + 1):
-        if line.startswith("---"):
-            break
-        if m := _EVENT.match(line):
-            stamp, what = fields.ctime_time(m.group(1)), m.group(2)
-            if what.startswith("Submitted"):
-                submit = stamp
-            elif what.startswith(("Dispatched", "Started")):
-                start = stamp
-                host_part = re.split(r", (?:Allocated|Effective|Execution)", what)[0]
-                found = _HOSTS.findall(host_part)
-                hosts += [host for _, host in found]
-                said = _SLOTS.search(what)
-                slots = (
-                    int(said.group(1) or said.group(2))
-                    if said
-                    else sum(int(c or 1) for c, _ in found) or None
-                )
-            elif what.startswith(("Completed", "Done", "Exited")):
-                end = stamp
-                if code := re.search(r"exit code (\d+)", what):
-                    exit_code = int(code.group(1))
-        elif line.split()[:2] == ["CPU_T", "WAIT"] and i + 1 < len(lines):
-            table = dict(zip(line.split(), lines[i + 1].split(), strict=False))
+    events = _events(lines, head)
+    submit, start, end = events["submit"], events["start"], events["end"]
+    hosts, slots, exit_code = events["hosts"], events["slots"], events["exit_code"]
+    table: dict[str, str] = events["table"]
     cpu = fields.number(table.get("CPU_T"))
     wait = fields.number(table.get("WAIT"))
     turnaround = fields.number(table.get("TURNAROUND"))

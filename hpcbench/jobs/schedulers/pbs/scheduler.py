@@ -146,6 +146,7 @@ def _same_job(full_id: str, job_id: str) -> bool:
 class PbsScheduler(Scheduler):
     name = "pbs"
     label = "PBS"
+    log_path_refusals = ((":", "':'", "read HOST:PATH"),)
     submit_command = "qsub"
     template = "pbs.qsub.j2"
     stop_warning = "PBS sends SIGTERM at the walltime and on qdel, SIGKILL after its kill_delay"

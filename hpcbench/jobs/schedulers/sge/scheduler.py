@@ -90,6 +90,7 @@ def _qstat_state(codes: list[str]) -> JobStatus:
 class SgeScheduler(Scheduler):
     name = "sge"
     label = "Grid Engine"
+    log_path_refusals = (("$", "'$'", "expands it"), (":", "':'", "read HOST:PATH"))
     submit_command = "qsub"
     template = "sge.qsub.j2"
     stop_warning = "Grid Engine sends SIGUSR2 before SIGKILL (-notify; the queue's notify time)"

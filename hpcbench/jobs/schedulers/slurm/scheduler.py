@@ -100,6 +100,7 @@ def sacct_exit_code(raw: str) -> int | None:
 class SlurmScheduler(Scheduler):
     name = "slurm"
     label = "SLURM"
+    log_path_refusals = (("\\", "a backslash", "reads it as 'no substitution'"),)
     submit_command = "sbatch"
     describes_cluster = True
     submitit_cluster = "slurm"
