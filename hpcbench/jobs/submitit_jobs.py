@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpcbench.jobs.schedulers import for_submitit_cluster, scheduler_class
 from hpcbench.jobs.script_check import directive_of
 from hpcbench.jobs.shell import ShellVar, path_word, quote_word
 from hpcbench.jobs.spec import JobSpec, SpecError
@@ -87,28 +88,9 @@ def executor(
         params["gpus_per_node"] = r.gpus_per_node
     if r.memory_mb:
         params["mem_gb"] = max(1, math.ceil(r.memory_mb / 1024))
-    if ex.cluster == "slurm":
-        params["slurm_setup"] = setup_lines(spec)
-        for key, value in (
-            ("slurm_partition", r.partition),
-            ("slurm_account", r.account),
-            ("slurm_qos", r.qos),
-            ("slurm_constraint", r.constraint),
-        ):
-            if value:
-                params[key] = value
-        if r.exclusive:
-            params["slurm_exclusive"] = True
-        if spec.scheduler.after:
-            if any(not job[:1].isdigit() for job in spec.scheduler.after):
-                raise SpecError(
-                    f"scheduler.after: {', '.join(spec.scheduler.after)}: a SLURM job waits "
-                    "only for SLURM job ids"
-                )
-            params["slurm_additional_parameters"] = {
-                "dependency": "afterok:" + ":".join(spec.scheduler.after),
-                "kill_on_invalid_dep": "yes",
-            }
+    scheduler = for_submitit_cluster(ex.cluster)
+    if scheduler is not None:  # the batch system's own parameters, as its class says them
+        params.update(scheduler_class(scheduler).submitit_parameters(spec, setup_lines(spec)))
     elif spec.scheduler.after:
         raise SpecError(
             f"scheduler.after: submitit's {ex.cluster} executor cannot wait for another job"

@@ -11,6 +11,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from hpcbench.jobs.job import Job
+from hpcbench.jobs.schedulers import for_submitit_cluster, scheduler_class
 from hpcbench.jobs.submitit_jobs import TrainingTask
 from hpcbench.sweep.runner import SweepRunner
 
@@ -39,11 +40,13 @@ def submit_with_submitit(
     ]
     cluster = getattr(executor, "cluster", "local")
     params: dict[str, Any] = {"name": f"sweep-{runner.sweep.name}"}
-    if runner.sweep.max_parallel and cluster == "slurm":
-        params["slurm_array_parallelism"] = runner.sweep.max_parallel
+    batch_system = for_submitit_cluster(cluster)
+    if runner.sweep.max_parallel and batch_system is not None:
+        cls = scheduler_class(batch_system)
+        params.update(cls.submitit_array_parameters(runner.sweep.max_parallel))
     executor.update_parameters(**params)
     jobs = executor.map_array(TrainingTask(), argvs)
     ids = [str(j.job_id) for j in jobs]
-    scheduler = "slurm" if cluster == "slurm" else f"submitit-{cluster}"
+    scheduler = batch_system or f"submitit-{cluster}"
     runner.record_submission(ids[0].split("_", 1)[0], scheduler, tasks, ids, "(submitit)")
     return [Job.from_submitit(j) for j in jobs]

@@ -266,8 +266,6 @@ NOT_YET_THEIR_OWN = {
     "hpcbench/cli/options.py",
     "hpcbench/cli/jobs.py",
     "hpcbench/cli/profile.py",
-    "hpcbench/jobs/submitit_jobs.py",
-    "hpcbench/sweep/notebook.py",
     "hpcbench/bench/report_accounting.py",
     "hpcbench/launch.py",
     "hpcbench/train/runtime.py",

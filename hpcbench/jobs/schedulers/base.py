@@ -164,6 +164,17 @@ class Scheduler(ABC):
         return found
 
     @classmethod
+    def submitit_parameters(cls, spec: JobSpec, setup: list[str]) -> dict[str, Any]:
+        """submitit's executor parameters only this batch system has (its
+        :attr:`submitit_cluster`), for ``spec`` and the shell lines of its ``setup``."""
+        return {}
+
+    @classmethod
+    def submitit_array_parameters(cls, max_parallel: int) -> dict[str, Any]:
+        """submitit's parameters that cap how many tasks of an array run at once."""
+        return {}
+
+    @classmethod
     def task_id(cls, array_id: str, index: int) -> str:
         """The id of task ``index`` of the array job ``array_id`` (SLURM's ``1234_7``)."""
         return f"{array_id}_{index}"

@@ -41,7 +41,7 @@ from hpcbench.jobs.schedulers.slurm.cluster import (
     format_time_slurm,
 )
 from hpcbench.jobs.shell import Word
-from hpcbench.jobs.spec import JobSpec
+from hpcbench.jobs.spec import JobSpec, SpecError
 from hpcbench.jobs.units import format_memory
 
 _STATE_MAP = {
@@ -148,6 +148,36 @@ class SlurmScheduler(Scheduler):
     def quote_directive(cls, text: str) -> str:
         """sbatch reads ``\\"`` and ``\\\\`` inside double quotes: any value, escaped."""
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    @classmethod
+    def submitit_parameters(cls, spec: JobSpec, setup: list[str]) -> dict[str, Any]:
+        r = spec.resources
+        params: dict[str, Any] = {"slurm_setup": setup}
+        for key, value in (
+            ("slurm_partition", r.partition),
+            ("slurm_account", r.account),
+            ("slurm_qos", r.qos),
+            ("slurm_constraint", r.constraint),
+        ):
+            if value:
+                params[key] = value
+        if r.exclusive:
+            params["slurm_exclusive"] = True
+        if spec.scheduler.after:
+            if any(not job[:1].isdigit() for job in spec.scheduler.after):
+                raise SpecError(
+                    f"scheduler.after: {', '.join(spec.scheduler.after)}: a SLURM job waits "
+                    "only for SLURM job ids"
+                )
+            params["slurm_additional_parameters"] = {
+                "dependency": "afterok:" + ":".join(spec.scheduler.after),
+                "kill_on_invalid_dep": "yes",
+            }
+        return params
+
+    @classmethod
+    def submitit_array_parameters(cls, max_parallel: int) -> dict[str, Any]:
+        return {"slurm_array_parallelism": max_parallel}
 
     @classmethod
     def node_agents(cls, spec: JobSpec) -> list[Word]:
