@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcbench.files import printable
 from hpcbench.jobs.accounting.records import load as load_accounting
 from hpcbench.jsonfile import JsonFileError, read_json
+from hpcbench.train.documents import METRICS_FORMAT
 
 BENCH_FORMAT = "hpcbench-bench/1"
 RUNS_FORMAT = "hpcbench-runs/1"
@@ -102,6 +104,11 @@ def _check_bench(path: Path, bench: Any) -> None:
 
 
 def _check_metrics(path: Path, metrics: Any) -> None:
+    if isinstance(metrics, dict) and metrics.get("format", METRICS_FORMAT) != METRICS_FORMAT:
+        raise AnalysisError(
+            f"{path}: format is {printable(str(metrics['format']))[:80]!r}, not "
+            f"{METRICS_FORMAT!r} (written by another version of hpcbench)"
+        )
     if not isinstance(metrics, dict) or not isinstance(metrics.get("phases"), dict):
         raise AnalysisError(f'{path}: no "phases" (not a metrics.json of hpcbench train)')
     for key in ("setup_s", *TOTAL_PHASES):

@@ -4,6 +4,7 @@ completes; the run directory is checked during set-up; plus the summary printed 
 
 ``metrics.json`` (:func:`final_results`), documented in docs/training.md:
 
+- ``format``: :data:`METRICS_FORMAT` (a metrics.json written before it existed has none);
 - ``run``: strategy, world_size, device, model, dataset (absolute path), dataset_name,
   global_batch, batch_sizes (per rank), epochs, steps_per_epoch, data_order;
 - ``config``: every option (:class:`hpcbench.train.config.TrainConfig`);
@@ -76,6 +77,9 @@ EPOCH_FIELDS: tuple[tuple[str, bool, str], ...] = (
     ),
 )
 CSV_COLUMNS = [key for key, in_csv, _ in EPOCH_FIELDS if in_csv]
+#: the layout of metrics.json: a reader refuses another one, and takes a document without it as
+#: this one's first form
+METRICS_FORMAT = "hpcbench-metrics/1"
 STEP_LOSSES = "step_losses"  # in the results dict; written to steps.csv, not metrics.json
 
 
@@ -243,7 +247,8 @@ def write_results(run_dir: Path, results: dict[str, Any]) -> tuple[Path, Path]:
         run_dir / "steps.csv",
         "step,loss\n" + "".join(f"{i + 1},{loss!r}\n" for i, loss in enumerate(losses)),
     )
-    document = {k: v for k, v in results.items() if k != STEP_LOSSES}
+    document = {"format": METRICS_FORMAT}
+    document.update((k, v) for k, v in results.items() if k != STEP_LOSSES)
     return write_json_atomically(run_dir / "metrics.json", document), csv_path
 
 

@@ -239,6 +239,7 @@ def test_module_runs_end_to_end_and_reaches_the_accuracy_bar(strategy, ranks, le
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["format"] == "hpcbench-metrics/1"
     assert metrics["run"]["strategy"] == strategy and metrics["run"]["world_size"] == ranks
     assert metrics["test"]["accuracy"] >= 0.90, metrics["test"]
     rows = (out / "epochs.csv").read_text().splitlines()

@@ -668,6 +668,18 @@ def test_bad_input_gives_one_line_naming_the_file(tmp_path):
     metrics.unlink()
     _one_line_error(root, r"timing-02/metrics\.json: missing; the run is recorded as completed")
 
+    # metrics.json carries its layout's version; one without it is the first layout's
+    root = _small(tmp_path / "v", two_train=52.0)
+    metrics = root / "runs/1dev/timing-02/metrics.json"
+    doc = json.loads(metrics.read_text())
+    assert "format" not in doc and load_results(root).runs
+    metrics.write_text(json.dumps({**doc, "format": "hpcbench-metrics/1"}))
+    assert load_results(root).runs
+    metrics.write_text(json.dumps({**doc, "format": "hpcbench-metrics/2"}))
+    _one_line_error(
+        root, r"timing-02/metrics\.json: format is 'hpcbench-metrics/2', not 'hpcbench-metrics/1'"
+    )
+
     root = _small(tmp_path / "u", two_train=52.0)
     bench = json.loads((root / "bench.json").read_text())
     bench["matrix"]["baseline_one_device"] = "8dev"
