@@ -34,12 +34,20 @@ naming the file and the key (:class:`MatrixError`).
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcbench.bench.matrix_values import (
+    MatrixError,
+    matrix_error,
+    read_args,
+    read_float,
+    read_int,
+    read_name,
+    read_str,
+)
 from hpcbench.jobs.launchers import launcher_names
 from hpcbench.tomlfile import TomlFileError, read_toml_file
 from hpcbench.train.strategy_kinds import STRATEGY_KINDS
@@ -49,13 +57,6 @@ DEVICES = ("cpu", "cuda")
 LAUNCHERS = launcher_names()
 MAX_MATRIX_BYTES = 1 << 20
 MAX_RUNS = 10_000  # a matrix larger than this is a typo, not a plan
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-# Options the matrix sets for every run itself; a configuration or trainer_args must not.
-RESERVED_TRAINER_FLAGS = ("--strategy", "--device", "--output-dir", "--energy", "--energy-interval")
-
-
-class MatrixError(ValueError):
-    """A matrix the user can fix (one line, naming the file and key)."""
 
 
 @dataclass(frozen=True)
@@ -138,88 +139,27 @@ class Matrix:
 # ---------------------------------------------------------------------------------- reading
 
 
-def _fail(where: str, key: str, problem: str) -> MatrixError:
-    return MatrixError(f"{where}: {key}: {problem}")
-
-
-def _int(table: dict[str, Any], key: str, where: str, default: int, low: int, high: int) -> int:
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise _fail(where, key, f"expected a whole number from {low} to {high}, got {value!r}")
-    return value
-
-
-def _float(
-    table: dict[str, Any], key: str, where: str, default: float, low: float, high: float
-) -> float:
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _fail(where, key, f"expected a number, got {value!r}")
-    if not (math.isfinite(value) and low <= value <= high):
-        raise _fail(where, key, f"expected a number from {low:g} to {high:g}, got {value!r}")
-    return float(value)
-
-
-def _str(
-    table: dict[str, Any], key: str, where: str, choices: tuple[str, ...] | None = None
-) -> str | None:
-    value = table.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or any(c in value for c in "\n\r\x00"):
-        raise _fail(where, key, f"expected one line of text, got {value!r}")
-    if choices is not None and value not in choices:
-        raise _fail(where, key, f"expected one of {', '.join(choices)}, got {value!r}")
-    return value
-
-
-def _args(table: dict[str, Any], key: str, where: str) -> list[str]:
-    value = table.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _fail(where, key, f"expected a list of strings, got {value!r}")
-    for flag in value:
-        if flag.split("=", 1)[0] in RESERVED_TRAINER_FLAGS:
-            raise _fail(
-                where,
-                key,
-                f"{flag.split('=', 1)[0]} is set by the matrix for each run "
-                "(strategy and device per configuration, output and energy per run)",
-            )
-    return list(value)
-
-
-def _name(value: Any, where: str, key: str) -> str:
-    if not isinstance(value, str) or not _NAME.fullmatch(value):
-        raise _fail(
-            where,
-            key,
-            f"{value!r} is not a name (letters, digits, '.', '_', '-'; at most 64; it names "
-            "directories)",
-        )
-    return value
-
-
 def _config(table: Any, where: str) -> Config:
     if not isinstance(table, dict):
         raise MatrixError(f"{where}: expected a table, got {table!r}")
     known = {"name", "strategy", "device", "nodes", "ranks_per_node", "launcher", "trainer_args"}
     for key in table:
         if key not in known:
-            raise _fail(where, key, f"unknown key (known: {', '.join(sorted(known))})")
-    name = _name(table.get("name"), where, "name")
+            raise matrix_error(where, key, f"unknown key (known: {', '.join(sorted(known))})")
+    name = read_name(table.get("name"), where, "name")
     where = f"{where} ({name})"
-    strategy = _str(table, "strategy", where, STRATEGIES)
+    strategy = read_str(table, "strategy", where, STRATEGIES)
     if strategy is None:
-        raise _fail(where, "strategy", f"missing (one of {', '.join(STRATEGIES)})")
-    device = _str(table, "device", where, DEVICES) or _default_device(strategy)
+        raise matrix_error(where, "strategy", f"missing (one of {', '.join(STRATEGIES)})")
+    device = read_str(table, "device", where, DEVICES) or _default_device(strategy)
     config = Config(
         name=name,
         strategy=strategy,
         device=device,
-        nodes=_int(table, "nodes", where, 1, 1, 4096),
-        ranks_per_node=_int(table, "ranks_per_node", where, 1, 1, 1024),
-        launcher=_str(table, "launcher", where, LAUNCHERS) or "",
-        trainer_args=tuple(_args(table, "trainer_args", where)),
+        nodes=read_int(table, "nodes", where, 1, 1, 4096),
+        ranks_per_node=read_int(table, "ranks_per_node", where, 1, 1, 1024),
+        launcher=read_str(table, "launcher", where, LAUNCHERS) or "",
+        trainer_args=tuple(read_args(table, "trainer_args", where)),
     )
     _check_config(config, where)
     return config
@@ -233,7 +173,7 @@ def _check_config(c: Config, where: str) -> None:
     kind = STRATEGY_KINDS[c.strategy]
     key, why = kind.matrix_problem(c.devices, c.device, c.nodes, c.launcher_kind)
     if key:
-        raise _fail(where, key, why)
+        raise matrix_error(where, key, why)
 
 
 def read_matrix(path: str | Path) -> Matrix:
@@ -249,6 +189,27 @@ def read_matrix_table(path: str | Path) -> dict[str, Any]:
         raise MatrixError(str(err)) from None
 
 
+MATRIX_KEYS = frozenset(
+    {"name", "repetitions", "energy_repetitions", "cooldown", "energy_interval", "idle_seconds",
+     "job", "trainer_args", "baseline_cpu", "baseline_one_device", "config", "estimates",
+     "reference"}
+)  # fmt: skip
+
+
+def _configs(raw: Any, where: str) -> list[Config]:
+    """The matrix's ``[[config]]`` tables, each checked, their names unique."""
+    if not isinstance(raw, list) or not raw:
+        raise matrix_error(
+            where, "config", "give at least one [[config]] table (name, strategy, ...)"
+        )
+    configs = [_config(t, f"{where}: config[{i}]") for i, t in enumerate(raw)]
+    names = [c.name for c in configs]
+    for name in names:
+        if names.count(name) > 1:
+            raise matrix_error(where, "config", f"two configurations are named {name!r}")
+    return configs
+
+
 def build_matrix(
     table: dict[str, Any], where: str = "matrix", default_name: str = "bench", smoke: bool = False
 ) -> Matrix:
@@ -258,54 +219,33 @@ def build_matrix(
     overlay = table.pop("smoke", None)
     if overlay is not None:  # checked now, so that a broken smoke form is found before use
         build_matrix(smoke_form({**table, "smoke": overlay}, where), f"{where} [smoke]")
-    known = {
-        "name",
-        "repetitions",
-        "energy_repetitions",
-        "cooldown",
-        "energy_interval",
-        "idle_seconds",
-        "job",
-        "trainer_args",
-        "baseline_cpu",
-        "baseline_one_device",
-        "config",
-        "estimates",
-        "reference",
-    }
     for key in table:
-        if key not in known:
-            raise _fail(where, key, f"unknown key (known: {', '.join(sorted(known))})")
-    raw = table.get("config")
-    if not isinstance(raw, list) or not raw:
-        raise _fail(where, "config", "give at least one [[config]] table (name, strategy, ...)")
-    configs = [_config(t, f"{where}: config[{i}]") for i, t in enumerate(raw)]
+        if key not in MATRIX_KEYS:
+            raise matrix_error(where, key, f"unknown key (known: {', '.join(sorted(MATRIX_KEYS))})")
+    configs = _configs(table.get("config"), where)
     names = [c.name for c in configs]
-    for name in names:
-        if names.count(name) > 1:
-            raise _fail(where, "config", f"two configurations are named {name!r}")
     matrix = Matrix(
-        name=_name(table.get("name", default_name), where, "name"),
+        name=read_name(table.get("name", default_name), where, "name"),
         configs=configs,
-        repetitions=_int(table, "repetitions", where, 3, 1, 1000),
-        energy_repetitions=_int(table, "energy_repetitions", where, 0, 0, 1000),
-        cooldown_s=_float(table, "cooldown", where, 0.0, 0.0, 86400.0),
-        energy_interval_s=_float(table, "energy_interval", where, 0.5, 0.01, 60.0),
-        idle_seconds=_float(table, "idle_seconds", where, 10.0, 0.0, 3600.0),
-        job=_str(table, "job", where),
-        trainer_args=_args(table, "trainer_args", where),
-        baseline_cpu=_str(table, "baseline_cpu", where),
-        baseline_one_device=_str(table, "baseline_one_device", where),
+        repetitions=read_int(table, "repetitions", where, 3, 1, 1000),
+        energy_repetitions=read_int(table, "energy_repetitions", where, 0, 0, 1000),
+        cooldown_s=read_float(table, "cooldown", where, 0.0, 0.0, 86400.0),
+        energy_interval_s=read_float(table, "energy_interval", where, 0.5, 0.01, 60.0),
+        idle_seconds=read_float(table, "idle_seconds", where, 10.0, 0.0, 3600.0),
+        job=read_str(table, "job", where),
+        trainer_args=read_args(table, "trainer_args", where),
+        baseline_cpu=read_str(table, "baseline_cpu", where),
+        baseline_one_device=read_str(table, "baseline_one_device", where),
         estimates=_estimates(table.get("estimates"), where),
         reference=_reference(table.get("reference"), where),
     )
     runs = len(configs) * (matrix.repetitions + matrix.energy_repetitions)
     if runs > MAX_RUNS:
-        raise _fail(where, "repetitions", f"{runs} runs in all; at most {MAX_RUNS}")
+        raise matrix_error(where, "repetitions", f"{runs} runs in all; at most {MAX_RUNS}")
     for key in ("baseline_cpu", "baseline_one_device"):
         chosen = getattr(matrix, key)
         if chosen is not None and chosen not in names:
-            raise _fail(
+            raise matrix_error(
                 where, key, f"no configuration is named {chosen!r} (known: {', '.join(names)})"
             )
     matrix.smoke = smoke and matrix.job is not None
@@ -345,11 +285,11 @@ def smoke_form(table: dict[str, Any], where: str) -> dict[str, Any]:
     the configurations) over the rest: the same comparison in minutes on a small cluster."""
     overlay = table.get("smoke")
     if overlay is None:
-        raise _fail(where, "smoke", "--smoke: this matrix has no [smoke] table")
+        raise matrix_error(where, "smoke", "--smoke: this matrix has no [smoke] table")
     if not isinstance(overlay, dict):
-        raise _fail(where, "smoke", "expected a table of the matrix's keys")
+        raise matrix_error(where, "smoke", "expected a table of the matrix's keys")
     if "smoke" in overlay:
-        raise _fail(where, "smoke.smoke", "a smoke form has no smoke form")
+        raise matrix_error(where, "smoke.smoke", "a smoke form has no smoke form")
     return {**{k: v for k, v in table.items() if k != "smoke"}, **overlay}
 
 

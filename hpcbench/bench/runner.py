@@ -26,7 +26,8 @@ from typing import Any
 from hpcbench.atomic import lock_directory, write_json_atomically
 from hpcbench.bench.estimates import chosen_factors
 from hpcbench.bench.machine_load import other_work
-from hpcbench.bench.matrix import RESERVED_TRAINER_FLAGS, Config, Matrix, MatrixError
+from hpcbench.bench.matrix import Config, Matrix, MatrixError
+from hpcbench.bench.matrix_values import RESERVED_TRAINER_FLAGS
 from hpcbench.bench.provenance import provenance
 from hpcbench.bench.results_reader import (
     BENCH_FORMAT,

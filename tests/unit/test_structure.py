@@ -177,8 +177,6 @@ NOT_YET_SPLIT = {
     "hpcbench/bench/energy.py:energy_block",
     "hpcbench/bench/figures.py",
     "hpcbench/bench/figures.py:phase_times",
-    "hpcbench/bench/matrix.py",
-    "hpcbench/bench/matrix.py:build_matrix",
     "hpcbench/bench/report.py",
     "hpcbench/bench/report.py:_provenance_blocks",
     "hpcbench/bench/report_accounting.py:accounting_blocks",
