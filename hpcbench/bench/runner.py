@@ -26,8 +26,7 @@ from typing import Any
 from hpcbench.atomic import lock_directory, write_json_atomically
 from hpcbench.bench.estimates import chosen_factors
 from hpcbench.bench.machine_load import other_work
-from hpcbench.bench.matrix import Config, Matrix, MatrixError
-from hpcbench.bench.matrix_values import RESERVED_TRAINER_FLAGS
+from hpcbench.bench.matrix import Matrix, MatrixError
 from hpcbench.bench.provenance import provenance
 from hpcbench.bench.results_reader import (
     BENCH_FORMAT,
@@ -36,14 +35,14 @@ from hpcbench.bench.results_reader import (
     read_document,
     run_metrics,
 )
+from hpcbench.bench.run_lines import outcome, time_left
+from hpcbench.bench.run_specs import ENERGY, TIMING, idle_spec, run_spec
 from hpcbench.jobs import schedulers, submission
 from hpcbench.jobs.accounting.reading import account_finished, keeps_accounting
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError
 from hpcbench.jobs.schedulers.errors import SchedulerUnreachable
-from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
-TIMING, ENERGY = "timing", "energy"
 FINISHED = ("completed", "failed")
 SUBMIT_RETRIES = (10.0, 30.0)  # seconds before asking a refusing scheduler again
 # the trainer's line at the end of each epoch, after any launcher's rank label
@@ -188,61 +187,13 @@ class Bench:
 
     def spec_for(self, run: Run) -> Any:
         """The job spec of one run: the matrix's job with this configuration's shape."""
-        config = self.matrix.config(run.config)
-        base = submission.load_spec(self.matrix.job, smoke=self.matrix.smoke)
-        for flag in base.program.args:
-            if flag.split("=", 1)[0] in RESERVED_TRAINER_FLAGS:
-                raise MatrixError(
-                    f"{self.matrix.job}: program.args: {flag.split('=', 1)[0]} is set by the "
-                    "matrix for each run; remove it from the job spec"
-                )
-        # the job's own program.args stay first: list overrides add to the file's list
-        args = [*self.matrix.trainer_args, *config.trainer_args]
-        given = [*base.program.args, *args]
-        if not any(
-            a.split("=", 1)[0].startswith(("--checkpoint", "--no-checkpoint")) for a in given
-        ):
-            # a measurement run is repeated, not resumed: no checkpoint files in every run
-            # directory of the matrix unless the matrix asks for them
-            args = ["--no-checkpoint", *args]
-        args += ["--strategy", config.strategy, "--device", config.device]
-        if run.kind == ENERGY:
-            args += ["--energy", "on", "--energy-interval", f"{self.matrix.energy_interval_s:g}"]
-        output = self.results / "runs" / config.name
-        return submission.load_spec(
-            self.matrix.job,
-            smoke=self.matrix.smoke,
-            **_shape(config),
-            job_name=f"{self.matrix.name}-{config.name}-{run.kind}{run.rep:02d}",
-            output_dir=self._relative(output),
-            module="hpcbench.train",
-            args=args,
-            **({"scheduler": self.scheduler} if self.scheduler else {}),
-        )
+        output = self._relative(self.results / "runs" / run.config)
+        return run_spec(self.matrix, run, output, self.scheduler)
 
     def idle_spec(self) -> Any:
-        """The idle-power job: one task on one node holding as many GPUs as the widest CUDA
-        configuration, running ``python -m hpcbench.energy idle`` and nothing of the trainer's
-        (neither the job spec's program arguments nor its options file)."""
-        m = self.matrix
-        gpus = max((c.ranks_per_node for c in m.configs if c.device == "cuda"), default=0)
-        spec = submission.load_spec(
-            m.job,
-            smoke=m.smoke,
-            nodes=1,
-            gpus_per_node=gpus,
-            tasks_per_node=1,
-            launcher="torchrun",
-            job_name=f"{m.name}-idle",
-            output_dir=self._relative(self.results / "idle"),
-            module="hpcbench.energy",
-            **({"scheduler": self.scheduler} if self.scheduler else {}),
-        )
-        spec.program.config = None
-        spec.program.args = ["idle", "--seconds", f"{m.idle_seconds:g}"] + [
-            "--interval", f"{m.energy_interval_s:g}", "--output", str(self.results / "idle.json")
-        ]  # fmt: skip
-        return spec
+        """The idle-power job's spec (:func:`hpcbench.bench.run_specs.idle_spec`)."""
+        output = self._relative(self.results / "idle")
+        return idle_spec(self.matrix, output, self.results / "idle.json", self.scheduler)
 
     def measure_idle(self) -> None:
         """Before energy runs: a one-task job measures a compute node's idle power into
@@ -298,8 +249,8 @@ class Bench:
                 self._finish(run, job, prefix)
             if run.status == "completed" and run.started and run.ended:
                 durations.setdefault(run.config, []).append(run.ended - run.started)
-            left = _time_left(todo[index:], durations)
-            self.echo(f"{prefix}: {run.status}{_outcome(self.results, run)}{left}")
+            left = time_left(todo[index:], durations)
+            self.echo(f"{prefix}: {run.status}{outcome(self.results, run)}{left}")
             if self.matrix.cooldown_s and index < len(todo):
                 time.sleep(self.matrix.cooldown_s)
         return self.runs
@@ -429,61 +380,6 @@ def _identity(matrix: Any) -> Any:
     if not isinstance(matrix, dict):
         return matrix
     return {k: v for k, v in matrix.items() if k not in ("reference", "estimates")}
-
-
-def _shape(config: Config) -> dict[str, Any]:
-    """The job's resources and launcher for a configuration."""
-    if STRATEGY_KINDS[config.strategy].drives_node_gpus:
-        shape = {"gpus_per_node": config.ranks_per_node, "tasks_per_node": 1}
-    elif config.device == "cuda":
-        shape = {"gpus_per_node": config.ranks_per_node, "tasks_per_node": config.ranks_per_node}
-    else:
-        shape = {"gpus_per_node": 0, "tasks_per_node": config.ranks_per_node}
-    return {"nodes": config.nodes, "launcher": config.launcher_kind, **shape}
-
-
-def _time_left(todo: list[Run], durations: dict[str, list[float]]) -> str:
-    if not todo:
-        return ""
-    known = [d for ds in durations.values() for d in ds]
-    if not known:
-        return ""
-    fallback = sum(known) / len(known)
-    seconds = sum(
-        sum(durations[r.config]) / len(durations[r.config]) if r.config in durations else fallback
-        for r in todo
-    )
-    return f"; {len(todo)} run(s) left, about {_duration(seconds)}"
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def _outcome(results: Path, run: Run) -> str:
-    if run.status != "completed":
-        reason = _reason(run.error)
-        return f" ({reason})" if reason else ""
-    try:
-        metrics = run_metrics(results, run.run_dir) or {}
-        ph, test = metrics["phases"], metrics.get("test") or {}
-        acc = f", test accuracy {test['accuracy']:.3f}" if test.get("accuracy") is not None else ""
-        return f" in {run.ended - run.started:.0f} s (train {ph['train_s']:.1f} s{acc})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return ""
-
-
-def _reason(error: str) -> str:
-    """The line of a failure report that says why: the failing rank's last line (its exception
-    or one-line error), else the report's first line."""
-    lines = [line for line in error.strip().splitlines() if not line.startswith("logs: ")]
-    if any(line.startswith("first failing ") for line in lines):
-        return lines[-1].strip()
-    return lines[0].strip() if lines else ""
 
 
 def _read_json(path: Path, fmt: str) -> dict[str, Any]:

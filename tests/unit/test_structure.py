@@ -181,8 +181,6 @@ NOT_YET_SPLIT = {
     "hpcbench/bench/report.py:_provenance_blocks",
     "hpcbench/bench/report_accounting.py:accounting_blocks",
     "hpcbench/bench/results_reader.py:load_results",
-    "hpcbench/bench/runner.py",
-    "hpcbench/bench/runner.py:Bench",
     "hpcbench/predict/outputs.py:finish",
     "hpcbench/predict/pipeline.py",
     "hpcbench/predict/pipelined.py:_play",
