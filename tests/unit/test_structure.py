@@ -186,8 +186,6 @@ NOT_YET_SPLIT = {
     "hpcbench/predict/pipelined.py:_play",
     "hpcbench/scaling/__main__.py:main",
     "hpcbench/scaling/calibrate.py:calibrate",
-    "hpcbench/sweep/runner.py",
-    "hpcbench/sweep/runner.py:SweepRunner",
     "hpcbench/train/config.py",
     "hpcbench/train/config.py:TrainConfig",
     "hpcbench/train/documents.py:final_results",

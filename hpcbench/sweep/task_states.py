@@ -1,0 +1,148 @@
+"""Where each task of a sweep stands: completed (its metrics.json is there), else as its
+scheduler says of the array task that ran it last (one call per scheduler), else to do; and
+following the queued and running ones until each has ended."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpcbench.files import read_regular
+from hpcbench.jobs import schedulers
+from hpcbench.jobs.schedulers.base import JobStatus
+from hpcbench.sweep.plan import Task
+
+METRICS_FILE = "metrics.json"
+# task states, as `hpcbench sweep` prints them
+COMPLETED, FAILED, QUEUED, RUNNING, TODO = "completed", "failed", "queued", "running", "to do"
+
+
+@dataclass
+class TaskState:
+    """Where one task of the plan stands."""
+
+    task: Task
+    state: str = TODO
+    job_id: str | None = None  # the array task that ran (or runs) it last
+    scheduler: str | None = None
+    reason: str = ""
+
+
+class TaskStates:
+    """The states of a sweep's tasks, read from its results directory and its schedulers."""
+
+    tasks: list[Task]
+    submissions: list[dict[str, Any]]
+    echo: Callable[[str], None]
+
+    def run_dir(self, task: Task) -> Path:
+        raise NotImplementedError
+
+    def states(self) -> list[TaskState]:
+        """Every task's state: completed (its metrics.json is there), else as the scheduler
+        says of its last array task (one call per scheduler), else to do."""
+        states = [TaskState(t) for t in self.tasks]
+        asked: dict[str, list[tuple[TaskState, str]]] = {}
+        for st in states:
+            if (self.run_dir(st.task) / METRICS_FILE).is_file():
+                st.state = COMPLETED
+                continue
+            last = self._last_submission(st.task.index)
+            if last is None:
+                continue
+            sub, k = last
+            st.job_id, st.scheduler = sub["task_ids"][k - 1], sub["scheduler"]
+            st.job_id = self._continued(st) or st.job_id
+            asked.setdefault(sub["scheduler"], []).append((st, st.job_id))
+        for name, pairs in asked.items():
+            if name not in schedulers.SCHEDULER_CLASSES:  # submitit's local or debug executor
+                for st, _ in pairs:
+                    st.state, st.reason = FAILED, f"no results; it ran through submitit ({name})"
+                continue
+            found = schedulers.get(name).statuses([job_id for _, job_id in pairs])
+            for st, job_id in pairs:
+                self._apply(st, found.get(job_id))
+        return states
+
+    def _continued(self, st: TaskState) -> str | None:
+        """The job a task's script resubmitted itself as (its run directory's
+        ``control/continued-as``: SLURM's resubmission, ``NEXT_K``), if it did; None else."""
+        path = self.run_dir(st.task) / "control" / "continued-as"
+        try:  # a regular file of a line (a FIFO there would hang the sweep)
+            text = read_regular(path, 4096).decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            return None
+        cls = schedulers.SCHEDULER_CLASSES.get(st.scheduler or "")
+        text = text.split(";", 1)[0]
+        return text if cls is not None and cls.id_pattern.fullmatch(text) else None
+
+    def _stopped(self, task: Task) -> bool:
+        """Whether the task's ranks stopped after a checkpoint (a time limit, a preemption) and
+        its script did not requeue it (a PBS subjob, a cap reached): it is to do again, and
+        resumes from that checkpoint."""
+        try:
+            return (self.run_dir(task) / "control" / "stopped").stat().st_size > 0
+        except OSError:
+            return False
+
+    def _last_submission(self, index: int) -> tuple[dict[str, Any], int] | None:
+        for sub in reversed(self.submissions):
+            tasks = sub.get("tasks") or []
+            if index in tasks:
+                return sub, tasks.index(index) + 1
+        return None
+
+    def _apply(self, st: TaskState, status: JobStatus | None) -> None:
+        if (self.run_dir(st.task) / METRICS_FILE).is_file():
+            st.state = COMPLETED
+        elif status is None or status.state == "UNKNOWN":
+            st.state, st.reason = FAILED, (status.reason if status else "") or "state unknown"
+        elif status.state == "PENDING":
+            st.state, st.reason = QUEUED, status.reason
+        elif status.state == "RUNNING":
+            st.state, st.reason = RUNNING, status.reason
+        elif self._stopped(st.task):
+            st.state, st.reason = TODO, "stopped after a checkpoint; it resumes from there"
+        else:
+            code = "" if status.exit_code is None else f" (exit {status.exit_code})"
+            said = status.state.lower() if status.state != "COMPLETED" else "ended"
+            st.state = FAILED
+            st.reason = f"{said}{code}" + (
+                "" if status.state != "COMPLETED" else f" without {METRICS_FILE}"
+            )
+
+    def follow(self, states: list[TaskState]) -> list[TaskState]:
+        """Poll the queued and running tasks until each has ended, saying so as each does."""
+        active = {id(s): s for s in states if s.state in (QUEUED, RUNNING)}
+        total = len(states)
+        here = schedulers.this_machine()
+        poll = schedulers.get(next(iter(active.values())).scheduler or here) if active else None
+        intervals = poll.poll_intervals() if poll else iter(())
+        while active:
+            time.sleep(next(intervals))
+            by_scheduler: dict[str, list[TaskState]] = {}
+            for st in active.values():
+                by_scheduler.setdefault(st.scheduler or here, []).append(st)
+            for name, group in by_scheduler.items():
+                found = schedulers.get(name).statuses([st.job_id or "" for st in group])
+                for st in group:
+                    self._apply(st, found.get(st.job_id or ""))
+                    if st.state in (COMPLETED, FAILED):
+                        del active[id(st)]
+                        done = sum(s.state in (COMPLETED, FAILED) for s in states)
+                        why = f" ({st.reason})" if st.state == FAILED and st.reason else ""
+                        self.echo(
+                            f"[{done}/{total}] {st.task.run}: {st.state}{why} (task {st.job_id})"
+                        )
+        return states
+
+
+def counts(states: Sequence[TaskState]) -> str:
+    """``3 completed, 1 failed, 2 running`` (states that occur, in a fixed order)."""
+    order = (COMPLETED, FAILED, RUNNING, QUEUED, TODO)
+    return ", ".join(
+        f"{n} {state}" for state in order if (n := sum(s.state == state for s in states))
+    )
