@@ -128,3 +128,11 @@ def mark_unavailable(ax, configs: Sequence[dict[str, Any]], key: str) -> None:
     for i, c in enumerate(configs):
         if not (c.get("energy") or {}).get(key):
             ax.text(i, 0.02, "n/a", ha="center", va="bottom", color="#b00020", transform=trans)
+
+
+def no_runs(analysis: dict[str, Any]) -> str:
+    """Why a figure has no time: no run completed (and how many failed)."""
+    n = sum((c.get("runs") or {}).get("failed", 0) for c in analysis.get("configs", []))
+    return "No time figure: no run completed" + (
+        f" ({n} failed; see Failed runs)." if n else " yet."
+    )

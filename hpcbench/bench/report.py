@@ -32,8 +32,8 @@ from hpcbench.bench.document import (
     to_html,
     to_markdown,
 )
-from hpcbench.bench.energy import power_traces
 from hpcbench.bench.formatting import fmt_est, fmt_stat, num, when
+from hpcbench.bench.power_traces import power_traces
 from hpcbench.bench.report_accounting import accounting_blocks, estimate_blocks
 from hpcbench.bench.report_energy import energy_blocks
 from hpcbench.bench.results_reader import TOTAL_PHASES, Results, load_results

@@ -27,7 +27,7 @@ from tests.conftest import need_module, require
 need_module("matplotlib")
 np = need_module("numpy")
 
-from hpcbench.bench import energy, figures, report  # noqa: E402
+from hpcbench.bench import figures, power_traces, report  # noqa: E402
 from hpcbench.bench.results_reader import load_results  # noqa: E402
 
 HOSTILE = "<script>alert(1)</script>"
@@ -503,15 +503,15 @@ def test_names_that_look_like_mathtext_are_drawn_as_text(tmp_path: Path) -> None
 
 
 def test_watts_from_cumulative_joules() -> None:
-    times, watts = energy.watts_from_samples(
+    times, watts = power_traces.watts_from_samples(
         [[10.0, 0.0], [10.5, 50.0], [10.5, 50.0], [11.5, 250.0]]
     )
     assert times == [0.25, 1.0] and watts == [100.0, 200.0]
-    assert energy.watts_from_samples([[1.0, 5.0]]) == ([], [])
+    assert power_traces.watts_from_samples([[1.0, 5.0]]) == ([], [])
 
 
 def test_power_trace_read_from_energy_json(results: Path) -> None:
-    traces = energy.power_traces(load_results(results))
+    traces = power_traces.power_traces(load_results(results))
     assert [t.config for t in traces] == sorted(c[0] for c in CONFIGS if c[2] == "cuda")
     t = next(t for t in traces if t.config == "1dev")
     labels = [s[0] for s in t.series]
