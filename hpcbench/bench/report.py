@@ -32,11 +32,18 @@ from hpcbench.bench.document import (
     to_html,
     to_markdown,
 )
-from hpcbench.bench.formatting import fmt_est, fmt_stat, num, when
+from hpcbench.bench.formatting import num, when
 from hpcbench.bench.power_traces import power_traces
 from hpcbench.bench.report_accounting import accounting_blocks, estimate_blocks
 from hpcbench.bench.report_energy import energy_blocks
-from hpcbench.bench.results_reader import TOTAL_PHASES, Results, load_results
+from hpcbench.bench.report_tables import (
+    accuracy_table,
+    config_table,
+    scaling_table,
+    time_table,
+    total_phases,
+)
+from hpcbench.bench.results_reader import Results, load_results
 from hpcbench.bench.tables import write_tables
 
 
@@ -50,128 +57,12 @@ class ReportError(ValueError):
 _PHASE_WORDS = {"setup": "set-up", "train": "training", "val": "validation", "test": "test"}
 
 
-def total_phases() -> tuple[str, ...]:
-    """The phases the analysis sums into a run's total time ("train", "val", "test" ...)."""
-    return tuple(p.removesuffix("_s") for p in TOTAL_PHASES)
-
-
 def _total_words() -> str:
     phases = total_phases()
     text = " + ".join(_PHASE_WORDS.get(p, p) for p in phases)
     if "setup" not in phases:
         text += " (set-up, shown on its own, is left out, as MLPerf and the throughput do)"
     return text
-
-
-def _config_table(bench: dict[str, Any], analysis: Analysis) -> Table:
-    by_name = {c.get("name"): c for c in analysis.get("configs", [])}
-    rows = []
-    for c in (bench.get("matrix") or {}).get("configs") or []:
-        a = by_name.get(c.get("name"), {})
-        runs = a.get("runs") or {}
-        rows.append(
-            [
-                str(c.get("name")),
-                str(c.get("strategy")),
-                str(c.get("device")),
-                f"{c.get('nodes')} × {c.get('ranks_per_node')}",
-                str(c.get("devices")),
-                str(c.get("launcher")),
-                " ".join(str(x) for x in c.get("trainer_args") or []) or "–",
-                str(runs.get("completed", 0)),
-                str(runs.get("failed", 0)),
-            ]
-        )
-    return Table(
-        [
-            "configuration",
-            "strategy",
-            "device",
-            "nodes × ranks",
-            "devices p",
-            "launcher",
-            "extra trainer flags",
-            "completed",
-            "failed",
-        ],
-        rows,
-        numeric={4, 7, 8},
-    )
-
-
-def _time_table(analysis: Analysis) -> Table:
-    rows = []
-    for c in analysis.get("configs", []):
-        t = c.get("time") or {}
-        rows.append(
-            [str(c["name"])]
-            + [fmt_stat(t.get(p), "s") for p in ("total", "setup", "train", "val", "test")]
-            + [fmt_stat(c.get("throughput"), "samples/s")]
-        )
-    return Table(
-        [
-            "configuration",
-            "total",
-            "set-up" + ("" if "setup" in total_phases() else " (not in total)"),
-            "train",
-            "validation",
-            "test",
-            "train throughput",
-        ],
-        rows,
-        numeric={1, 2, 3, 4, 5, 6},
-    )
-
-
-def _scaling_table(analysis: Analysis) -> Table:
-    rows = []
-    for c in analysis.get("configs", []):
-        rows.append(
-            [
-                str(c["name"]),
-                str(c.get("devices")),
-                fmt_est(c.get("speedup_vs_cpu"), "×"),
-                fmt_est(c.get("speedup_vs_one_device"), "×"),
-                fmt_est(c.get("speedup_train_vs_one_device"), "×"),
-                fmt_est(c.get("efficiency"), "%", 100.0),
-                fmt_est(c.get("efficiency_train"), "%", 100.0),
-                fmt_est(c.get("karp_flatt")),
-            ]
-        )
-    return Table(
-        [
-            "configuration",
-            "devices p",
-            "speedup vs CPU",
-            "speedup vs 1 device",
-            "train-loop speedup",
-            "efficiency",
-            "train-loop efficiency",
-            "Karp–Flatt e",
-        ],
-        rows,
-        numeric=set(range(1, 8)),
-    )
-
-
-def _accuracy_table(analysis: Analysis) -> Table:
-    rows = []
-    for c in analysis.get("configs", []):
-        acc = c.get("accuracy") or {}
-        per_epoch = acc.get("per_epoch") or []
-        last = per_epoch[-1][1] if per_epoch else None
-        rows.append(
-            [
-                str(c["name"]),
-                fmt_stat(acc.get("final"), "%", 100.0),
-                f"{num(last * 100)} %" if isinstance(last, (int, float)) else "–",
-            ]
-        )
-    return Table(
-        ["configuration", "test accuracy", "last validation accuracy (median)"],
-        rows,
-        numeric={1, 2},
-    )
 
 
 def _failed_blocks(runs: Sequence[dict[str, Any]]) -> list[Block]:
@@ -353,8 +244,8 @@ def build_blocks(
     blocks += _summary_blocks(analysis, runs)
     blocks.append(Heading(2, "Figures", "figures"))
     blocks += _figure_blocks(plots, out_dir)
-    blocks += [Heading(2, "Configurations", "configs"), _config_table(bench, analysis)]
-    blocks += [Heading(2, "Time", "time"), _time_table(analysis)]
+    blocks += [Heading(2, "Configurations", "configs"), config_table(bench, analysis)]
+    blocks += [Heading(2, "Time", "time"), time_table(analysis)]
     blocks += [
         Heading(2, "Scaling", "scaling"),
         Para(
@@ -364,9 +255,9 @@ def build_blocks(
             "that grows with p points to overheads such as communication, not to serial code). "
             "The train-loop columns use the training time alone."
         ),
-        _scaling_table(analysis),
+        scaling_table(analysis),
     ]
-    blocks += [Heading(2, "Accuracy", "accuracy"), _accuracy_table(analysis)]
+    blocks += [Heading(2, "Accuracy", "accuracy"), accuracy_table(analysis)]
     if analysis.get("energy_asked", True):  # no energy run asked for: no section to fill
         blocks += [Heading(2, "Energy", "energy")]
         blocks += energy_blocks(analysis, results)

@@ -277,7 +277,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from hpcbench.bench.analysis import compare
+    from hpcbench.bench.comparison import compare
     from hpcbench.bench.matrix import MatrixError
 
     if (args.b is None) == (args.against is None):

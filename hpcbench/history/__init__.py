@@ -177,7 +177,8 @@ def compare_against(
 ) -> tuple[Entry, list[str]]:
     """What changed from the stored result ``against`` names (:func:`find`) to the results
     directory: the findings of ``hpcbench compare``, by the same rules."""
-    from hpcbench.bench.analysis import analyse, compare_analyses
+    from hpcbench.bench.analysis import analyse
+    from hpcbench.bench.comparison import compare_analyses
     from hpcbench.bench.results_reader import load_results
 
     results = load_results(results_dir)

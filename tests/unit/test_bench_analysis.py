@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from hpcbench.bench import stats
-from hpcbench.bench.analysis import analyse, compare
+from hpcbench.bench.analysis import analyse
+from hpcbench.bench.comparison import compare
 from hpcbench.bench.results_reader import AnalysisError, load_results
 from hpcbench.bench.tables import write_tables
 
@@ -801,7 +802,7 @@ def test_a_gpu_read_beside_unreadable_rapl_is_reported_per_kind_with_the_totals_
 
 
 def test_compare_treats_a_kind_of_device_that_became_readable_as_a_change(tmp_path):
-    from hpcbench.bench.analysis import compare
+    from hpcbench.bench.comparison import compare
 
     rapl = "no RAPL powercap readable (/sys/class/powercap absent)"
     before, after = tmp_path / "before", tmp_path / "after"

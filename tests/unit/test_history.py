@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hpcbench import cli
-from hpcbench.bench.analysis import compare
+from hpcbench.bench.comparison import compare
 from hpcbench.bench.references import ReferenceError, check, check_references
 from hpcbench.history import History, HistoryError, compare_against, find, record_results
 from hpcbench.history import store as store_module
