@@ -11,8 +11,9 @@ import numpy as np
 from hpcbench.predict import outputs, stages
 from hpcbench.predict.config import PredictConfig
 from hpcbench.predict.inputs import Items
+from hpcbench.predict.links import sleepy_barrier
 from hpcbench.predict.model import Classifier, LoadedModel
-from hpcbench.predict.pipeline import Counters, sleepy_barrier
+from hpcbench.predict.pipeline import Counters
 from hpcbench.predict.rank import (
     ROLE,
     device_for,

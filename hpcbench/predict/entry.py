@@ -25,8 +25,8 @@ from typing import Any
 from hpcbench.predict.config import PredictConfig, PredictError, parse_args
 from hpcbench.predict.data_parallel import data_parallel
 from hpcbench.predict.inputs import Items, list_items
+from hpcbench.predict.links import sleepy_barrier
 from hpcbench.predict.model import DEFAULT_BATCH, Classifier, LoadedModel, load
-from hpcbench.predict.pipeline import sleepy_barrier
 from hpcbench.predict.pipelined import pipeline_run
 from hpcbench.predict.plan import Layout
 from hpcbench.predict.rank import (

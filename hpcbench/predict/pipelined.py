@@ -9,11 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from hpcbench.predict import outputs, pipeline, plan, profile, stages
+from hpcbench.predict import links, outputs, pipeline, plan, profile, stages
 from hpcbench.predict.config import PredictConfig
 from hpcbench.predict.inputs import Items
+from hpcbench.predict.links import Idle, sleepy_barrier
 from hpcbench.predict.model import Classifier, LoadedModel
-from hpcbench.predict.pipeline import Counters, Idle, sleepy_barrier
+from hpcbench.predict.pipeline import Counters
 from hpcbench.predict.rank import (
     ROLE,
     agreed_on,
@@ -58,7 +59,7 @@ def pipeline_run(
         classifier = Classifier(with_weights(loaded), device_for(config, local))
         classifier.warm_up(config.batch_size)
     counters = Counters(role=role)
-    longest = pipeline.sleep_cap(config.batch_size, the_plan.predicted_items_per_s)
+    longest = links.sleep_cap(config.batch_size, the_plan.predicted_items_per_s)
     idle = Idle(config.stall_timeout, f"rank {rank} ({role})", longest)
     reset_peak_rss()
     start_rss = rss_mb()
@@ -194,7 +195,7 @@ def _play(
                             credits["predict->sink"], idle, counters)  # fmt: skip
     else:
         collector = outputs.Collector(items, len(fmt.classes))
-        dispenser = pipeline.Dispenser(comm, MPI, len(items.units(config.batch_size)))
+        dispenser = links.Dispenser(comm, MPI, len(items.units(config.batch_size)))
         pipeline.run_sink(comm, MPI, predictors, credits["predict->sink"], collector.add, idle,
                           counters, dispenser)  # fmt: skip
     return collector

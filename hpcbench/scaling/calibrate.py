@@ -143,7 +143,7 @@ def calibrate(options: Options) -> dict[str, Any] | None:
     from mpi4py import MPI
 
     from hpcbench.launch import detect_launch
-    from hpcbench.predict.pipeline import sleepy_barrier
+    from hpcbench.predict.links import sleepy_barrier
     from hpcbench.train.runtime import make_runtime
 
     comm = MPI.COMM_WORLD
@@ -213,7 +213,7 @@ def _time_allreduce(
     model's; rank 0 holds the rows."""
     import torch.distributed as dist
 
-    from hpcbench.predict.pipeline import sleepy_barrier
+    from hpcbench.predict.links import sleepy_barrier
 
     rank, world = comm.Get_rank(), comm.Get_size()
     sizes = sizes_up_to(model_bytes)

@@ -177,7 +177,6 @@ NOT_YET_SPLIT = {
     "hpcbench/bench/report_accounting.py:accounting_blocks",
     "hpcbench/bench/results_reader.py:load_results",
     "hpcbench/predict/outputs.py:finish",
-    "hpcbench/predict/pipeline.py",
     "hpcbench/predict/pipelined.py:_play",
     "hpcbench/scaling/__main__.py:main",
     "hpcbench/scaling/calibrate.py:calibrate",
