@@ -186,8 +186,6 @@ NOT_YET_SPLIT = {
     "hpcbench/train/loop.py",
     "hpcbench/train/loop.py:_train_steps",
     "hpcbench/train/models.py:load_weights",
-    "hpcbench/train/strategies/mpi.py",
-    "hpcbench/train/strategies/mpi.py:MPIStrategy",
 }
 
 

@@ -38,10 +38,8 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -49,91 +47,22 @@ from hpcbench.train.config import ConfigError, TrainConfig
 from hpcbench.train.drills import drill_for
 from hpcbench.train.runtime import Runtime
 from hpcbench.train.strategies.base import Strategy
+from hpcbench.train.strategies.mpi_buckets import (
+    FIRST_BUCKET_BYTES,
+    WIRE_TYPES,
+    Bucket,
+    is_dense,
+    mpi_takes_cuda_buffers,
+    slot,
+    sum_16bit,
+)
+from hpcbench.train.strategies.mpi_collectives import MpiCollectives
 
 if TYPE_CHECKING:
-    from hpcbench.train.data import TrainData
-
-FIRST_BUCKET_BYTES = 1 << 20
+    pass
 
 
-@dataclass
-class Bucket:
-    params: list[nn.Parameter]
-    flat: torch.Tensor  # float32 host buffer
-    spans: list[tuple[int, int]] = field(default_factory=list)
-    views: bool = False  # the parameters' .grad are slices of ``flat``
-    wire: torch.Tensor | None = None  # --grad-compression: the 16-bit copy that travels
-    residual: torch.Tensor | None = None  # --error-feedback: what the rounding lost
-    pending: int = 0
-    request: object = None
-    ready: object = None  # on a GPU: the event after which MPI may read ``flat``
-    returned: object = None  # on a GPU: the event after which the sums have left ``flat``
-
-    @property
-    def array(self) -> np.ndarray | torch.Tensor:
-        """What the all-reduce sends: the bucket (a CUDA tensor as itself: mpi4py takes its
-        ``__cuda_array_interface__``), or its 16-bit copy as uint16 words."""
-        if self.wire is not None:
-            return self.wire.view(torch.uint16).numpy()
-        return self.flat if self.flat.is_cuda else self.flat.numpy()
-
-
-def mpi_takes_cuda_buffers() -> bool | None:
-    """Whether the MPI library in this process says it takes CUDA device buffers
-    (``MPIX_Query_cuda_support``, after MPI_Init); None when no loaded MPI library exports
-    that query."""
-    import ctypes
-
-    with open("/proc/self/maps", encoding="utf-8") as maps:
-        paths = sorted(
-            {
-                line.split()[-1]
-                for line in maps
-                if "libmpi" in line and line.rstrip().split()[-1].startswith("/")
-            }
-        )
-    for path in paths:
-        try:
-            query = ctypes.CDLL(path).MPIX_Query_cuda_support
-        except (OSError, AttributeError):
-            continue
-        query.restype = ctypes.c_int
-        return bool(query())
-    return None
-
-
-def _dense(p: torch.Tensor) -> bool:
-    """Whether ``p``'s elements fill its storage without gaps or overlaps (contiguous or
-    channels_last): a slice of a bucket can then take its strides."""
-    return p.is_contiguous() or (
-        p.dim() == 4 and p.is_contiguous(memory_format=torch.channels_last)
-    )
-
-
-def slot(flat: torch.Tensor, lo: int, hi: int, p: torch.Tensor) -> torch.Tensor:
-    """``p``'s slice of a bucket, shaped as ``p`` and laid out as ``p`` is in memory (a
-    channels_last weight's elements in NHWC order). Every rank lays its buckets out so, whether
-    its gradients are the slices themselves or are copied in and out of them (a GPU rank beside
-    CPU ranks), so that the all-reduce adds each element to the same element of every rank."""
-    part = flat[lo:hi]
-    return part.as_strided(p.shape, p.stride()) if _dense(p) else part.view(p.shape)
-
-
-WIRE_TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def sum_16bit(MPI, dtype: torch.dtype):  # noqa: N803 - the mpi4py module
-    """A commutative MPI operation that adds buffers of 16-bit floats (carried as uint16)."""
-
-    def add(inbuf, inoutbuf, datatype) -> None:
-        a = torch.from_numpy(np.frombuffer(inbuf, dtype=np.uint16)).view(dtype)
-        b = torch.from_numpy(np.frombuffer(inoutbuf, dtype=np.uint16)).view(dtype)
-        b.add_(a)
-
-    return MPI.Op.Create(add, commute=True)
-
-
-class MPIStrategy(Strategy):
+class MPIStrategy(MpiCollectives, Strategy):
     name = "mpi"
 
     def __init__(self, config: TrainConfig, runtime: Runtime) -> None:
@@ -210,7 +139,7 @@ class MPIStrategy(Strategy):
             pin_memory=self.runtime.device.type == "cuda" and device.type == "cpu",
         )
         views = not self.rehearses_staging and all(
-            p.device == flat.device and p.dtype == torch.float32 and _dense(p) for p in params
+            p.device == flat.device and p.dtype == torch.float32 and is_dense(p) for p in params
         )
         spans, at = [], 0
         for p in params:
@@ -404,44 +333,3 @@ class MPIStrategy(Strategy):
         for i, b in enumerate(self.buckets):
             if b.residual is not None and str(i) in state:
                 b.residual.copy_(state[str(i)])
-
-    def share_index(self, data: TrainData, epoch: int) -> np.ndarray | None:
-        if data.sharded is not None:
-            return None
-        counts = [data.steps * b for b in data.batch_sizes]
-        mine = np.empty(counts[self.runtime.rank], dtype=np.int64)
-        send = None
-        if self.runtime.rank == 0:
-            slices = data.rank_slices(data.epoch_index(epoch))
-            flat = np.concatenate([s.reshape(-1) for s in slices])
-            displs = np.cumsum([0] + counts[:-1])
-            send = [flat, counts, displs, self.MPI.INT64_T]
-        self.comm.Scatterv(send, [mine, self.MPI.INT64_T], root=0)
-        return mine.reshape(data.steps, data.batch_size)
-
-    def all_reduce(self, values: np.ndarray, op: str = "sum") -> np.ndarray:
-        out = np.ascontiguousarray(values, dtype=np.float64).copy()
-        self.comm.Allreduce(
-            self.MPI.IN_PLACE, out, op=self.MPI.SUM if op == "sum" else self.MPI.MAX
-        )
-        return out
-
-    def barrier(self) -> None:
-        self.comm.Barrier()
-
-    def gather_object(self, obj: object) -> list[object] | None:
-        return self.comm.gather(obj, root=0)
-
-    def broadcast_object(self, obj: object) -> object:
-        return self.comm.bcast(obj, root=0)
-
-    def broadcast_tensors(self, tensors: list[torch.Tensor]) -> None:
-        self._broadcast(tensors)
-
-    def abort(self) -> None:
-        self.comm.Abort(1)
-
-    def close(self) -> None:
-        # Leave together: a rank that exits first (with a non-zero status after an agreed stop)
-        # could make the launcher stop the others while they still print.
-        self.comm.Barrier()
