@@ -103,61 +103,72 @@ def _throughput(runs: list[Run]) -> dict[str, Any] | None:
     )
 
 
+def _completed(results: Results, name: str, kind: str) -> list[Run]:
+    return [
+        r for r in results.runs if r.config == name and r.kind == kind and r.status == "completed"
+    ]
+
+
+def _config_figures(
+    results: Results,
+    cfg: dict[str, Any],
+    phase_values: dict[str, dict[str, list[float]]],
+    speedups: tuple[dict | None, dict | None, dict | None],
+    comparable: bool,
+) -> dict[str, Any]:
+    """One configuration's figures: its runs, times, speedups and scaling, accuracy, throughput
+    and energy (``speedups``: against the CPU baseline, the one-device one, and its train time)."""
+    name, devices = cfg["name"], int(cfg["devices"])
+    runs = [r for r in results.runs if r.config == name]
+    timing = _completed(results, name, "timing")
+    energy_runs = _completed(results, name, "energy")
+    world = next((r.metrics["run"].get("world_size") for r in timing if r.metrics), None)
+    s_cpu, s_one, s_one_train = speedups
+    return {
+        "name": name,
+        "devices": devices,
+        "device": cfg.get("device"),
+        "nodes": int(cfg.get("nodes") or 1),
+        "strategy": cfg.get("strategy"),
+        "world_size": world,
+        "runs": {
+            "completed": sum(r.status == "completed" for r in runs),
+            "failed": sum(r.status == "failed" for r in runs),
+            "timing": len(timing),
+            "energy": len(energy_runs),
+        },
+        "time": {p: stats.summarise(phase_values[name][p]) for p in PHASES},
+        "speedup_vs_cpu": s_cpu,
+        **_scaling(s_one, s_one_train, devices, comparable),
+        "accuracy": _accuracy(timing),
+        "throughput": _throughput(timing),
+        "energy": energy_block(energy_runs, idle_watts(results.idle)),
+    }
+
+
 def analyse(results: Results) -> Analysis:
     """The analysis of a results directory (JSON-able; the layout in docs/benchmarking.md)."""
     matrix = results.matrix
     base_cpu = matrix.get("baseline_cpu")
     base_one = matrix.get("baseline_one_device")
     by_name = {c["name"]: c for c in matrix["configs"]}
-    idle = idle_watts(results.idle)
-
-    def completed(name: str, kind: str) -> list[Run]:
-        return [
-            r
-            for r in results.runs
-            if r.config == name and r.kind == kind and r.status == "completed"
-        ]
-
-    timing = {c["name"]: completed(c["name"], "timing") for c in matrix["configs"]}
-    phase_values = {
-        name: {p: [phase_times(r.metrics)[p] for r in runs if r.metrics] for p in PHASES}
-        for name, runs in timing.items()
-    }
+    phase_values: dict[str, dict[str, list[float]]] = {}
+    for c in matrix["configs"]:
+        timing = [r for r in _completed(results, c["name"], "timing") if r.metrics]
+        phase_values[c["name"]] = {p: [phase_times(r.metrics)[p] for r in timing] for p in PHASES}
     totals = {n: v["total"] for n, v in phase_values.items()}
     trains = {n: v["train"] for n, v in phase_values.items()}
-
     configs: list[dict[str, Any]] = []
     for cfg in matrix["configs"]:
-        name, devices = cfg["name"], int(cfg["devices"])
-        runs = [r for r in results.runs if r.config == name]
-        world = next((r.metrics["run"].get("world_size") for r in timing[name] if r.metrics), None)
-        s_cpu = _speedup(name, base_cpu, totals)
-        s_one = _speedup(name, base_one, totals)
-        s_one_train = _speedup(name, base_one, trains)
+        name = cfg["name"]
+        speedups = (
+            _speedup(name, base_cpu, totals),
+            _speedup(name, base_one, totals),
+            _speedup(name, base_one, trains),
+        )
         # parallel efficiency compares like with like: the same kind of device as the baseline
         comparable = base_one is not None and by_name[base_one].get("device") == cfg.get("device")
-        configs.append(
-            {
-                "name": name,
-                "devices": devices,
-                "device": cfg.get("device"),
-                "nodes": int(cfg.get("nodes") or 1),
-                "strategy": cfg.get("strategy"),
-                "world_size": world,
-                "runs": {
-                    "completed": sum(r.status == "completed" for r in runs),
-                    "failed": sum(r.status == "failed" for r in runs),
-                    "timing": len(timing[name]),
-                    "energy": len(completed(name, "energy")),
-                },
-                "time": {p: stats.summarise(phase_values[name][p]) for p in PHASES},
-                "speedup_vs_cpu": s_cpu,
-                **_scaling(s_one, s_one_train, devices, comparable),
-                "accuracy": _accuracy(timing[name]),
-                "throughput": _throughput(timing[name]),
-                "energy": energy_block(completed(name, "energy"), idle),
-            }
-        )
+        configs.append(_config_figures(results, cfg, phase_values, speedups, comparable))
     normalise_energy(configs, base_one)
     factors = factors_of(results)
     for cfg in configs:
@@ -165,12 +176,11 @@ def analyse(results: Results) -> Analysis:
         used = cfg["energy"]["used_j"]["median"] if cfg["energy"].get("used_j") else None
         cfg["accounting"] = accounting_block(runs, used)
         cfg["estimates"] = _estimates(cfg, factors)
-    differences = _differences(configs, base_one)
     analysis: Analysis = {
         "name": matrix.get("name"),
         "baselines": {"cpu": base_cpu, "one_device": base_one},
         "configs": configs,
-        "differences": differences,
+        "differences": _differences(configs, base_one),
         # energy runs asked for: without them the report has no energy sections at all
         "energy_asked": int(matrix.get("energy_repetitions") or 0) > 0,
     }
