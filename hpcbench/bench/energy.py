@@ -116,25 +116,35 @@ def _run_energy(run: Run, idle: dict[tuple[str, str], float] | None) -> _RunEner
     if not out.with_idle_reason:
         out.with_idle_j = sum(every)
 
+    _net_of_idle(out, devices, idle, many)
+    return out
+
+
+def _net_of_idle(
+    out: _RunEnergy,
+    devices: list[tuple[str, dict[str, Any]]],
+    idle: dict[tuple[str, str], float] | None,
+    many: bool,
+) -> None:
+    """The run's used joules less the used devices' idle power over its seconds, or why not."""
     if out.used_j is None:
         out.net_reason = out.reason
-    elif idle is None:
+        return
+    if idle is None:
         out.net_reason = "no idle.json (idle power not measured before the matrix)"
-    else:
-        idle_j = 0.0
-        for host, dev in devices:
-            if not dev.get("used"):
-                continue
-            watts = idle.get((host, str(dev["name"])))
-            if watts is None:
-                out.net_reason = (
-                    f"idle.json has no idle power of {_where(host, str(dev['name']), many)}"
-                )
-                break
-            idle_j += watts * out.seconds
-        else:
-            out.net_j = out.used_j - idle_j
-    return out
+        return
+    idle_j = 0.0
+    for host, dev in devices:
+        if not dev.get("used"):
+            continue
+        watts = idle.get((host, str(dev["name"])))
+        if watts is None:
+            out.net_reason = (
+                f"idle.json has no idle power of {_where(host, str(dev['name']), many)}"
+            )
+            return
+        idle_j += watts * out.seconds
+    out.net_j = out.used_j - idle_j
 
 
 def idle_watts(idle: dict[str, Any] | None) -> dict[tuple[str, str], float] | None:
@@ -148,11 +158,9 @@ def idle_watts(idle: dict[str, Any] | None) -> dict[tuple[str, str], float] | No
     }
 
 
-def energy_block(runs: list[Run], idle: dict[tuple[str, str], float] | None) -> dict[str, Any]:
-    """A configuration's energy over its completed energy runs: joules on the devices used, with
-    the idle devices and net of idle power, per sample, EDP and ED²P, per kind of device, and
-    the sources; each None with the reason where a device could not be read."""
-    block: dict[str, Any] = {
+def _empty_energy_block() -> dict[str, Any]:
+    """A configuration's energy block with nothing known yet."""
+    return {
         "available": False,
         "reason": "",
         "with_idle_reason": "",
@@ -164,6 +172,13 @@ def energy_block(runs: list[Run], idle: dict[tuple[str, str], float] | None) -> 
         **{k: None for k in ("seconds", "edp", "ed2p", "edp_with_idle", "ed2p_with_idle")},
         **{k: None for k in ("edp_norm", "edp_with_idle_norm", "ed2p_norm", "ed2p_with_idle_norm")},
     }
+
+
+def energy_block(runs: list[Run], idle: dict[tuple[str, str], float] | None) -> dict[str, Any]:
+    """A configuration's energy over its completed energy runs: joules on the devices used, with
+    the idle devices and net of idle power, per sample, EDP and ED²P, per kind of device, and
+    the sources; each None with the reason where a device could not be read."""
+    block = _empty_energy_block()
     if not runs:
         block["reason"] = block["with_idle_reason"] = block["net_reason"] = (
             "no completed energy runs"
