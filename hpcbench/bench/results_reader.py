@@ -176,32 +176,8 @@ def load_results(results_dir: str | Path) -> Results:
 
     results = Results(directory=directory, bench=bench)
     for i, rec in enumerate(doc["runs"]):
-        if not isinstance(rec, dict) or not all(
-            k in rec for k in ("config", "kind", "rep", "status", "run_dir")
-        ):
-            raise AnalysisError(
-                f"{runs_path}: runs[{i}] lacks one of config, kind, rep, status, run_dir"
-            )
-        if not isinstance(rec["config"], str) or rec["config"] not in names:
-            raise AnalysisError(
-                f"{runs_path}: runs[{i}]: config {rec['config']!r} is not in the matrix"
-            )
-        if not isinstance(rec["rep"], int) or isinstance(rec["rep"], bool):
-            raise AnalysisError(f"{runs_path}: runs[{i}]: rep {rec['rep']!r} is not a whole number")
-        if rec["kind"] not in ("timing", "energy"):
-            raise AnalysisError(
-                f"{runs_path}: runs[{i}]: kind {rec['kind']!r} is not timing or energy"
-            )
+        _check_run_record(rec, f"{runs_path}: runs[{i}]", names, directory)
         run_dir = rec["run_dir"]
-        if run_dir is not None and not isinstance(run_dir, str):
-            raise AnalysisError(f"{runs_path}: runs[{i}]: run_dir {run_dir!r} is not a path")
-        if rec["status"] == "completed" and not run_dir:
-            raise AnalysisError(f"{runs_path}: runs[{i}]: completed without a run_dir")
-        if run_dir and inside(directory, run_dir) is None:
-            raise AnalysisError(
-                f"{runs_path}: runs[{i}]: run_dir {run_dir!r} is not inside the results "
-                "directory (bench writes relative paths under it)"
-            )
         run = Run(
             config=rec["config"],
             kind=rec["kind"],
@@ -225,6 +201,30 @@ def load_results(results_dir: str | Path) -> Results:
             raise AnalysisError(f'{idle_path}: no list of "devices"')
         results.idle = idle
     return results
+
+
+def _check_run_record(rec: Any, where: str, names: set[str], directory: Path) -> None:
+    """One record of runs.json as the runner writes it; :class:`AnalysisError` naming it."""
+    if not isinstance(rec, dict) or not all(
+        k in rec for k in ("config", "kind", "rep", "status", "run_dir")
+    ):
+        raise AnalysisError(f"{where} lacks one of config, kind, rep, status, run_dir")
+    if not isinstance(rec["config"], str) or rec["config"] not in names:
+        raise AnalysisError(f"{where}: config {rec['config']!r} is not in the matrix")
+    if not isinstance(rec["rep"], int) or isinstance(rec["rep"], bool):
+        raise AnalysisError(f"{where}: rep {rec['rep']!r} is not a whole number")
+    if rec["kind"] not in ("timing", "energy"):
+        raise AnalysisError(f"{where}: kind {rec['kind']!r} is not timing or energy")
+    run_dir = rec["run_dir"]
+    if run_dir is not None and not isinstance(run_dir, str):
+        raise AnalysisError(f"{where}: run_dir {run_dir!r} is not a path")
+    if rec["status"] == "completed" and not run_dir:
+        raise AnalysisError(f"{where}: completed without a run_dir")
+    if run_dir and inside(directory, run_dir) is None:
+        raise AnalysisError(
+            f"{where}: run_dir {run_dir!r} is not inside the results directory (bench writes "
+            "relative paths under it)"
+        )
 
 
 def _read_run_files(directory: Path, run_dir: str, run: Run) -> None:

@@ -172,7 +172,6 @@ NOT_YET_SPLIT = {
     "hpcbench/bench/figures.py:phase_times",
     "hpcbench/bench/report.py:_provenance_blocks",
     "hpcbench/bench/report_accounting.py:accounting_blocks",
-    "hpcbench/bench/results_reader.py:load_results",
     "hpcbench/predict/outputs.py:finish",
     "hpcbench/predict/pipelined.py:_play",
     "hpcbench/scaling/__main__.py:main",
