@@ -43,6 +43,25 @@ def _configs_with_runs(analysis: Analysis) -> list[dict[str, Any]]:
 # The figures
 
 
+PHASE_WORDS = {"setup": "set-up", "train": "training", "val": "validation", "test": "test"}
+
+
+def _phase_caption(inside: list[str], outside: list[str]) -> str:
+    """What the time-per-phase figure shows: the phases of the total, then those outside it."""
+    return (
+        "Each bar stacks the median seconds per run of "
+        + ", ".join(PHASE_WORDS[p] for p in inside)
+        + (
+            f" (the total time), with {' and '.join(PHASE_WORDS[p] for p in outside)} on top, "
+            "hatched, outside the total"
+            if outside
+            else ""
+        )
+        + "; the black point and whisker are the median total time and its 95 % bootstrap "
+        "interval. Shorter is better."
+    )
+
+
 def phase_times(
     analysis: Analysis, out_dir: Path, total: Sequence[str] = ("train", "val", "test")
 ) -> Plot:
@@ -51,19 +70,8 @@ def phase_times(
     title = "Time per phase"
     inside = [p for p in PHASES if p in total]
     outside = [p for p in PHASES if p not in total]
-    words = {"setup": "set-up", "train": "training", "val": "validation", "test": "test"}
-    caption = (
-        "Each bar stacks the median seconds per run of "
-        + ", ".join(words[p] for p in inside)
-        + (
-            f" (the total time), with {' and '.join(words[p] for p in outside)} on top, hatched, "
-            "outside the total"
-            if outside
-            else ""
-        )
-        + "; the black point and whisker are the median total time and its 95 % bootstrap "
-        "interval. Shorter is better."
-    )
+    words = PHASE_WORDS
+    caption = _phase_caption(inside, outside)
     configs = _configs_with_runs(analysis)
     if not configs:
         return Plot("phase_times", title, caption, missing=no_runs(analysis))
