@@ -84,6 +84,27 @@ def _failed_blocks(runs: Sequence[dict[str, Any]]) -> list[Block]:
     return blocks
 
 
+def _run_row(r: dict[str, Any]) -> list[str]:
+    """One run in the table of runs: what, where, when and how long."""
+    started, ended = r.get("started"), r.get("ended")
+    took = (
+        f"{num(ended - started)} s"
+        if isinstance(started, (int, float)) and isinstance(ended, (int, float))
+        else "–"
+    )
+    return [
+        str(r.get("config")),
+        str(r.get("kind")),
+        str(r.get("rep")),
+        str(r.get("status")),
+        str(r.get("scheduler") or "–"),
+        str(r.get("job_id") or "–"),
+        when(started),
+        took,
+        str(r.get("run_dir") or "–"),
+    ]
+
+
 def _provenance_blocks(bench: dict[str, Any], runs: Sequence[dict[str, Any]]) -> list[Block]:
     prov = bench.get("provenance") or {}
     rows = []
@@ -107,27 +128,7 @@ def _provenance_blocks(bench: dict[str, Any], runs: Sequence[dict[str, Any]]) ->
             f"per configuration, {num(matrix.get('cooldown_s'))} s cool-down",
         ]
     )
-    run_rows = []
-    for r in runs:
-        started, ended = r.get("started"), r.get("ended")
-        took = (
-            f"{num(ended - started)} s"
-            if isinstance(started, (int, float)) and isinstance(ended, (int, float))
-            else "–"
-        )
-        run_rows.append(
-            [
-                str(r.get("config")),
-                str(r.get("kind")),
-                str(r.get("rep")),
-                str(r.get("status")),
-                str(r.get("scheduler") or "–"),
-                str(r.get("job_id") or "–"),
-                when(started),
-                took,
-                str(r.get("run_dir") or "–"),
-            ]
-        )
+    run_rows = [_run_row(r) for r in runs]
     return [
         Table(["what", "value"], rows),
         Heading(3, "Runs"),
