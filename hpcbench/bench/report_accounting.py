@@ -41,44 +41,7 @@ def accounting_blocks(analysis: Analysis) -> list[Block]:
                 "different things, so their ratio is a cross-check, not a correction."
             )
         )
-        rows = []
-        for c in found:
-            a = c["accounting"]
-            energy = c.get("energy") or {}
-            rows.append(
-                [
-                    str(c["name"]),
-                    str(a["runs"]),
-                    ", ".join(f"{k} {v}" for k, v in (a.get("states") or {}).items()) or "–",
-                    fmt_stat(a.get("queue_wait_s"), "s"),
-                    fmt_stat(a.get("elapsed_s"), "s"),
-                    _pct(a.get("cpu_efficiency")),
-                    _mib(a.get("max_rss_bytes")),
-                    _mib(a.get("memory_used_bytes")),
-                    fmt_joules(a.get("scheduler_energy_j")),
-                    fmt_joules(energy.get("used_j")) if energy.get("available") else "–",
-                    num(a.get("energy_ratio")),
-                ]
-            )
-        blocks.append(
-            Table(
-                [
-                    "configuration",
-                    "runs",
-                    "states",
-                    "queue wait",
-                    "elapsed",
-                    "CPU efficiency",
-                    "MaxRSS (largest rank)",
-                    "memory, all ranks",
-                    "scheduler energy",
-                    "hpcbench energy (used)",
-                    "scheduler / hpcbench",
-                ],
-                rows,
-                numeric={1, *range(3, 11)},
-            )
-        )
+        blocks.append(_accounting_table(found))
     # each reason once, under the configurations it holds for
     said = _by_reason(missing, "reason", "no scheduler accounting")
     said += _by_reason(
@@ -89,6 +52,46 @@ def accounting_blocks(analysis: Analysis) -> list[Block]:
     if said:
         blocks.append(Bullets(said))
     return blocks
+
+
+def _accounting_table(found: list[dict[str, Any]]) -> Table:
+    """The accounting of each configuration that has one, a row each."""
+    rows = []
+    for c in found:
+        a = c["accounting"]
+        energy = c.get("energy") or {}
+        rows.append(
+            [
+                str(c["name"]),
+                str(a["runs"]),
+                ", ".join(f"{k} {v}" for k, v in (a.get("states") or {}).items()) or "–",
+                fmt_stat(a.get("queue_wait_s"), "s"),
+                fmt_stat(a.get("elapsed_s"), "s"),
+                _pct(a.get("cpu_efficiency")),
+                _mib(a.get("max_rss_bytes")),
+                _mib(a.get("memory_used_bytes")),
+                fmt_joules(a.get("scheduler_energy_j")),
+                fmt_joules(energy.get("used_j")) if energy.get("available") else "–",
+                num(a.get("energy_ratio")),
+            ]
+        )
+    return Table(
+        [
+            "configuration",
+            "runs",
+            "states",
+            "queue wait",
+            "elapsed",
+            "CPU efficiency",
+            "MaxRSS (largest rank)",
+            "memory, all ranks",
+            "scheduler energy",
+            "hpcbench energy (used)",
+            "scheduler / hpcbench",
+        ],
+        rows,
+        numeric={1, *range(3, 11)},
+    )
 
 
 def _by_reason(configs: list[dict[str, Any]], key: str, what: str) -> list[str]:

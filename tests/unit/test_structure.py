@@ -169,7 +169,6 @@ NOT_YET_SPLIT = {
     "data_prep/csv_table.py:csv_table",
     "data_prep/metadata_json.py:metadata_json",
     "hpcbench/bench/analysis.py:sentences",
-    "hpcbench/bench/report_accounting.py:accounting_blocks",
     "hpcbench/predict/outputs.py:finish",
     "hpcbench/predict/pipelined.py:_play",
     "hpcbench/scaling/__main__.py:main",
