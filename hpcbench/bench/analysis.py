@@ -296,6 +296,47 @@ def too_short(cfg: dict[str, Any]) -> str | None:
     return None
 
 
+def _energy_sentences(
+    cfg: dict[str, Any], base_one: str | None, signif: dict[tuple[str, str], Any]
+) -> list[str]:
+    """One configuration's energy in words: its joules (per kind of device where only some
+    could be read), its EDP against the one-device baseline, and where each figure came from."""
+    name, en = cfg["name"], cfg["energy"]
+    out: list[str] = []
+    if not en["available"] and en.get("partial"):
+        out.append(f"{name}: {en['partial']}")
+        for kind, entry in en["by_kind"].items():
+            if not entry["available"]:
+                continue
+            text = f"{name}: {kind_name(kind)} {_joules(entry['used_j']['median'])}"
+            if entry["per_sample_j"]:
+                text += f" ({entry['per_sample_j']['median']:.3g} J per sample)"
+            if entry["edp_norm"] is not None and name != base_one:
+                text += f"; {kind_name(kind)} EDP {entry['edp_norm']:.2f}× that of {base_one}"
+            out.append(text)
+        return out
+    if not en["available"]:
+        return [f"{name}: energy not known: {en['reason']}"]
+    text = f"{name}: {_joules(en['used_j']['median'])} on the devices it used"
+    if en["with_idle_j"]:
+        text += f", {_joules(en['with_idle_j']['median'])} with the idle devices of its nodes"
+    if en["net_j"]:
+        text += f", {_joules(en['net_j']['median'])} above idle power"
+    if en["edp_norm"] is not None and name != base_one:
+        text += f"; EDP {en['edp_norm']:.2f}× that of {base_one}"
+        if en["edp_with_idle_norm"] is not None:
+            text += f" ({en['edp_with_idle_norm']:.2f}× counting idle devices)"
+        if signif.get((name, "used_j")) is not True:
+            text += NOT_SIGNIFICANT.replace("total times", "energies")
+    out.append(text)
+    for group in en["source_groups"]:
+        out.append(
+            f"{name}: energy of {', '.join(group['devices'])} from {group['method']}, "
+            f"read every {group['interval_s']:g} s"
+        )
+    return out
+
+
 def sentences(analysis: Analysis) -> list[str]:
     """The analysis in words: speed against each baseline, efficiency, energy and its sources;
     each comparison that the noise does not carry says so, and so does a configuration whose
@@ -335,39 +376,7 @@ def sentences(analysis: Analysis) -> list[str]:
     if not analysis.get("energy_asked", True):
         return out
     for cfg in analysis["configs"]:
-        name, en = cfg["name"], cfg["energy"]
-        if not en["available"] and en.get("partial"):
-            out.append(f"{name}: {en['partial']}")
-            for kind, entry in en["by_kind"].items():
-                if not entry["available"]:
-                    continue
-                text = f"{name}: {kind_name(kind)} {_joules(entry['used_j']['median'])}"
-                if entry["per_sample_j"]:
-                    text += f" ({entry['per_sample_j']['median']:.3g} J per sample)"
-                if entry["edp_norm"] is not None and name != base_one:
-                    text += f"; {kind_name(kind)} EDP {entry['edp_norm']:.2f}× that of {base_one}"
-                out.append(text)
-            continue
-        if not en["available"]:
-            out.append(f"{name}: energy not known: {en['reason']}")
-            continue
-        text = f"{name}: {_joules(en['used_j']['median'])} on the devices it used"
-        if en["with_idle_j"]:
-            text += f", {_joules(en['with_idle_j']['median'])} with the idle devices of its nodes"
-        if en["net_j"]:
-            text += f", {_joules(en['net_j']['median'])} above idle power"
-        if en["edp_norm"] is not None and name != base_one:
-            text += f"; EDP {en['edp_norm']:.2f}× that of {base_one}"
-            if en["edp_with_idle_norm"] is not None:
-                text += f" ({en['edp_with_idle_norm']:.2f}× counting idle devices)"
-            if signif.get((name, "used_j")) is not True:
-                text += NOT_SIGNIFICANT.replace("total times", "energies")
-        out.append(text)
-        for group in en["source_groups"]:
-            out.append(
-                f"{name}: energy of {', '.join(group['devices'])} from {group['method']}, "
-                f"read every {group['interval_s']:g} s"
-            )
+        out += _energy_sentences(cfg, base_one, signif)
     return out
 
 
