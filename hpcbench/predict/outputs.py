@@ -202,6 +202,15 @@ def summary(document: dict[str, Any], paths: tuple[Path, Path], quiet: bool = Fa
     return "\n".join(lines)
 
 
+def _warn_skipped(items: Items, collector: Collector) -> None:
+    """Name the first 20 unreadable images on stderr, and count the others."""
+    for i, why in sorted(collector.reasons.items())[:20]:
+        where = printable(items.paths[i] if items.paths else items.names[i])
+        warn(f"hpcbench predict: warning: {where}: unreadable image, skipped ({printable(why)})")
+    if len(collector.reasons) > 20:
+        warn(f"hpcbench predict: warning: {len(collector.reasons) - 20} more unreadable image(s)")
+
+
 def finish(
     config: PredictConfig,
     mode: str,
@@ -218,11 +227,7 @@ def finish(
     classes = loaded.format.classes
     if collector.missing:
         raise PredictError(f"{collector.missing} image(s) never reached the sink")
-    for i, why in sorted(collector.reasons.items())[:20]:
-        where = printable(items.paths[i] if items.paths else items.names[i])
-        warn(f"hpcbench predict: warning: {where}: unreadable image, skipped ({printable(why)})")
-    if len(collector.reasons) > 20:
-        warn(f"hpcbench predict: warning: {len(collector.reasons) - 20} more unreadable image(s)")
+    _warn_skipped(items, collector)
     done = int((collector.status == 0).sum())
     document: dict[str, Any] = {
         "format": FORMAT,

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -138,6 +139,16 @@ def _plan(
     return the_plan, prof, calibrate
 
 
+def _reader_work(
+    items: Items, fmt: Any, strict: bool, raw: bool
+) -> Callable[[int, np.ndarray], stages.Unit]:
+    """What a reader does with a unit: read it (``raw``: preprocessors prepare it), or read and
+    prepare it for the predictors."""
+    if raw:
+        return lambda n, ids: stages.read_unit(items, n, ids)
+    return lambda n, ids: stages.prepare_unit(stages.read_unit(items, n, ids), fmt, items, strict)
+
+
 def _play(
     role: str,
     the_plan: Any,
@@ -163,15 +174,7 @@ def _play(
     collector = None
     if role == "reader":
         units = items.units(config.batch_size)
-        if preprocessors:
-
-            def work(n: int, ids: np.ndarray) -> stages.Unit:
-                return stages.read_unit(items, n, ids)
-        else:
-
-            def work(n: int, ids: np.ndarray) -> stages.Unit:
-                return stages.prepare_unit(stages.read_unit(items, n, ids), fmt, items, strict)
-
+        work = _reader_work(items, fmt, strict, raw=bool(preprocessors))
         pipeline.run_reader(
             comm, MPI, units, drill(work), first, credits[first_link], idle, counters
         )
