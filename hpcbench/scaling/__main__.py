@@ -73,26 +73,26 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _refusal(args: argparse.Namespace) -> str:
+    """Why this calibration cannot run as started ('' when it can)."""
     from hpcbench.launch import MPI_LAUNCHERS, detect_launch
 
     launch = detect_launch()
     if launch.launcher not in MPI_LAUNCHERS and launch.world_size > 1:
-        print(
-            f"hpcbench.scaling: started by {launch.launcher}; run it under mpiexec or srun "
-            "(it measures MPI itself)",
-            file=sys.stderr,
+        return (
+            f"started by {launch.launcher}; run it under mpiexec or srun (it measures MPI itself)"
         )
-        return 2
     if launch.world_size < 2:
-        print("hpcbench.scaling: needs at least 2 ranks (mpiexec -n 2 or more)", file=sys.stderr)
-        return 2
+        return "needs at least 2 ranks (mpiexec -n 2 or more)"
     if not args.out.parent.is_dir() or args.out.is_dir():
-        print(
-            f"hpcbench.scaling: --out {args.out}: give a file in an existing directory",
-            file=sys.stderr,
-        )
+        return f"--out {args.out}: give a file in an existing directory"
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if why := _refusal(args):
+        print(f"hpcbench.scaling: {why}", file=sys.stderr)
         return 2
     from hpcbench.scaling.calibrate import Options, calibrate, write
     from hpcbench.train.config import ConfigError, parse_model

@@ -138,6 +138,14 @@ def repeats_for(size: int) -> int:
     return 20 if size <= 1 << 20 else 7
 
 
+def _parameter_bytes(options: Options) -> list[int]:
+    """The bytes of each trained parameter of the model (fp32), in the model's order."""
+    from hpcbench.train.models import build_model
+
+    model = build_model(options.model, options.shape, options.classes)
+    return [int(p.numel()) * 4 for p in model.parameters() if p.requires_grad]
+
+
 def calibrate(options: Options) -> dict[str, Any] | None:
     """Run both measurements on every rank; rank 0 returns the record, the others None."""
     from mpi4py import MPI
@@ -170,13 +178,7 @@ def calibrate(options: Options) -> dict[str, Any] | None:
         together.Free()
     computed = comm.gather(mine, root=0)
 
-    from hpcbench.train.models import build_model
-
-    parameters = [
-        int(p.numel()) * 4
-        for p in build_model(options.model, options.shape, options.classes).parameters()
-        if p.requires_grad
-    ]
+    parameters = _parameter_bytes(options)
     timings = _time_allreduce(options, comm, MPI, runtime, node_of, sum(parameters))
     if rank != 0:
         return None

@@ -168,8 +168,6 @@ NOT_YET_SPLIT = {
     "data_prep/convert.py:_publish",
     "data_prep/csv_table.py:csv_table",
     "data_prep/metadata_json.py:metadata_json",
-    "hpcbench/scaling/__main__.py:main",
-    "hpcbench/scaling/calibrate.py:calibrate",
     "hpcbench/train/config.py",
     "hpcbench/train/config.py:TrainConfig",
     "hpcbench/train/documents.py:final_results",
