@@ -15,6 +15,7 @@ downloaded on a compute node; and a benchmark compares training from scratch).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import torch
 from torch import nn
@@ -125,24 +126,18 @@ def build_model(name: str, shape: tuple[int, int, int], num_classes: int) -> nn.
     return model
 
 
-def load_weights(model: nn.Module, path: str, num_classes: int) -> str:
-    """Load pretrained weights the user provides (``--weights FILE``: a state dict as
-    ``torch.save(model.state_dict(), FILE)`` writes it, or torchvision's downloaded ``.pth``; a
-    checkpoint holding one under ``state_dict``/``model`` also works; DDP's ``module.`` prefixes
-    are dropped). Nothing is downloaded. Where the dataset differs from what the weights were
-    trained on: a first convolution for 3 channels is summed over them for a 1-channel dataset,
-    and a classifier head for another number of classes keeps its fresh initialisation. Any
-    other difference is an error naming the tensor. Returns a line saying what was loaded."""
+def _read_weights(path: str, where: str) -> Any:
+    """What ``torch.load`` finds in the weights file (tensors only: ``weights_only``), read as a
+    regular file of at most a checkpoint's size; a ConfigError naming it otherwise."""
     from hpcbench.files import NotRegularFile, open_regular
     from hpcbench.train.checkpoint_file import MAX_FILE_BYTES
 
-    where = f"--weights {path}"
     try:
         # a regular file only: a FIFO or a device would block the read for ever
         with os.fdopen(open_regular(path), "rb") as fh:
             if os.fstat(fh.fileno()).st_size > MAX_FILE_BYTES:
                 raise ConfigError(f"{where}: larger than {MAX_FILE_BYTES >> 30} GiB")
-            loaded = torch.load(fh, map_location="cpu", weights_only=True)
+            return torch.load(fh, map_location="cpu", weights_only=True)
     except ConfigError:
         raise
     except NotRegularFile:
@@ -155,6 +150,18 @@ def load_weights(model: nn.Module, path: str, num_classes: int) -> str:
         raise ConfigError(f"{where}: cannot be read ({err.strerror or err})") from None
     except Exception as err:  # unpickling refused or a damaged file: torch raises many kinds
         raise ConfigError(f"{where}: not a PyTorch weights file ({type(err).__name__})") from None
+
+
+def load_weights(model: nn.Module, path: str, num_classes: int) -> str:
+    """Load pretrained weights the user provides (``--weights FILE``: a state dict as
+    ``torch.save(model.state_dict(), FILE)`` writes it, or torchvision's downloaded ``.pth``; a
+    checkpoint holding one under ``state_dict``/``model`` also works; DDP's ``module.`` prefixes
+    are dropped). Nothing is downloaded. Where the dataset differs from what the weights were
+    trained on: a first convolution for 3 channels is summed over them for a 1-channel dataset,
+    and a classifier head for another number of classes keeps its fresh initialisation. Any
+    other difference is an error naming the tensor. Returns a line saying what was loaded."""
+    where = f"--weights {path}"
+    loaded = _read_weights(path, where)
     for key in ("state_dict", "model", "model_state_dict"):
         if isinstance(loaded, dict) and isinstance(loaded.get(key), dict):
             loaded = loaded[key]

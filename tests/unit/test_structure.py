@@ -173,7 +173,6 @@ NOT_YET_SPLIT = {
     "hpcbench/train/documents.py:final_results",
     "hpcbench/train/loop.py",
     "hpcbench/train/loop.py:_train_steps",
-    "hpcbench/train/models.py:load_weights",
 }
 
 
