@@ -136,6 +136,20 @@ def _total(epochs: list[dict[str, Any]], key: str) -> float:
     return sum((row[key] for row in epochs), 0.0)
 
 
+def _phases(epochs: list[dict[str, Any]], test_s: float, setup_s: float) -> dict[str, float]:
+    """The run's seconds per phase: the epochs' train, data, compute, comm and val times summed,
+    the test's and the set-up's."""
+    return {
+        "train_s": _total(epochs, "train_time_s"),
+        "data_s": _total(epochs, "data_time_s"),
+        "compute_s": _total(epochs, "compute_time_s"),
+        "comm_s": _total(epochs, "comm_time_s"),
+        "val_s": _total(epochs, "val_time_s"),
+        "test_s": test_s,
+        "setup_s": setup_s,
+    }
+
+
 def final_results(
     *,
     config: TrainConfig,
@@ -160,15 +174,7 @@ def final_results(
     """What ``metrics.json`` holds (the layout in this module's docstring); ``step_losses``
     go to ``steps.csv`` instead."""
     global_batch = sum(batch_sizes)
-    phases = {
-        "train_s": _total(epochs, "train_time_s"),
-        "data_s": _total(epochs, "data_time_s"),
-        "compute_s": _total(epochs, "compute_time_s"),
-        "comm_s": _total(epochs, "comm_time_s"),
-        "val_s": _total(epochs, "val_time_s"),
-        "test_s": test_s,
-        "setup_s": setup_s,
-    }
+    phases = _phases(epochs, test_s, setup_s)
     train_s = phases["train_s"]
     return {
         "run": {

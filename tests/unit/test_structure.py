@@ -170,7 +170,6 @@ NOT_YET_SPLIT = {
     "data_prep/metadata_json.py:metadata_json",
     "hpcbench/train/config.py",
     "hpcbench/train/config.py:TrainConfig",
-    "hpcbench/train/documents.py:final_results",
     "hpcbench/train/loop.py",
     "hpcbench/train/loop.py:_train_steps",
 }
