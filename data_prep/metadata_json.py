@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +27,51 @@ from hpcbench.data_prep.source import FileSource, image_directories
 from hpcbench.data_prep.split import split_named
 from hpcbench.files import open_regular
 from hpcbench.jsonfile import JsonFileError, parse_json
+
+
+def _labels(
+    path: Path,
+    images: dict[int, str],
+    categories: list[tuple[int, str]],
+    annotations: list[tuple[int, int]],
+) -> dict[int, int]:
+    """Each annotated image's label (its category's place among the sorted categories); an
+    annotation of an unknown image or category, or an image of two categories, is an error."""
+    label_of_category = {cid: k for k, (cid, _) in enumerate(categories)}
+    label_of_image: dict[int, int] = {}
+    for image_id, category_id in annotations:
+        if image_id not in images:
+            raise DataError(
+                f"{path}: an annotation names image id {image_id}, which is not in images[]"
+            )
+        if category_id not in label_of_category:
+            raise DataError(
+                f"{path}: an annotation names category id {category_id}, which is not in categories[]"
+            )
+        label = label_of_category[category_id]
+        if label_of_image.setdefault(image_id, label) != label:
+            raise DataError(
+                f"{path}: image id {image_id} ({images[image_id]}) has annotations with two different categories"
+            )
+    return label_of_image
+
+
+def _splits(
+    path: Path, data: Any, images: dict[int, str], ids: list[int], split_column: str
+) -> list[str]:
+    """Each image's split as its entry of images[] names it under ``split_column``."""
+    entries = {int(im["id"]): im for im in data["images"]}
+    given = []
+    for i in ids:
+        value = entries[i].get(split_column) if isinstance(entries[i], dict) else None
+        split = split_named(value) if value is not None else None
+        if split is None:
+            raise DataError(
+                f"{path}: image id {i} ({images[i]}): split {split_column!r} is "
+                f"{'missing' if value is None else repr(value)}; expected train, val or test"
+            )
+        given.append(split)
+    return given
 
 
 def metadata_json(
@@ -56,37 +102,10 @@ def metadata_json(
         raise DataError(
             f"{path}: {len(categories)} categor(y/ies); classification needs at least 2"
         )
-    label_of_category = {cid: k for k, (cid, _) in enumerate(categories)}
-    label_of_image: dict[int, int] = {}
-    for image_id, category_id in annotations:
-        if image_id not in images:
-            raise DataError(
-                f"{path}: an annotation names image id {image_id}, which is not in images[]"
-            )
-        if category_id not in label_of_category:
-            raise DataError(
-                f"{path}: an annotation names category id {category_id}, which is not in categories[]"
-            )
-        label = label_of_category[category_id]
-        if label_of_image.setdefault(image_id, label) != label:
-            raise DataError(
-                f"{path}: image id {image_id} ({images[image_id]}) has annotations with two different categories"
-            )
+    label_of_image = _labels(path, images, categories, annotations)
     ids = sorted(label_of_image)
     names = [images[i] for i in ids]
-    given = None
-    if split_column is not None:
-        entries = {int(im["id"]): im for im in data["images"]}
-        given = []
-        for i in ids:
-            value = entries[i].get(split_column) if isinstance(entries[i], dict) else None
-            split = split_named(value) if value is not None else None
-            if split is None:
-                raise DataError(
-                    f"{path}: image id {i} ({images[i]}): split {split_column!r} is "
-                    f"{'missing' if value is None else repr(value)}; expected train, val or test"
-                )
-            given.append(split)
+    given = None if split_column is None else _splits(path, data, images, ids, split_column)
     paths = [str(root / n) for n in names]
     return FileSource(
         kind="metadata-json",

@@ -167,7 +167,6 @@ NOT_YET_SPLIT = {
     "data_prep/convert.py",
     "data_prep/convert.py:_publish",
     "data_prep/csv_table.py:csv_table",
-    "data_prep/metadata_json.py:metadata_json",
     "hpcbench/train/config.py",
     "hpcbench/train/config.py:TrainConfig",
     "hpcbench/train/loop.py",
