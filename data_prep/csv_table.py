@@ -40,6 +40,35 @@ def read_rows(path: Path) -> list[list[str]]:
     return [r for r in rows if any(cell.strip() for cell in r)]
 
 
+def _columns(
+    path: Path,
+    first: list[str],
+    path_column: str | None,
+    label_column: str | None,
+    split_column: str | None,
+) -> tuple[int, int, int | None, int]:
+    """The columns of the file, the label and the split (None: none), and the first data line:
+    named by a header (the flags', else the usual names), or the first two columns of a file
+    without one."""
+    head = [c.strip().lower() for c in first]
+    has_header = bool(path_column or label_column or split_column) or any(
+        h in PATH_NAMES + LABEL_NAMES for h in head
+    )
+    if not has_header:
+        return 0, 1, None, 1
+
+    def column(wanted: str | None, options: tuple[str, ...], flag: str) -> int:
+        for name in [wanted.lower()] if wanted else options:
+            if name in head:
+                return head.index(name)
+        raise DataError(f"{path}: no column {wanted or '/'.join(options)!r} in the header ({flag})")
+
+    pcol = column(path_column, PATH_NAMES, "--path-column")
+    lcol = column(label_column, LABEL_NAMES, "--label-column")
+    scol = column(split_column, (), "--split-column") if split_column else None
+    return pcol, lcol, scol, 2
+
+
 def csv_table(
     path: str | os.PathLike[str],
     image_root: str | os.PathLike[str] | None = None,
@@ -51,26 +80,8 @@ def csv_table(
     rows = read_rows(path)
     if not rows:
         raise DataError(f"{path}: empty")
-    head = [c.strip().lower() for c in rows[0]]
-    has_header = bool(path_column or label_column or split_column) or any(
-        h in PATH_NAMES + LABEL_NAMES for h in head
-    )
-    if has_header:
-
-        def column(wanted: str | None, options: tuple[str, ...], flag: str) -> int:
-            for name in [wanted.lower()] if wanted else options:
-                if name in head:
-                    return head.index(name)
-            raise DataError(
-                f"{path}: no column {wanted or '/'.join(options)!r} in the header ({flag})"
-            )
-
-        pcol = column(path_column, PATH_NAMES, "--path-column")
-        lcol = column(label_column, LABEL_NAMES, "--label-column")
-        scol = column(split_column, (), "--split-column") if split_column else None
-        body, first_line = rows[1:], 2
-    else:
-        pcol, lcol, scol, body, first_line = 0, 1, None, rows, 1
+    pcol, lcol, scol, first_line = _columns(path, rows[0], path_column, label_column, split_column)
+    body = rows[first_line - 1 :]
     root = Path(image_root) if image_root is not None else path.parent
     files, values, splits = [], [], []
     for n, row in enumerate(body, start=first_line):

@@ -166,7 +166,6 @@ NOT_YET_SPLIT = {
     "data_prep/arrays.py:from_arrays",
     "data_prep/convert.py",
     "data_prep/convert.py:_publish",
-    "data_prep/csv_table.py:csv_table",
     "hpcbench/train/config.py",
     "hpcbench/train/config.py:TrainConfig",
     "hpcbench/train/loop.py",
