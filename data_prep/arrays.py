@@ -115,15 +115,7 @@ def from_arrays(
             f"{label_name}: labels must be integers >= 0 (got dtype {labels.dtype}, "
             f"min {labels.min() if len(labels) else '-'})"
         )
-    if images.dtype != np.uint8:
-        if not np.issubdtype(images.dtype, np.floating):
-            raise DataError(f"images must be uint8 (0..255) or float (0..1), got {images.dtype}")
-        lo, hi = float(np.min(images)), float(np.max(images))
-        if lo < 0 or hi > 1:
-            raise DataError(
-                f"float images must hold 0..1, found {lo:g}..{hi:g} (scale them, or pass uint8)"
-            )
-        images = np.clip(np.asarray(images, dtype=np.float64) * 255 + 0.5, 0, 255).astype(np.uint8)
+    images = _as_bytes(images)
     num = int(labels.max()) + 1 if len(labels) else 0
     if classes is None:
         classes = [str(k) for k in range(num)]
@@ -141,6 +133,20 @@ def from_arrays(
         images=images,
         inputs=inputs,
     )
+
+
+def _as_bytes(images: np.ndarray) -> np.ndarray:
+    """The images as uint8: float images (0..1) scaled and rounded, anything else refused."""
+    if images.dtype == np.uint8:
+        return images
+    if not np.issubdtype(images.dtype, np.floating):
+        raise DataError(f"images must be uint8 (0..255) or float (0..1), got {images.dtype}")
+    lo, hi = float(np.min(images)), float(np.max(images))
+    if lo < 0 or hi > 1:
+        raise DataError(
+            f"float images must hold 0..1, found {lo:g}..{hi:g} (scale them, or pass uint8)"
+        )
+    return np.clip(np.asarray(images, dtype=np.float64) * 255 + 0.5, 0, 255).astype(np.uint8)
 
 
 def _check_finite(images: np.ndarray, name: str, rows: int = 1024) -> None:
