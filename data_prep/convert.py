@@ -20,14 +20,12 @@ other directory.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import logging
 import math
 import multiprocessing as mp
 import os
 import shutil
-import signal
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -39,18 +37,21 @@ import numpy as np
 from hpcbench import __version__
 from hpcbench.data.manifest import (
     DTYPES,
-    FORMAT_NAME,
-    MANIFEST_NAME,
     DataError,
     Manifest,
-    ShardInfo,
     SplitInfo,
 )
-from hpcbench.data.shards import write_shard
-from hpcbench.data_prep.images import RESIZE_POLICIES, UnreadableImage
+from hpcbench.data_prep.convert_worker import (
+    Task,
+    TaskResult,
+    init_pool_worker,
+    init_worker,
+    run_task,
+)
+from hpcbench.data_prep.images import RESIZE_POLICIES
+from hpcbench.data_prep.output_dir import check_output, swap_in
 from hpcbench.data_prep.source import Source, Target
 from hpcbench.data_prep.split import cap_per_class, given_split, parse_fractions, stratified_split
-from hpcbench.files import printable
 
 log = logging.getLogger(__name__)
 DEFAULT_SHARD_MB = 64.0  # MosaicML Streaming's default shard size
@@ -125,110 +126,6 @@ def parse_megabytes(text: str) -> float:
     return megabytes
 
 
-@dataclass(frozen=True)
-class Task:
-    split: str
-    number: int
-    items: np.ndarray
-
-    @property
-    def file(self) -> str:
-        return f"{self.split}-{self.number:05d}.h5"
-
-
-@dataclass
-class TaskResult:
-    split: str
-    number: int
-    shard: ShardInfo | None  # None when every item was unreadable
-    class_counts: list[int]
-    sums: list[float]  # per channel, 0..1 scale
-    squares: list[float]
-    pixels: int  # per channel
-    skipped: list[tuple[str, str]]
-
-
-# ---- the worker side ------------------------------------------------------------------------------
-_ctx: dict[str, Any] = {}
-
-
-def _init_worker(
-    source: Source, target: Target, options: ConvertOptions, tmp: Path, counter: Any
-) -> None:
-    _ctx.update(source=source, target=target, options=options, tmp=tmp, counter=counter)
-
-
-def _init_pool_worker(*args: Any) -> None:
-    """A pool worker leaves interrupts to its parent, which stops the pool and cleans up: it
-    ignores SIGINT (Ctrl-C reaches the whole process group) and dies quietly on SIGTERM."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _init_worker(*args)
-
-
-def _count(n: int) -> None:
-    counter = _ctx.get("counter")
-    if counter is not None:
-        with counter.get_lock():
-            counter.value += n
-
-
-def _run_task(task: Task) -> TaskResult:
-    source: Source = _ctx["source"]
-    target: Target = _ctx["target"]
-    options: ConvertOptions = _ctx["options"]
-    c = target.channels
-    w, h = target.size
-    images = np.empty((len(task.items), c, h, w), dtype=np.uint8)
-    kept: list[int] = []
-    skipped: list[tuple[str, str]] = []
-    pending = 0
-    for item, loaded in source.load_many(task.items, target):
-        name = source.names[item] if source.names else f"item {item}"
-        if isinstance(loaded, UnreadableImage):
-            if options.strict:
-                path = getattr(source, "paths", None)
-                raise DataError(f"{path[item] if path else name}: unreadable image ({loaded})")
-            skipped.append((name, str(loaded)))
-        else:
-            if loaded.shape != (c, h, w):
-                raise DataError(f"{name}: loaded as {loaded.shape}, expected {(c, h, w)}")
-            images[len(kept)] = loaded
-            kept.append(item)
-        pending += 1
-        if pending >= 16:
-            _count(pending)
-            pending = 0
-    _count(pending)
-    images = images[: len(kept)]
-    idx = np.array(kept, dtype=np.int64)
-    labels = source.labels[idx]
-    counts = np.bincount(labels[labels >= 0], minlength=len(source.classes)).tolist()
-    flat = images.reshape(len(kept), c, h * w)  # not -1: a shard may have kept no image
-    sums = (flat.sum(axis=(0, 2), dtype=np.float64) / 255).tolist()
-    squares = np.einsum("ncp,ncp->c", flat.astype(np.float64), flat.astype(np.float64)) / 255**2
-    stored = images if options.dtype == "uint8" else (images / np.float32(255)).astype(np.float16)
-    shard = None
-    if kept:
-        shard = write_shard(
-            _ctx["tmp"] / task.file,
-            stored,
-            labels,
-            idx,
-            {"split": task.split, "shard": task.number, "classes": len(source.classes)},
-        )
-    return TaskResult(
-        task.split,
-        task.number,
-        shard,
-        counts,
-        sums,
-        squares.tolist(),
-        flat.shape[2] * len(kept),
-        skipped,
-    )
-
-
 # ---- the coordinating side ------------------------------------------------------------------------
 def _mpi_comm() -> Any | None:
     """COMM_WORLD when this process is one of several MPI ranks, else None."""
@@ -254,81 +151,6 @@ def _mpi_comm() -> Any | None:
 def one_line(text: str) -> str:
     """A name or id as one line of sources.txt / source_ids.txt (line i is sample index i)."""
     return text.replace("\r", " ").replace("\n", " ")
-
-
-EXTRA_FILES = ("skipped.txt", "sources.txt", "source_ids.txt")
-
-
-def dataset_files(path: Path) -> set[str] | None:
-    """The names a conversion wrote into ``path`` (its manifest, the shards it lists,
-    skipped.txt, sources.txt) when ``path`` is a real directory holding a valid hpcbench
-    manifest, else None."""
-    if path.is_symlink() or not path.is_dir():
-        return None
-    try:
-        manifest = Manifest.load(path)
-    except DataError:
-        return None
-    shards = {s.file for split in manifest.splits.values() for s in split.shards}
-    return {MANIFEST_NAME, *EXTRA_FILES, *shards}
-
-
-def dataset_problem(path: Path) -> str | None:
-    """Why ``--overwrite`` may not replace ``path``, or None when it is a dataset of ours and
-    holds nothing else (a directory hpcbench wrote whole, so removing it loses nothing else)."""
-    ours = dataset_files(path)
-    if ours is None:
-        return (
-            f"exists and is not an hpcbench dataset (no valid {MANIFEST_NAME} with "
-            f'"format": "{FORMAT_NAME}")'
-        )
-    with os.scandir(path) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            if entry.name not in ours or not entry.is_file(follow_symlinks=False):
-                return f"holds {printable(entry.name)}, which hpcbench did not write there"
-    return None
-
-
-def is_dataset(path: Path) -> bool:
-    """True when ``path`` is a dataset directory that ``--overwrite`` may replace."""
-    return dataset_problem(path) is None
-
-
-def _read_paths(source: Source) -> list[str]:
-    """Every file and directory the conversion reads, as given (item files included: a class
-    folder or list entry may be a link into the output)."""
-    return [*source.inputs, *(getattr(source, "paths", None) or [])]
-
-
-def check_output(out: Path, source: Source, overwrite: bool) -> None:
-    """Raise DataError unless writing (and with ``overwrite``, replacing) ``out`` is safe."""
-    real_out = Path(os.path.realpath(out))
-    for given in _read_paths(source):
-        real = Path(os.path.realpath(given))
-        if real == real_out or real.is_relative_to(real_out):
-            raise DataError(
-                f"{out}: is or contains the source {printable(given)}; choose an output "
-                "directory outside it"
-            )
-    for given in source.scanned:
-        if real_out.is_relative_to(os.path.realpath(given)):
-            raise DataError(
-                f"{out}: inside the source directory {given}; choose an output directory outside it"
-            )
-    if not os.path.lexists(out):
-        return
-    if not overwrite:
-        raise DataError(f"{out}: exists (choose another directory or pass --overwrite)")
-    if out.is_symlink():
-        raise DataError(
-            f"{out}: a symbolic link; --overwrite replaces only a real dataset directory"
-        )
-    problem = dataset_problem(out)
-    if problem:
-        raise DataError(
-            f"{out}: {problem}; --overwrite replaces only a directory holding an hpcbench "
-            "dataset and nothing else: remove it yourself or choose another directory"
-        )
 
 
 def plan(source: Source, options: ConvertOptions, target: Target) -> list[Task]:
@@ -435,12 +257,12 @@ def _run_everywhere(
     if comm is not None:
         # One process per rank; rank 0's bar shows its own share, scaled to the whole.
         mine = tasks[comm.Get_rank() :: comm.Get_size()]
-        _init_worker(source, target, options, tmp, None)
+        init_worker(source, target, options, tmp, None)
         bar = Progress(total, f"converting on {comm.Get_size()} MPI ranks", enabled=show)
         results, error, done = [], None, 0
         try:
             for t in mine:
-                results.append(_run_task(t))
+                results.append(run_task(t))
                 done += len(t.items)
                 bar.update(min(total, done * comm.Get_size()))
         except BaseException as err:  # noqa: BLE001 - reported by rank 0; a raise here would hang the gather
@@ -458,17 +280,17 @@ def _run_everywhere(
     counter = mp.Value("q", 0)
     bar = Progress(total, f"converting with {workers} process(es)", enabled=show)
     if workers == 1:
-        _init_worker(source, target, options, tmp, counter)
+        init_worker(source, target, options, tmp, counter)
         results = []
         for t in tasks:
-            results.append(_run_task(t))
+            results.append(run_task(t))
             bar.update(counter.value)
         bar.close()
         return results
     with mp.get_context("fork" if sys.platform == "linux" else "spawn").Pool(
-        workers, initializer=_init_pool_worker, initargs=(source, target, options, tmp, counter)
+        workers, initializer=init_pool_worker, initargs=(source, target, options, tmp, counter)
     ) as pool:
-        pending = pool.map_async(_run_task, tasks, chunksize=1)
+        pending = pool.map_async(run_task, tasks, chunksize=1)
         while not pending.ready():
             pending.wait(0.1)
             bar.update(counter.value)
@@ -478,55 +300,10 @@ def _run_everywhere(
     return results
 
 
-def _swap_in(tmp: Path, out: Path) -> None:
-    """Rename ``tmp`` to ``out``; an existing ``out`` (a dataset: checked before converting, and
-    again here) is moved aside first and removed after. SIGINT/SIGTERM wait until the renames
-    are done, so an interrupt never leaves neither the old dataset nor the new one."""
-    blocked = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
-    try:
-        if not os.path.lexists(out):
-            os.replace(tmp, out)
-            return
-        ours = dataset_files(out)
-        problem = dataset_problem(out)
-        if ours is None or problem:
-            raise DataError(f"{out}: changed while converting and {problem}; left as it is")
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        os.replace(out, old)
-        try:
-            os.replace(tmp, out)
-        except OSError:
-            os.replace(old, out)
-            raise
-        _remove_dataset(old, ours)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def _remove_dataset(old: Path, ours: set[str]) -> None:
-    """Remove the replaced dataset: only the files hpcbench wrote, then the directory; anything
-    that appeared there meanwhile is left, with a warning."""
-    for name in ours:
-        with contextlib.suppress(FileNotFoundError):
-            (old / name).unlink()
-    try:
-        old.rmdir()
-    except OSError:
-        log.warning(
-            "hpcbench prep: %s held files hpcbench did not write; left there for you to check", old
-        )
-
-
-def _publish(
-    results: list[TaskResult],
-    source: Source,
-    target: Target,
-    options: ConvertOptions,
-    tmp: Path,
-    out: Path,
-    seconds: float,
-) -> Manifest:
+def _splits(
+    results: list[TaskResult], source: Source
+) -> tuple[dict[str, SplitInfo], list[tuple[str, str]]]:
+    """Each split's samples per class and shards, in task order, and the images skipped."""
     splits: dict[str, SplitInfo] = {}
     skipped: list[tuple[str, str]] = []
     for name in ("train", "val", "test"):
@@ -541,6 +318,19 @@ def _publish(
             splits[name] = SplitInfo(sum(counts), counts, shards)
         for r in mine:
             skipped += r.skipped
+    return splits, skipped
+
+
+def _publish(
+    results: list[TaskResult],
+    source: Source,
+    target: Target,
+    options: ConvertOptions,
+    tmp: Path,
+    out: Path,
+    seconds: float,
+) -> Manifest:
+    splits, skipped = _splits(results, source)
     train = [r for r in results if r.split == "train"]
     pixels = sum(r.pixels for r in train)
     if pixels == 0:
@@ -575,7 +365,7 @@ def _publish(
     if source.ids is not None and any(source.ids):
         (tmp / "source_ids.txt").write_text("".join(one_line(i) + "\n" for i in source.ids))
     manifest.save(tmp)
-    _swap_in(tmp, out)
+    swap_in(tmp, out)
     manifest.root = out
     log.info("wrote %s", out)
     return manifest
