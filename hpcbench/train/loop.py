@@ -35,12 +35,13 @@ from torch import nn
 
 from hpcbench.train import checkpoint_file as ckpt
 from hpcbench.train import checkpointing
+from hpcbench.train.agreement import agree_after_step, check_verdicts, loss_values, resync, stopped
 from hpcbench.train.breakdown import per_step_ms
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData
 from hpcbench.train.documents import EpochTimes, epoch_row, final_results
 from hpcbench.train.drills import act, step_delay
-from hpcbench.train.failures import diverged_at_step, diverged_in_epoch, stop_together
+from hpcbench.train.failures import diverged_in_epoch
 from hpcbench.train.finite import nonfinite_flag
 from hpcbench.train.metrics import Meter
 from hpcbench.train.normalize import Normalizer
@@ -49,7 +50,7 @@ from hpcbench.train.prefetch import Prefetcher, prefetch_depth, staged
 from hpcbench.train.replicas import nudge
 from hpcbench.train.runtime import Runtime, provenance
 from hpcbench.train.start import Log, Training, announce, start
-from hpcbench.train.stopping import Stopped, StopRequest, mark
+from hpcbench.train.stopping import StopRequest
 from hpcbench.train.strategies.base import Strategy
 
 if TYPE_CHECKING:
@@ -233,6 +234,25 @@ def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
             batches.close()
 
 
+def _step(
+    t: Training, epoch: int, step: int, batches: Iterator[Any], timed: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float, float]:
+    """One step's batch (its wait timed) and its forward, backward and update; the step's loss,
+    logits and targets, the seconds waited for data and spent communicating."""
+    d0 = time.perf_counter()
+    with timed.part("data"):
+        x, y = t.norm.normalize(*next(batches))
+    waited = time.perf_counter() - d0
+    t.watchdog.at("step", t.steps_done)
+    loss, logits, comm, flag = train_step(t.strategy, t.optimizer, x, y, t.criterion, t.precision)
+    if t.precision.diverges:
+        t.verdicts.add(flag, epoch, step, loss, t.lr)
+        if t.runtime.world_size == 1 and t.verdicts.maybe_bad():
+            check_verdicts(t)
+    nudge(t.strategy.eval_model, t.drill, t.steps_done)
+    return loss, logits, y, waited, comm
+
+
 def _train_steps(
     t: Training,
     epoch: int,
@@ -244,7 +264,6 @@ def _train_steps(
     progress: Progress | None,
 ) -> tuple[Meter, float, float, float]:
     """The steps themselves, from step ``first`` on, over the staged ``batches``."""
-    world = t.runtime.world_size
     data_s = comm_s = paused_s = 0.0
     every = t.config.checkpoint_every
     weight = t.data.weight
@@ -257,19 +276,8 @@ def _train_steps(
         t.watchdog.at("batch", t.steps_done)
         if t.drill is not None:
             act(t.drill, t.steps_done)
-        d0 = time.perf_counter()
-        with timed.part("data"):
-            x, y = t.norm.normalize(*next(batches))
-        data_s += time.perf_counter() - d0
-        t.watchdog.at("step", t.steps_done)
-        loss, logits, comm, flag = train_step(
-            t.strategy, t.optimizer, x, y, t.criterion, t.precision
-        )
-        if t.precision.diverges:
-            t.verdicts.add(flag, epoch, step, loss, t.lr)
-            if world == 1 and t.verdicts.maybe_bad():
-                check_verdicts(t)
-        nudge(t.strategy.eval_model, t.drill, t.steps_done)
+        loss, logits, y, waited, comm = _step(t, epoch, step, batches, timed)
+        data_s += waited
         comm_s += comm
         with timed.part("optimizer"):
             t.schedule.step()
@@ -303,64 +311,6 @@ def _train_steps(
     if progress is not None:
         progress.close()
     return meter, train_s, data_s + before[1], comm_s + before[2]
-
-
-def resync(t: Training) -> None:
-    """Ranks on different kinds of device take rank 0's state (:mod:`.replicas`)."""
-    assert t.strategy.eval_model is not None
-    t.replicas.resync(t.strategy, t.strategy.eval_model, t.optimizer, t.steps_done)
-
-
-def check_verdicts(t: Training) -> None:
-    """Stop at the first step since the last look whose gradients were not finite (one host
-    read; every rank holds the same flags, from the same synchronised gradients)."""
-    bad = t.verdicts.first_bad()
-    if bad is not None:
-        world, rank = t.runtime.world_size, t.runtime.rank
-        raise diverged_at_step(bad.epoch, bad.step, world, bad.loss, bad.lr, rank)
-
-
-def agree_after_step(t: Training, loss: torch.Tensor, weight: float) -> tuple[bool, Any]:
-    """Whether any rank received a stop signal, and the step's global mean loss: one all-reduce
-    of two numbers (a host read that the multi-rank strategies' step has already paid for; the
-    step's non-finite flags are read with it). One rank needs no collective, and its loss stays
-    a device number until it is saved (no host synchronisation per step)."""
-    if t.runtime.rank == 0 and not t.stop.requested:
-        now = time.monotonic()
-        if now - t.request_checked >= 1.0:  # a file look-up a second at most
-            t.request_checked = now
-            t.stop.read_request_file()  # launchers that do not forward signals (MPICH's Hydra)
-    if t.runtime.world_size == 1:
-        return t.stop.requested, loss
-    vector = np.array([1.0 if t.stop.requested else 0.0, float(loss) * weight])
-    check_verdicts(t)
-    flag, total = t.strategy.all_reduce(vector)
-    return flag > 0, float(total)
-
-
-def loss_values(t: Training) -> list[float]:
-    """The per-step losses as numbers (one rank keeps them on the device until now)."""
-    t.losses = [float(x) for x in t.losses]
-    return t.losses
-
-
-def stopped(t: Training, epoch: int, step: int, path: Path | None) -> BaseException:
-    """The stop every rank raises together; rank 0 says why, where the checkpoint is, and
-    leaves the ``stopped`` mark for the job script."""
-    if t.runtime.rank != 0:
-        return stop_together(Stopped("stopped with the other ranks"))
-    why = t.stop.describe() if t.stop.requested else "another rank's stop signal"
-    where = f"checkpoint {path}" if path else "no checkpoint (--no-checkpoint)"
-    mark(
-        "stopped",
-        {"signal": why, "checkpoint": str(path) if path else None, "steps_done": t.steps_done},
-    )
-    return stop_together(
-        Stopped(
-            f"stopped by {why} at epoch {epoch + 1}, step {step} ({t.steps_done} steps done): "
-            f"{where}; run again with --resume auto to continue"
-        )
-    )
 
 
 def run_epoch(t: Training, epoch: int) -> dict[str, Any]:

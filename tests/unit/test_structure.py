@@ -165,8 +165,6 @@ def test_no_function_local_import_of_hpcbench_in_the_scheduler_modules():
 NOT_YET_SPLIT = {
     "hpcbench/train/config.py",
     "hpcbench/train/config.py:TrainConfig",
-    "hpcbench/train/loop.py",
-    "hpcbench/train/loop.py:_train_steps",
 }
 
 
