@@ -4,6 +4,8 @@ scheduler's name; a scheduler without one (the local scheduler) keeps no account
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,13 @@ from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
 
 
 def readers() -> dict[str, type[AccountingReader]]:
-    """Every scheduler's accounting reader, by the scheduler's name."""
+    """Every scheduler's accounting reader, by the scheduler's name: the ``accounting`` module
+    beside each scheduler's module is imported here, when accounting is first asked for (not on
+    every command)."""
+    for cls in SCHEDULER_CLASSES.values():
+        package = cls.__module__.rpartition(".")[0]
+        if package and importlib.util.find_spec(f"{package}.accounting") is not None:
+            importlib.import_module(f"{package}.accounting")
     found: dict[str, type[AccountingReader]] = {}
     todo = list(AccountingReader.__subclasses__())
     while todo:

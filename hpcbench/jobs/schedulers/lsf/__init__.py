@@ -1,6 +1,6 @@
 """LSF: the scheduler (:mod:`.scheduler`: bsub, bjobs, bkill, blaunch) and its accounting
 (:mod:`.accounting`: ``bacct -l``)."""
 
-from hpcbench.jobs.schedulers.lsf import accounting, scheduler
+from hpcbench.jobs.schedulers.lsf import scheduler
 
-__all__ = ["accounting", "scheduler"]
+__all__ = ["scheduler"]

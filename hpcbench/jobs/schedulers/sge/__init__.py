@@ -1,6 +1,6 @@
 """Grid Engine (Son of Grid Engine, Univa/Altair, Open Cluster Scheduler): the scheduler
 (:mod:`.scheduler`: qsub, qstat, qdel) and its accounting (:mod:`.accounting`: qacct)."""
 
-from hpcbench.jobs.schedulers.sge import accounting, scheduler
+from hpcbench.jobs.schedulers.sge import scheduler
 
-__all__ = ["accounting", "scheduler"]
+__all__ = ["scheduler"]

@@ -2,6 +2,6 @@
 itself and the preflight of a job (:mod:`.cluster`: sinfo, scontrol) and its accounting
 (:mod:`.accounting`: sacct)."""
 
-from hpcbench.jobs.schedulers.slurm import accounting, cluster, scheduler
+from hpcbench.jobs.schedulers.slurm import scheduler
 
-__all__ = ["accounting", "cluster", "scheduler"]
+__all__ = ["scheduler"]
