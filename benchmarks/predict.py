@@ -38,7 +38,6 @@ REPO = HERE.parent
 def env() -> dict[str, str]:
     return {
         **os.environ,
-        "PYTHONPATH": str(REPO),
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
     }
 

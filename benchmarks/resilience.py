@@ -5,7 +5,9 @@ The trainer (mpi strategy, 2 ranks × 1 thread under mpiexec, a small global bat
 per-step collective matters most) runs interleaved ``--repeats`` times as
 
 - ``baseline``: an hpcbench checkout given with ``--baseline DIR`` (e.g. a ``git worktree`` of a
-  commit before checkpoints existed), when given;
+  commit before checkpoints existed), when given: its ``hpcbench/`` first on ``PYTHONPATH`` (the
+  trainer imports neither ``hpcbench.data_prep`` nor ``hpcbench.templates``, which an uninstalled
+  tree does not map);
 - ``no-checkpoint``: this tree with ``--no-checkpoint`` (only the per-step agreement: one
   all-reduce of two numbers after each step);
 - ``epoch-end``: this tree's default (a checkpoint at the end of each epoch, outside the train

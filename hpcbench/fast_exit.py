@@ -7,7 +7,9 @@ runs the C++ destructors of torch's libraries. Each rank of each launch pays it,
 its launcher and the ranks beside it wait. :func:`exit_now` does what a normal exit does that
 matters, then leaves at once:
 
-1. waits for the process's non-daemon threads, as the interpreter does before it exits;
+1. waits for the process's non-daemon threads as the interpreter does before it exits: first
+   threading's own exit hooks, which tell concurrent.futures' worker threads (torch.compile's
+   pools among them) to stop, then the threads themselves;
 2. runs the functions registered with :mod:`atexit` (logging's flush, multiprocessing's clean-up
    of child processes, torch.compile's worker pool, a user's own);
 3. flushes stdout and stderr;
@@ -37,10 +39,7 @@ from typing import NoReturn
 def exit_now(status: int) -> NoReturn:
     """Leave this process with ``status`` after its threads, exit functions, output and MPI."""
     try:
-        current = threading.current_thread()
-        for thread in threading.enumerate():
-            if thread is not current and not thread.daemon:
-                thread.join()
+        _wait_for_threads()
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
@@ -54,3 +53,18 @@ def exit_now(status: int) -> NoReturn:
         sys.exit(status)
     leave(status)
     os._exit(status)  # not reached: exit() does not return
+
+
+def _wait_for_threads() -> None:
+    """What the interpreter does with threads at its end: ``threading._shutdown`` runs the hooks
+    registered with ``threading._register_atexit`` (concurrent.futures stops its idle workers
+    there) and joins every non-daemon thread; without them, a pool's idle worker waits for work
+    for ever. Where that private function is missing, the threads are joined directly."""
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
+        return
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join()

@@ -5,8 +5,9 @@ statistics by :mod:`hpcbench.bench.stats`; the method is in docs/benchmarking.md
 
 - :func:`analyse`: per configuration, over its repetitions (timing runs for times, accuracy and
   throughput; energy runs for energy): phase times, speedups, efficiency, Karp–Flatt, accuracy,
-  energy and EDP, the differences from the one-device baseline and sentences saying it in words;
-- :func:`compare`: what changed between two results directories.
+  energy and EDP, the differences from the one-device baseline and sentences saying it in words.
+
+What changed between two results directories is :mod:`hpcbench.bench.comparison`.
 """
 
 from __future__ import annotations

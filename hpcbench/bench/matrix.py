@@ -54,7 +54,6 @@ from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
 STRATEGIES = tuple(STRATEGY_KINDS)
 DEVICES = ("cpu", "cuda")
-LAUNCHERS = launcher_names()
 MAX_MATRIX_BYTES = 1 << 20
 MAX_RUNS = 10_000  # a matrix larger than this is a typo, not a plan
 
@@ -158,7 +157,7 @@ def _config(table: Any, where: str) -> Config:
         device=device,
         nodes=read_int(table, "nodes", where, 1, 1, 4096),
         ranks_per_node=read_int(table, "ranks_per_node", where, 1, 1, 1024),
-        launcher=read_str(table, "launcher", where, LAUNCHERS) or "",
+        launcher=read_str(table, "launcher", where, launcher_names()) or "",
         trainer_args=tuple(read_args(table, "trainer_args", where)),
     )
     _check_config(config, where)

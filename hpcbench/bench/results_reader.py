@@ -103,12 +103,18 @@ def _check_bench(path: Path, bench: Any) -> None:
             raise AnalysisError(f"{path}: matrix.{key} {base!r} is not one of the configs")
 
 
-def _check_metrics(path: Path, metrics: Any) -> None:
+def check_metrics_format(path: Path, metrics: Any) -> None:
+    """Refuse a metrics.json of another layout than :data:`METRICS_FORMAT` (one without a
+    format is that layout's first form, written before it was recorded)."""
     if isinstance(metrics, dict) and metrics.get("format", METRICS_FORMAT) != METRICS_FORMAT:
         raise AnalysisError(
             f"{path}: format is {printable(str(metrics['format']))[:80]!r}, not "
             f"{METRICS_FORMAT!r} (written by another version of hpcbench)"
         )
+
+
+def _check_metrics(path: Path, metrics: Any) -> None:
+    check_metrics_format(path, metrics)
     if not isinstance(metrics, dict) or not isinstance(metrics.get("phases"), dict):
         raise AnalysisError(f'{path}: no "phases" (not a metrics.json of hpcbench train)')
     for key in ("setup_s", *TOTAL_PHASES):
@@ -284,6 +290,7 @@ def read_run_metrics(directory: Path, run_dir: str) -> dict[str, Any] | None:
         if err.missing:
             return None
         raise AnalysisError(str(err)) from None
+    check_metrics_format(path, data)
     return data if isinstance(data, dict) else None
 
 

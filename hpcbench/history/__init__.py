@@ -73,13 +73,17 @@ def record_results(results_dir: str | Path, history: History | None = None) -> t
 def record_run(run_dir: str | Path, history: History | None = None) -> tuple[int, bool]:
     """Record one training run (a run directory with the trainer's ``metrics.json``) as a
     result of one configuration, named after its strategy."""
-    from hpcbench.bench.results_reader import AnalysisError, phase_times
+    from hpcbench.bench.results_reader import AnalysisError, check_metrics_format, phase_times
     from hpcbench.jsonfile import JsonFileError, read_json
 
     directory = Path(run_dir).resolve()
     try:
         metrics = read_json(directory / "metrics.json", "not a run directory of hpcbench train")
     except JsonFileError as err:
+        raise HistoryError(str(err)) from None
+    try:
+        check_metrics_format(directory / "metrics.json", metrics)
+    except AnalysisError as err:
         raise HistoryError(str(err)) from None
     if not isinstance(metrics, dict) or not isinstance(metrics.get("phases"), dict):
         raise HistoryError(f"{directory / 'metrics.json'}: not a metrics.json of hpcbench train")

@@ -4,10 +4,11 @@ The environment is strict (a missing variable is an error) and every user value 
 script through a quoting filter:
 
 * ``shq`` -- one shell word, quoted with :func:`shlex.quote` (inert whatever it holds);
-* ``shjoin`` -- a launch line (see :mod:`hpcbench.jobs.launchers`);
+* ``shjoin`` -- a launch line (see :mod:`hpcbench.jobs.shell`);
 * ``directive`` -- a value inside a ``#SBATCH``/``#PBS``/``#$`` line: bare when harmless, else
-  double-quoted with ``\\`` and ``"`` escaped (how sbatch reads its directives); a value holding a
-  newline is refused, since it would end the comment line and become code;
+  quoted as the scheduler's directives read quotes (its ``quote_directive``: escaped for sbatch,
+  refused where a qsub reads no escapes); a value holding a newline is refused, since it would end
+  the comment line and become code;
 * ``comment`` -- text inside a ``#`` comment, with control characters shown as escapes.
 
 Templates are looked up first in the user's directories (``--template-dir`` or the

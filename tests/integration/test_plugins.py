@@ -16,7 +16,6 @@ TOY_MODULE = '''
 """A toy batch system: the local scheduler's machinery under another name and template."""
 from pathlib import Path
 
-from hpcbench.jobs.launchers.base import Launcher, program_words
 from hpcbench.jobs.schedulers.local.scheduler import LocalScheduler
 
 
@@ -26,6 +25,13 @@ class ToyScheduler(LocalScheduler):
     template = "toy.sh.j2"
     template_dir = Path(__file__).parent / "templates"
     stop_warning = "the toy sends SIGTERM"
+
+
+'''
+
+TOY_LAUNCHER = '''
+"""A toy launcher, declared on its own under hpcbench.launchers."""
+from hpcbench.jobs.launchers.base import Launcher, program_words
 
 
 class ToyLauncher(Launcher):
@@ -50,19 +56,22 @@ def toy_package(root: Path) -> dict[str, str]:
     package = root / "toy_hpc"
     (package / "templates").mkdir(parents=True)
     (package / "__init__.py").write_text(textwrap.dedent(TOY_MODULE))
+    (package / "launcher.py").write_text(textwrap.dedent(TOY_LAUNCHER))
     (package / "templates" / "toy.sh.j2").write_text(TOY_TEMPLATE)
     info = root / "toy_hpc-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-hpc\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
-        "[hpcbench.schedulers]\ntoy = toy_hpc\n\n[hpcbench.launchers]\ntoyrun = toy_hpc\n"
+        "[hpcbench.schedulers]\ntoy = toy_hpc\n\n[hpcbench.launchers]\ntoyrun = toy_hpc.launcher\n"
     )
     return {"PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
 def test_a_plugged_in_scheduler_and_launcher_are_listed_rendered_and_run(workdir, tmp_path):
     env = toy_package(tmp_path / "site")
-    helptext = hpcbench("submit", "--help", cwd=workdir, env=env).stdout
+    shown = hpcbench("submit", "--help", cwd=workdir, env=env)
+    assert shown.stderr == "", shown.stderr  # every plug-in loaded, none refused
+    helptext = shown.stdout
     assert "slurm,lsf,sge,pbs,local,toy}" in "".join(helptext.split())
     assert "{torchrun,mpiexec,srun,toyrun}" in "".join(helptext.split())
 
@@ -70,6 +79,7 @@ def test_a_plugged_in_scheduler_and_launcher_are_listed_rendered_and_run(workdir
     flags = ["--scheduler", "toy", "--launcher", "toyrun", "--program", program]
     script = hpcbench("render", *flags, cwd=workdir, env=env)
     assert script.returncode == 0, script.stderr
+    assert "not loaded" not in script.stderr, script.stderr
     assert "# toy batch system: 1 node(s)" in script.stdout
     assert "env TOY_LAUNCHED=yes " in script.stdout
     assert "started by toyrun" in script.stdout

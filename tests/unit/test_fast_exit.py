@@ -64,6 +64,27 @@ exit_now(0)
 """
 
 
+POOLS = """
+import sys
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from hpcbench.fast_exit import exit_now
+
+threads = ThreadPoolExecutor(2)
+processes = ProcessPoolExecutor(1)  # torch.compile's inductor keeps pools like these
+assert threads.submit(pow, 2, 3).result() == 8 and processes.submit(pow, 2, 4).result() == 16
+exit_now(0)
+"""
+
+
+def test_a_process_holding_executor_pools_leaves_instead_of_waiting_for_them(tmp_path: Path):
+    """concurrent.futures' worker threads are not daemons: the interpreter tells them to stop
+    (threading's own exit hooks) before it waits for them, and so must exit_now."""
+    r = subprocess.run(
+        [sys.executable, "-c", POOLS], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stderr
+
+
 def test_mpi_is_finalized_on_every_rank_and_mpiexec_sees_every_rank_end_well(tmp_path: Path):
     """Four ranks, twice: a rank that finalized MPI and then left by ``os._exit`` (without the C
     libraries' exit handlers) was killed by MPICH's process manager in 5 launches of 6."""

@@ -377,3 +377,14 @@ def test_against_last_compares_with_a_result_that_measured_these_configurations(
     assert cli.main(["compare", str(one), "--against", "2"]) == 0
     out = capsys.readouterr().out
     assert "4gpu train time:" in out and "one run each: not judged" in out, out
+
+
+def test_a_run_of_another_metrics_layout_is_refused_in_one_line(tmp_path):
+    from hpcbench.history import HistoryError, record_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.json").write_text('{"format": "hpcbench-metrics/2", "phases": {}}')
+    with pytest.raises(HistoryError, match="format is 'hpcbench-metrics/2'") as err:
+        record_run(run, History(tmp_path / "h.sqlite"))
+    assert "\n" not in str(err.value)

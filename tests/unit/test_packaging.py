@@ -4,6 +4,7 @@ GPU benchmark script refuses a machine without a GPU in one line."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -13,8 +14,19 @@ import pytest
 from tests.conftest import REPO
 
 
+def source_tree(dest):
+    """The files a wheel is built from, copied without any build output of the checkout (a stale
+    build/ would ship modules that no longer exist)."""
+    for name in ("hpcbench", "data_prep", "templates"):
+        shutil.copytree(REPO / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, dest / name)
+    return dest
+
+
 @pytest.mark.slow
 def test_wheel_contains_templates_and_renders_from_install(tmp_path):
+    tree = source_tree(tmp_path / "tree")
     build = subprocess.run(
         [
             sys.executable,
@@ -26,7 +38,7 @@ def test_wheel_contains_templates_and_renders_from_install(tmp_path):
             "-q",
             "-w",
             str(tmp_path / "dist"),
-            str(REPO),
+            str(tree),
         ],
         capture_output=True,
         text=True,
@@ -38,10 +50,14 @@ def test_wheel_contains_templates_and_renders_from_install(tmp_path):
         assert f"hpcbench/templates/{template}" in names
     sources = [p.relative_to(REPO).as_posix() for p in (REPO / "hpcbench").rglob("*.py")]
     sources += [
-        f"hpcbench/{p.relative_to(REPO).as_posix()}" for p in (REPO / "data_prep").rglob("*.py")
+        f"hpcbench/{p.relative_to(REPO).as_posix()}"
+        for folder in ("data_prep", "templates")
+        for p in (REPO / folder).rglob("*.py")
     ]
     missing = [s for s in sources if s not in names]
     assert not missing, f"modules left out of the wheel: {missing}"
+    extra = [n for n in names if n.endswith(".py") and n not in sources]
+    assert not extra, f"modules in the wheel that the source does not hold: {extra}"
     # the converters ship inside the hpcbench namespace: no top-level package to shadow a user's
     assert not [n for n in names if n.split("/")[0] not in ("hpcbench",) and n.endswith(".py")]
     target = tmp_path / "site"

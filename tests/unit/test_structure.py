@@ -221,9 +221,9 @@ SCHEDULER_WORDS = {
 # Files that still name batch systems outside their packages, and why. The job spec's options
 # that one scheduler reads (scheduler.pbs_resources, scheduler.sge_pe, requeue.method =
 # "scontrol") and their profile keys and flags are declared in the spec, the profiles and the
-# CLI; the CLI's help texts name the batch systems; submitit's executor is SLURM's; and the run
-# side reads the environment each batch system sets (launch.py, the trainer's runtime and its
-# options, the scaling calibration's core count).
+# CLI; the CLI's help texts name the batch systems; the report's accounting section names
+# SLURM's ConsumedEnergy; and the run side reads the environment each batch system sets
+# (launch.py, the trainer's runtime and its options, the scaling calibration's core count).
 SCHEDULERS_DIR = ["hpcbench", "jobs", "schedulers"]
 NOT_YET_THEIR_OWN = {
     "hpcbench/jobs/spec.py",

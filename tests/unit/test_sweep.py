@@ -433,7 +433,7 @@ def test_a_sweep_task_whose_run_leaves_the_results_directory_is_refused_unread(t
     assert "is not a run directory's name" in r.stderr and "0.99" not in r.stdout
 
 
-@pytest.mark.parametrize("kind", ["link out", "fifo", "link to /dev/zero"])
+@pytest.mark.parametrize("kind", ["link out", "fifo", "link to /dev/zero", "another layout"])
 def test_a_sweep_tasks_metrics_that_lead_out_or_never_end_are_one_line(tmp_path, kind):
     import os
 
@@ -449,6 +449,9 @@ def test_a_sweep_tasks_metrics_that_lead_out_or_never_end_are_one_line(tmp_path,
     elif kind == "fifo":
         os.mkfifo(metrics)
         says = "not a regular file"
+    elif kind == "another layout":
+        metrics.write_text('{"format": "hpcbench-metrics/2", "validation": 0.99}')
+        says = "format is 'hpcbench-metrics/2', not 'hpcbench-metrics/1'"
     else:
         metrics.symlink_to("/dev/zero")
         says = "leads out of the results directory"

@@ -21,11 +21,11 @@ from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
 
 def readers() -> dict[str, type[AccountingReader]]:
     """Every scheduler's accounting reader, by the scheduler's name: the ``accounting`` module
-    beside each scheduler's module is imported here, when accounting is first asked for (not on
-    every command)."""
+    beside a scheduler's ``scheduler`` module (its package's) is imported here, when accounting
+    is first asked for (not on every command); a plug-in's reader may live anywhere it imports."""
     for cls in SCHEDULER_CLASSES.values():
-        package = cls.__module__.rpartition(".")[0]
-        if package and importlib.util.find_spec(f"{package}.accounting") is not None:
+        package, _, module = cls.__module__.rpartition(".")
+        if module == "scheduler" and importlib.util.find_spec(f"{package}.accounting"):
             importlib.import_module(f"{package}.accounting")
     found: dict[str, type[AccountingReader]] = {}
     todo = list(AccountingReader.__subclasses__())

@@ -2,8 +2,9 @@
 srun.
 
 Every module of this package that defines a ``Launcher`` subclass with a ``name`` is a launcher:
-:data:`LAUNCHER_CLASSES` is found by importing them, so adding one is one module here. A launcher
-knows no scheduler by its code: it says under which batch system alone it runs
+:func:`launcher_classes` finds them by importing them (and, on its first call, the modules other
+distributions declare under the ``hpcbench.launchers`` entry point), so adding one is one module
+here. A launcher knows no scheduler by its code: it says under which batch system alone it runs
 (``only_under``), and :func:`launcher_for` picks it, or its stand-in, for a scheduler.
 """
 
@@ -11,22 +12,29 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from functools import cache
 
 from hpcbench.jobs.launchers.base import Launcher, LaunchError
 from hpcbench.plugins import LAUNCHER_GROUP, load_plugins
 
 
-def _discover() -> dict[str, type[Launcher]]:
+def _discover() -> None:
     for module in pkgutil.iter_modules(__path__):
         if module.name != "base":
             importlib.import_module(f"{__name__}.{module.name}")
+
+
+@cache
+def _load_plugins() -> None:
+    """The launchers other distributions declare, imported on the first question to the
+    registry (not while this package is imported: the schedulers' base imports it, and a
+    plug-in imports that base)."""
     load_plugins(LAUNCHER_GROUP)
-    return launcher_classes()
 
 
 def launcher_classes() -> dict[str, type[Launcher]]:
-    """Every launcher by name, in the order ``--help`` lists them (those defined outside this
-    package, once imported, too)."""
+    """Every launcher by name, in the order ``--help`` lists them (plug-ins' too)."""
+    _load_plugins()
     found: dict[str, type[Launcher]] = {}
     todo = list(Launcher.__subclasses__())
     while todo:
@@ -37,8 +45,7 @@ def launcher_classes() -> dict[str, type[Launcher]]:
     return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
 
 
-#: every launcher of this package by name, in the order ``--help`` lists them
-LAUNCHER_CLASSES: dict[str, type[Launcher]] = _discover()
+_discover()
 
 
 def launcher_names() -> tuple[str, ...]:
@@ -66,7 +73,6 @@ def launcher_for(kind: str, scheduler: str, plays_every_system: bool = False) ->
 
 
 __all__ = [
-    "LAUNCHER_CLASSES",
     "LaunchError",
     "Launcher",
     "launcher_classes",

@@ -1,8 +1,9 @@
-"""Schedulers behind one protocol (:mod:`.base`), one module each: slurm, lsf, sge, pbs, local.
+"""Schedulers behind one protocol (:mod:`.base`), one package each: slurm, lsf, sge, pbs, local.
 
-Every module of this package that defines a :class:`~.base.Scheduler` subclass with a ``name``
-is a scheduler: :data:`SCHEDULER_CLASSES` is found by importing them, so adding one is one module
-here and one template in ``templates/``. :func:`detect` asks each class, in its ``detect_order``,
+Every package of this one whose modules define a :class:`~.base.Scheduler` subclass with a
+``name`` is a scheduler: :data:`SCHEDULER_CLASSES` is found by importing them (and the modules
+other distributions declare under the ``hpcbench.schedulers`` entry point), so adding one is one
+package here and one template in ``templates/``. :func:`detect` asks each class, in its ``detect_order``,
 whether this machine is its (``sbatch`` means SLURM, ``bsub`` LSF, ``qsub`` Grid Engine or PBS
 as ``qsub`` says of itself, anything else the local scheduler).
 """

@@ -82,8 +82,8 @@ class JobRecord:
 
 
 class Scheduler(ABC):
-    """One batch system. A subclass, in its own module of this package with its template beside
-    the others, declares everything that differs between systems; the rest of hpcbench learns the
+    """One batch system. A subclass, in its own package of :mod:`hpcbench.jobs.schedulers` with
+    its template beside the others, declares everything that differs between systems; the rest of hpcbench learns the
     list of schedulers from these classes (:data:`hpcbench.jobs.schedulers.SCHEDULER_CLASSES`)."""
 
     #: the name users give (``--scheduler NAME``, ``scheduler.name``)

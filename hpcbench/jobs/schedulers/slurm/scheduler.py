@@ -285,6 +285,3 @@ class SlurmScheduler(Scheduler):
             )
         if proc.returncode != 0:
             raise SchedulerError(f"scancel refused: {said or f'exit status {proc.returncode}'}")
-
-
-# ------------------------------------------------------------------------- the cluster itself
