@@ -43,6 +43,10 @@ _SRUN_DEATH = re.compile(
     r"(?P<how>Killed|Segmentation fault|Bus error|Illegal instruction|Floating point exception)"
 )
 
+# What a rank's MPI call raises when a peer it talks to is gone: a consequence of that peer's
+# death, whichever line reached the log first (the launcher's report of the death can come after).
+_PEER_LOST = re.compile(r"mpi4py\.MPI\.Exception|MPI_ERR_PROC_FAILED|MPIDI_\w+: Connection")
+
 
 @dataclass
 class RankError:
@@ -88,7 +92,9 @@ def first_rank_error(text: str, one_line_errors: bool = True) -> RankError | Non
     lines = text.splitlines()
     killed = killed_rank(lines)
     found = _first_traceback(lines, text, one_line_errors)
-    if killed is not None and (found is None or found[0] > killed[0]):
+    if killed is not None and (
+        found is None or found[0] > killed[0] or _PEER_LOST.search(found[1].traceback)
+    ):
         return killed[1]
     return None if found is None else found[1]
 

@@ -175,3 +175,24 @@ def test_python_warnings_never_push_a_jobs_errors_out_of_its_log_tail():
     only = DDP_WARNING * 2
     assert without_warnings(only) == (only, 0)  # nothing else: the warnings are the tail
     assert error_tail("a\nb\nc\n", 2) == "b\nc"
+
+
+def test_a_peers_mpi_error_before_the_launchers_report_of_a_killed_rank_names_the_killed_one():
+    """A rank killed outright prints nothing; the pipeline's sink fails its next send to it with
+    an MPI error, and that traceback can reach the log before srun says the rank was killed: the
+    killed rank is the first failing one all the same (an ordinary error still wins when it came
+    first, as the tests above hold)."""
+    text = "\n".join(
+        [
+            "3: hpcbench predict: drill: rank 3 is killed (SIGKILL) at unit 3",
+            "0: Traceback (most recent call last):",
+            '0:   File "links.py", line 177, in take',
+            "0:     self.comm.Isend([_CREDIT, self.mpi.INT64_T], source, TAG_CREDIT)",
+            "0: mpi4py.MPI.Exception: Other MPI error, error stack:",
+            "srun: error: node2: task 3: Killed",
+        ]
+    )
+    err = first_rank_error(text)
+    assert err.rank == "3" and "task 3: Killed" in err.traceback
+    ordinary = text.replace("mpi4py.MPI.Exception: Other MPI error", "ValueError: bad input")
+    assert first_rank_error(ordinary).rank == "0"
