@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+PACKAGE_FOLDERS = ("hpcbench", "data_prep", "templates")  # the wheel's packages, in the checkout
 WHEELS_FROM_PYPI = ("mpich", "submitit", "cloudpickle")
 TESTS = (
     "tests/integration/test_trainer.py",
@@ -75,12 +76,8 @@ TESTS = (
 def prepare(dest: Path, python_version: str) -> None:
     """hpcbench's wheel and those of the packages a GPU image lacks, for ``python_version``."""
     dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:  # no build/ of the checkout: only its sources
-        tree = Path(tmp)
-        for name in ("hpcbench", "data_prep", "templates"):
-            shutil.copytree(REPO / name, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
-        for name in ("pyproject.toml", "README.md"):
-            shutil.copy2(REPO / name, tree / name)
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = source_tree(Path(tmp))
         subprocess.run(
             [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dest), str(tree)],
             check=True,
@@ -142,11 +139,8 @@ def not_this_checkout(env: dict[str, str]) -> str:
     """'' when the installed package holds exactly this checkout's modules and templates, else
     the two digests (a wheel made from an older checkout would be measured silently)."""
     ours: dict[str, bytes] = {}
-    for folder, inside in (
-        ("hpcbench", ""),
-        ("data_prep", "data_prep/"),
-        ("templates", "templates/"),
-    ):
+    for folder in PACKAGE_FOLDERS:
+        inside = "" if folder == "hpcbench" else f"{folder}/"
         for p in (REPO / folder).rglob("*"):
             if p.suffix in (".py", ".j2") and "__pycache__" not in p.parts:
                 ours[inside + p.relative_to(REPO / folder).as_posix()] = p.read_bytes()
@@ -164,10 +158,20 @@ def not_this_checkout(env: dict[str, str]) -> str:
     return "" if mine == installed else f"checkout {mine}, installed {installed}"
 
 
+def source_tree(dest: Path) -> Path:
+    """The files a wheel is built from, copied into ``dest`` without any build output of the
+    checkout (a stale ``build/`` would ship modules that no longer exist)."""
+    for name in PACKAGE_FOLDERS:
+        shutil.copytree(REPO / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, dest / name)
+    return dest
+
+
 def checkout_without_package(dest: Path) -> Path:
-    """A copy of this checkout without the package's folders (``hpcbench/``, ``data_prep/``,
-    ``templates/``), for the tests: run from it, they import the installed wheel."""
-    skip = {"hpcbench", "data_prep", "templates", ".git", ".venv", "build", ".whl"}
+    """A copy of this checkout without the package's folders (:data:`PACKAGE_FOLDERS`), for the
+    tests: run from it, they import the installed wheel."""
+    skip = {*PACKAGE_FOLDERS, ".git", ".venv", "build", ".whl"}
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     for item in REPO.iterdir():

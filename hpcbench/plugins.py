@@ -1,4 +1,6 @@
-"""Plug-ins from other installed packages: a batch system or a launcher added without an edit here.
+"""The registries' shared mechanics: the classes of one kind defined so far
+(:func:`registered`), and plug-ins from other installed packages, a batch system or a launcher
+added without an edit here.
 
 A package declares its modules under an entry-point group of its ``pyproject.toml``::
 
@@ -18,10 +20,26 @@ import logging
 import os
 import sys
 from functools import cache
+from typing import TypeVar
 
 SCHEDULER_GROUP = "hpcbench.schedulers"
 LAUNCHER_GROUP = "hpcbench.launchers"
 log = logging.getLogger("hpcbench")
+T = TypeVar("T")
+
+
+def registered(base: type[T], key: str = "name") -> list[type[T]]:
+    """Every subclass of ``base`` defined so far, at any depth, that sets ``key`` (its name in
+    a registry), in the order they were declared: a plug-in's class counts once its module is
+    imported."""
+    found: list[type[T]] = []
+    todo = list(base.__subclasses__())
+    while todo:
+        cls = todo.pop(0)
+        todo += cls.__subclasses__()
+        if getattr(cls, key, None):
+            found.append(cls)
+    return found
 
 
 @cache

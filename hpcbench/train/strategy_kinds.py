@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from hpcbench.plugins import registered
+
 
 class StrategyKind:
     """One strategy's facts; a subclass with a ``name`` is registered."""
@@ -90,14 +92,7 @@ class DataParallel(StrategyKind):
 
 def strategy_kinds() -> dict[str, type[StrategyKind]]:
     """Every strategy by name, in the order they were declared."""
-    found: dict[str, type[StrategyKind]] = {}
-    todo = list(StrategyKind.__subclasses__())
-    while todo:
-        cls = todo.pop(0)
-        todo += cls.__subclasses__()
-        if cls.name:
-            found[cls.name] = cls
-    return found
+    return {cls.name: cls for cls in registered(StrategyKind)}
 
 
 #: every strategy by name: single, ddp, mpi, dp

@@ -138,6 +138,20 @@ def test_srun_needs_slurm():
             render_script(spec_for("srun", 1), scheduler)
 
 
+def test_the_local_scheduler_starts_srun_ranks_with_mpiexec_and_caps_its_ranks():
+    """The local scheduler plays every batch system: srun's ranks start as mpiexec's (its
+    stand-in) on this machine, where no more than 1,024 ranks are started; a cluster has no
+    such cap."""
+    text = render_script(spec_for("srun", 1), "local")
+    assert 'exec mpiexec -n 2 "${mpi_opts[@]}" python -m hpcbench.train' in text
+    assert "\nsrun " not in text and "exec srun" not in text
+    many = spec_for("mpiexec", 2, resources={"tasks_per_node": 513, "gpus_per_node": 0})
+    with pytest.raises(RenderError, match=r"^resources.nodes: the local scheduler starts every "
+                       r"rank on this machine; 1026 ranks is more than 1024$"):  # fmt: skip
+        render_script(many, "local")
+    assert "1026" in render_script(many, "slurm")
+
+
 def test_fields_a_scheduler_lacks_are_refused_not_dropped():
     spec = spec_for("mpiexec", 1, resources={"qos": "high"})
     assert "#SBATCH --qos=high" in render_script(spec, "slurm")

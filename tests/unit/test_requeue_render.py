@@ -39,15 +39,33 @@ def test_slurm_asks_for_the_signal_ahead_of_the_limit_and_keeps_the_log_across_r
 @pytest.mark.parametrize(
     ("scheduler", "lines"),
     [
-        ("sge", ["#$ -notify\n", "#$ -r y\n", "exit 99\n"]),
-        ("pbs", ["#PBS -r y\n", 'qsub -W "depend=afterany:$PBS_JOBID"']),
-        ("lsf", ["#BSUB -wa USR2\n", "#BSUB -wt 5\n", 'brequeue "$LSB_JOBID"']),
+        (
+            "slurm",
+            ["# SLURM sends the signal to this shell 300 s (requeue.lead) before the time limit "
+             "(--signal=B:), and SIGTERM on preemption.\n"],
+        ),
+        (
+            "sge",
+            ["#$ -notify\n", "#$ -r y\n", "exit 99\n",
+             "# Grid Engine sends SIGUSR2 before SIGKILL (-notify; the queue's notify time).\n"],
+        ),
+        (
+            "pbs",
+            ["#PBS -r y\n", 'qsub -W "depend=afterany:$PBS_JOBID"',
+             "# PBS sends SIGTERM at the walltime and on qdel, SIGKILL after its kill_delay.\n"],
+        ),
+        (
+            "lsf",
+            ["#BSUB -wa USR2\n", "#BSUB -wt 5\n", 'brequeue "$LSB_JOBID"',
+             "# LSF sends the signal 300 s (requeue.lead) before the run limit (-wa/-wt).\n"],
+        ),
         (
             "local",
-            ["the local scheduler does not requeue", "-- --resume $run_dir", "on_stop cancel TERM"],
+            ["the local scheduler does not requeue", "-- --resume $run_dir", "on_stop cancel TERM",
+             "# hpcbench cancel sends SIGTERM, SIGKILL a few seconds later.\n"],
         ),
     ],
-)
+)  # fmt: skip
 def test_each_scheduler_warns_and_requeues_its_own_way(scheduler, lines):
     text = render_script(spec(), scheduler)
     for line in lines:

@@ -17,6 +17,7 @@ from hpcbench.jobs.accounting.records import (
     unavailable,
 )
 from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
+from hpcbench.plugins import registered
 
 
 def readers() -> dict[str, type[AccountingReader]]:
@@ -27,14 +28,11 @@ def readers() -> dict[str, type[AccountingReader]]:
         package, _, module = cls.__module__.rpartition(".")
         if module == "scheduler" and importlib.util.find_spec(f"{package}.accounting"):
             importlib.import_module(f"{package}.accounting")
-    found: dict[str, type[AccountingReader]] = {}
-    todo = list(AccountingReader.__subclasses__())
-    while todo:
-        cls = todo.pop()
-        todo += cls.__subclasses__()
-        if cls.scheduler in SCHEDULER_CLASSES:
-            found[cls.scheduler] = cls
-    return found
+    return {
+        cls.scheduler: cls
+        for cls in registered(AccountingReader, "scheduler")
+        if cls.scheduler in SCHEDULER_CLASSES
+    }
 
 
 def keeps_accounting(scheduler: str) -> bool:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Mapping
 from functools import cache
 
 from hpcbench.jobs.launchers.base import Launcher, LaunchError
-from hpcbench.plugins import LAUNCHER_GROUP, load_plugins
+from hpcbench.plugins import LAUNCHER_GROUP, load_plugins, registered
 
 
 def _discover() -> None:
@@ -35,14 +36,7 @@ def _load_plugins() -> None:
 def launcher_classes() -> dict[str, type[Launcher]]:
     """Every launcher by name, in the order ``--help`` lists them (plug-ins' too)."""
     _load_plugins()
-    found: dict[str, type[Launcher]] = {}
-    todo = list(Launcher.__subclasses__())
-    while todo:
-        cls = todo.pop()
-        todo += cls.__subclasses__()
-        if cls.name:
-            found[cls.name] = cls
-    return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
+    return {cls.name: cls for cls in sorted(registered(Launcher), key=lambda c: (c.order, c.name))}
 
 
 _discover()
@@ -53,10 +47,16 @@ def launcher_names() -> tuple[str, ...]:
     return tuple(launcher_classes())
 
 
-def launcher_for(kind: str, scheduler: str, plays_every_system: bool = False) -> type[Launcher]:
+def launcher_for(
+    kind: str,
+    scheduler: str,
+    plays_every_system: bool = False,
+    labels: Mapping[str, str] | None = None,
+) -> type[Launcher]:
     """The launcher that starts ``kind``'s ranks under ``scheduler``: ``kind`` itself, or its
     stand-in where the scheduler plays every batch system on one machine (the local one); a
-    launcher that runs only under another batch system is a one-line :class:`LaunchError`."""
+    launcher that runs only under another batch system is a one-line :class:`LaunchError`
+    naming that system (``labels``: the schedulers' names in messages, by scheduler name)."""
     classes = launcher_classes()
     cls = classes.get(kind)
     if cls is None:
@@ -66,7 +66,8 @@ def launcher_for(kind: str, scheduler: str, plays_every_system: bool = False) ->
             return classes[cls.stand_in]
         others = sorted(n for n, c in classes.items() if not c.only_under)
         raise LaunchError(
-            f"launcher.kind: {kind} runs only under {cls.only_under_label or cls.only_under}, "
+            f"launcher.kind: {kind} runs only under "
+            f"{(labels or {}).get(cls.only_under, cls.only_under)}, "
             f"not {scheduler}; use {' or '.join(others)}"
         )
     return cls

@@ -39,9 +39,8 @@ class Launcher:
     #: one agent per node that starts the node's ranks (its task holds all their CPUs), rather
     #: than one scheduler task per rank
     agent_per_node: ClassVar[bool] = False
-    #: the one batch system it runs under ('' for any), and that system's name in messages
+    #: the one batch system it runs under, by the scheduler's name ('' for any)
     only_under: ClassVar[str] = ""
-    only_under_label: ClassVar[str] = ""
     #: the launcher a scheduler that plays every batch system on one machine starts instead
     stand_in: ClassVar[str] = ""
 

@@ -12,7 +12,6 @@ class Srun(Launcher):
     name = "srun"
     order = 30
     only_under = "slurm"
-    only_under_label = "SLURM"
     stand_in = "mpiexec"
 
     @classmethod

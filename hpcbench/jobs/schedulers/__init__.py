@@ -13,7 +13,13 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from hpcbench.jobs.schedulers.base import JobIdError, JobStatus, Scheduler, SchedulerError
+from hpcbench.jobs.schedulers.base import (
+    JobIdError,
+    JobStatus,
+    Scheduler,
+    SchedulerError,
+    defined_schedulers,
+)
 from hpcbench.plugins import SCHEDULER_GROUP, load_plugins
 
 
@@ -22,14 +28,7 @@ def _discover() -> dict[str, type[Scheduler]]:
         if module.name != "base":
             importlib.import_module(f"{__name__}.{module.name}")
     load_plugins(SCHEDULER_GROUP)
-    found: dict[str, type[Scheduler]] = {}
-    todo = list(Scheduler.__subclasses__())
-    while todo:
-        cls = todo.pop()
-        todo += cls.__subclasses__()
-        if cls.name:
-            found[cls.name] = cls
-    return dict(sorted(found.items(), key=lambda item: (item[1].detect_order, item[0])))
+    return {cls.name: cls for cls in defined_schedulers()}
 
 
 #: every scheduler by name, in the order :func:`detect` asks them

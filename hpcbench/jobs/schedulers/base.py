@@ -20,6 +20,7 @@ from hpcbench.jobs.schedulers.errors import JobIdError, SchedulerError
 from hpcbench.jobs.schedulers.polling import backoff_intervals, poll_ceiling, sleep_ticking
 from hpcbench.jobs.shell import ShellVar, Word, quote_word
 from hpcbench.jobs.spec import JobSpec
+from hpcbench.plugins import registered
 
 # States, named as SLURM names them; every scheduler maps its own onto these.
 PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, UNKNOWN = (
@@ -158,7 +159,7 @@ class Scheduler(ABC):
     def other_submit_commands(cls) -> list[str]:
         """The submit commands of every other scheduler, in the order they are detected."""
         found: list[str] = []
-        for other in _scheduler_classes():
+        for other in defined_schedulers():
             if other is not cls and other.submit_command and other.submit_command not in found:
                 found.append(other.submit_command)
         return found
@@ -198,7 +199,7 @@ class Scheduler(ABC):
     def describe(self, partition: str | None = None) -> tuple[dict[str, Any], list[str]]:
         """What the cluster says of itself, as a profile's values (``hpcbench profile init``),
         and lines of notes for the profile's comments."""
-        readers = [c.label for c in _scheduler_classes() if c.describes_cluster]
+        readers = [c.label for c in defined_schedulers() if c.describes_cluster]
         raise SchedulerError(
             f"profile init: hpcbench reads a cluster's description from {' and '.join(readers)} "
             f"only, not {self.name}; write the profile by hand (docs/cluster-guide.md)"
@@ -225,7 +226,8 @@ class Scheduler(ABC):
     @classmethod
     def launcher(cls, spec: JobSpec) -> type[Launcher]:
         """The launcher that starts ``spec``'s ranks under this scheduler."""
-        return launcher_for(spec.launcher.kind, cls.name, cls.plays_every_system)
+        labels = {c.name: c.label for c in defined_schedulers()}
+        return launcher_for(spec.launcher.kind, cls.name, cls.plays_every_system, labels)
 
     @classmethod
     def job_environment(cls, job_id: str, hosts: Sequence[str], folder: Path) -> dict[str, str]:
@@ -359,13 +361,6 @@ class Scheduler(ABC):
         raise AssertionError("unreachable")
 
 
-def _scheduler_classes() -> list[type[Scheduler]]:
+def defined_schedulers() -> list[type[Scheduler]]:
     """Every scheduler class defined so far, in the order they are detected."""
-    found: list[type[Scheduler]] = []
-    todo = list(Scheduler.__subclasses__())
-    while todo:
-        cls = todo.pop()
-        todo += cls.__subclasses__()
-        if cls.name:
-            found.append(cls)
-    return sorted(found, key=lambda c: (c.detect_order, c.name))
+    return sorted(registered(Scheduler), key=lambda c: (c.detect_order, c.name))

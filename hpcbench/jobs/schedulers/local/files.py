@@ -22,7 +22,7 @@ CANCEL_GRACE = 5.0
 _COUNTER = re.compile(r"[0-9]{1,17}")  # the id counter; one digit short of an id's 18
 
 
-def _exists(path: Path) -> bool:
+def path_exists(path: Path) -> bool:
     """Whether ``path`` exists; a path that cannot even be looked up (too long) does not."""
     try:
         return path.exists()
@@ -30,7 +30,7 @@ def _exists(path: Path) -> bool:
         return False
 
 
-def _create_exclusively(path: Path, text: str = "") -> None:
+def create_exclusively(path: Path, text: str = "") -> None:
     """Create ``path`` that must not exist yet (mode 0o666 less the umask) holding ``text``."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
     with os.fdopen(fd, "w") as fh:
@@ -100,7 +100,7 @@ class JobFiles:
                     if taken(job_id) or any(p.exists() for p in self._job_files(job_id)):
                         continue
                     try:
-                        _create_exclusively(self._record(job_id), '{"pid": null}\n')
+                        create_exclusively(self._record(job_id), '{"pid": null}\n')
                     except FileExistsError:
                         continue
                     write_atomically(self.root / "last_id", f"{number}\n", 0o666)

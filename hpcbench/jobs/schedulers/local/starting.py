@@ -22,8 +22,8 @@ from hpcbench.jobs.schedulers.local.files import (
     CANCEL_GRACE,
     ID_PREFIX,
     JobFiles,
-    _create_exclusively,
-    _exists,
+    create_exclusively,
+    path_exists,
 )
 from hpcbench.jobs.schedulers.local.supervisor import SUPERVISOR
 from hpcbench.jobs.spec import JobSpec
@@ -49,7 +49,7 @@ class Starting(JobFiles):
 
         def taken(job_id: str) -> bool:
             logs = self.log_paths(spec, job_id, cwd)
-            return any(_exists(p) for p in (*logs, self.run_dir(spec, job_id, cwd)))
+            return any(path_exists(p) for p in (*logs, self.run_dir(spec, job_id, cwd)))
 
         after = []
         for dep in spec.scheduler.after:
@@ -94,7 +94,7 @@ class Starting(JobFiles):
             ]
 
         def taken(job_id: str) -> bool:
-            return any(_exists(p) for pair in logs(job_id) for p in pair)
+            return any(path_exists(p) for pair in logs(job_id) for p in pair)
 
         array_id = self._reserve(taken)
         tasks = [self.task_id(array_id, k) for k in range(1, array.size + 1)]
@@ -130,7 +130,7 @@ class Starting(JobFiles):
         written: list[Path] = []
         try:
             for task in tasks:
-                _create_exclusively(
+                create_exclusively(
                     self._record(task), json.dumps({"pid": None, "array_id": array_id}) + "\n"
                 )
                 written.append(self._record(task))

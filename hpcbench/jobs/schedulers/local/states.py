@@ -24,7 +24,7 @@ from hpcbench.jobs.schedulers.base import (
 from hpcbench.jobs.schedulers.local.files import (
     CANCEL_GRACE,
     JobFiles,
-    _create_exclusively,
+    create_exclusively,
 )
 
 
@@ -172,7 +172,7 @@ class States(JobFiles):
         active = [j for j, _ in chosen if not self._status(j).finished]
         for job_id in active:
             with contextlib.suppress(FileExistsError):
-                _create_exclusively(self._cancel_mark(job_id))
+                create_exclusively(self._cancel_mark(job_id))
         for job_id in active:  # read again: an array's task may have been started meanwhile
             record = self._load(job_id)
             if record and record.get("pid") is not None and not self._elsewhere(record):
