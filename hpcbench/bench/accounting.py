@@ -48,6 +48,7 @@ def accounting_block(runs: list[Run], hpcbench_used_j: float | None) -> dict[str
         "available": True,
         "runs": len(found),
         "source": found[0].get("source"),
+        "energy_source": next((a["energy_source"] for a in found if a.get("energy_source")), ""),
         "reason": "",
     }
     states: dict[str, int] = {}

@@ -27,6 +27,8 @@ def accounting_blocks(analysis: Analysis) -> list[Block]:
     blocks: list[Block] = []
     if found:
         sources = sorted({str(c["accounting"]["source"]) for c in found})
+        energy = sorted({str(c["accounting"].get("energy_source") or "") for c in found} - {""})
+        energy_sources = f" ({', '.join(energy)})" if energy else ""
         blocks.append(
             Para(
                 f"From the scheduler's own accounting ({', '.join(sources)}), read when each "
@@ -36,8 +38,8 @@ def accounting_blocks(analysis: Analysis) -> list[Block]:
                 "CPU efficiency = CPU time ÷ (elapsed × allocated CPUs), as seff computes it; "
                 "MaxRSS = the resident memory high-water mark of the largest rank; all ranks = the "
                 "largest step's sum of its ranks' peaks (seff's memory utilised). Scheduler energy "
-                "is what the cluster's own counters recorded for the job's nodes (SLURM's "
-                "ConsumedEnergy), hpcbench's the devices a run used (energy runs): they measure "
+                "is what the cluster's own counters recorded for the job's nodes"
+                f"{energy_sources}, hpcbench's the devices a run used (energy runs): they measure "
                 "different things, so their ratio is a cross-check, not a correction."
             )
         )

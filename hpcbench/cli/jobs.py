@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from hpcbench.cli.options import job_options, line_count, overrides_from
-from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
+from hpcbench.jobs.schedulers import SCHEDULER_CHOICES, SCHEDULER_CLASSES
 
 if TYPE_CHECKING:
     from hpcbench.jobs.schedulers.base import JobStatus, Scheduler
@@ -16,7 +16,20 @@ if TYPE_CHECKING:
 RECENT_JOBS = 20  # what `hpcbench status` with no job lists
 
 
+def describing_labels() -> str:
+    """The batch systems whose cluster description hpcbench reads (preflight, profile init)."""
+    return " and ".join(c.label for c in SCHEDULER_CLASSES.values() if c.describes_cluster)
+
+
 def add_parsers(sub: Any) -> None:
+    _spec_parsers(sub)
+    _job_parsers(sub)
+    for name in ("render", "submit", "status", "logs", "cancel"):
+        sub.choices[name].set_defaults(run=run)
+
+
+def _spec_parsers(sub: Any) -> None:
+    """``render`` and ``submit``: a job spec and the flags over it."""
     job = job_options()
     sub.add_parser(
         "render",
@@ -36,11 +49,16 @@ def add_parsers(sub: Any) -> None:
         "--no-preflight",
         dest="preflight",
         action="store_false",
-        help="SLURM: skip checking the request against the partition's limits",
+        help=f"{describing_labels()}: skip checking the request against the partition's limits",
     )
     s.add_argument(
         "--timeout", type=float, metavar="S", help="with --wait: give up after S seconds"
     )
+
+
+def _job_parsers(sub: Any) -> None:
+    """``status``, ``logs`` and ``cancel``: jobs already submitted."""
+    classes = SCHEDULER_CLASSES.values()
     st = sub.add_parser(
         "status",
         help="state of jobs",
@@ -57,8 +75,9 @@ def add_parsers(sub: Any) -> None:
         "-v",
         "--verbose",
         action="store_true",
-        help="for finished jobs, also what the scheduler's accounting recorded (sacct, qacct, "
-        "qstat -x, bacct): queue wait, elapsed and CPU time, memory high-water marks, energy",
+        help="for finished jobs, also what the scheduler's accounting recorded "
+        f"({', '.join(c.accounting_command for c in classes if c.accounting_command)}): queue "
+        "wait, elapsed and CPU time, memory high-water marks, energy",
     )
     lg = sub.add_parser(
         "logs",
@@ -74,8 +93,6 @@ def add_parsers(sub: Any) -> None:
     c = sub.add_parser("cancel", help="cancel jobs", description="Cancel jobs.")
     c.add_argument("job_ids", nargs="+", metavar="JOB")
     c.add_argument("--scheduler", choices=SCHEDULER_CHOICES)
-    for name in ("render", "submit", "status", "logs", "cancel"):
-        sub.choices[name].set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,8 +9,8 @@ from typing import Any
 
 from hpcbench.argparsing import Parser
 from hpcbench.jobs.launchers import launcher_names
-from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
-from hpcbench.jobs.spec import FIELD_KEYWORDS
+from hpcbench.jobs.schedulers import SCHEDULER_CHOICES, SCHEDULER_CLASSES, this_machine
+from hpcbench.jobs.spec_options import field_keywords, own_options
 
 
 def env_pair(text: str) -> tuple[str, str]:
@@ -126,22 +126,29 @@ def _launch_options(p: argparse.ArgumentParser) -> None:
 def _scheduler_options(p: argparse.ArgumentParser) -> None:
     """Which scheduler, and its options."""
     g = p.add_argument_group("scheduler")
+    classes = SCHEDULER_CLASSES.values()
+    commands = dict.fromkeys(c.submit_command for c in classes if c.submit_command)
     g.add_argument(
         "--scheduler",
         choices=SCHEDULER_CHOICES,
-        help="default: detected (sbatch, qsub, else local)",
+        help=f"default: detected ({', '.join(commands)}, else {this_machine()})",
     )
+    notes = "".join(f"; {c.after_note}" for c in classes if c.after_note)
     g.add_argument(
         "--after",
         action="append",
         metavar="JOB",
-        help="start only after job JOB ended successfully (repeatable; a scheduler dependency; Grid Engine's -hold_jid waits for its end, successful or not)",
+        help="start only after job JOB ended successfully (repeatable; a scheduler dependency"
+        f"{notes})",
     )
-    g.add_argument(
-        "--pbs-resources",
-        choices=("select", "nodes"),
-        help="PBS resource syntax: select (PBS Pro, OpenPBS; default) or nodes=N:ppn=P (Torque)",
-    )
+    for option in own_options():  # the flags of the options one scheduler or launcher declares
+        if option.flag_help:
+            g.add_argument(
+                f"--{option.key.replace('_', '-')}",
+                choices=option.choices or None,
+                metavar=option.metavar,
+                help=option.flag_help,
+            )
     g.add_argument(
         "--template-dir",
         action="append",
@@ -176,7 +183,7 @@ def overrides_from(args: argparse.Namespace, program_args: list[str]) -> dict[st
         a.dest: max(a.option_strings, key=len) for a in job_options()._actions if a.option_strings
     }
     out: dict[str, tuple[str, Any]] = {}
-    for keyword, dotted in FIELD_KEYWORDS.items():
+    for keyword, dotted in field_keywords().items():
         value = getattr(args, keyword, None)
         if value is None or keyword not in flags:
             continue

@@ -7,9 +7,10 @@ import argparse
 import sys
 from typing import Any
 
+from hpcbench.cli.jobs import describing_labels
 from hpcbench.cli.options import job_options, overrides_from
 from hpcbench.files import printable
-from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
+from hpcbench.jobs.schedulers import SCHEDULER_CHOICES, SCHEDULER_CLASSES
 
 
 def add_parsers(sub: Any) -> None:
@@ -30,10 +31,12 @@ def add_parsers(sub: Any) -> None:
         "the default. NAME defaults to $HPCBENCH_PROFILE.",
     )
     show.add_argument("profile_name", nargs="?", metavar="NAME", help="the profile")
+    describing = [c for c in SCHEDULER_CLASSES.values() if c.describes_cluster]
+    asks = "; ".join(c.describe_commands for c in describing)
     init = act.add_parser(
         "init",
-        help="write a profile from what the cluster says (SLURM)",
-        description="Ask the batch system (sinfo, scontrol) for its partitions, their limits and "
+        help=f"write a profile from what the cluster says ({describing_labels()})",
+        description=f"Ask the batch system ({asks}) for its partitions, their limits and "
         "their nodes' GPUs and cores, and add a profile NAME to the user's profiles file for "
         "you to edit.",
     )

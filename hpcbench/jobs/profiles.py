@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.jobs.spec import SpecError
+from hpcbench.jobs.spec_options import profile_notes, profile_spec_keys
 from hpcbench.tomlfile import TomlFileError, parse_toml
 
 PROFILE_VAR = "HPCBENCH_PROFILE"
@@ -64,7 +65,8 @@ LOADER_VARIABLES = frozenset(
     }
 )  # fmt: skip
 
-#: a profile's keys -> the job spec field each fills
+#: a profile's keys -> the job spec field each fills (with the keys of the options that one
+#: batch system or launcher declares: :func:`spec_keys`)
 SPEC_KEYS = {
     "scheduler": "scheduler.name",
     "partition": "resources.partition",
@@ -84,16 +86,12 @@ SPEC_KEYS = {
     "binds": "environment.container.binds",
     "variables": "environment.variables",
     "launcher": "launcher.kind",
-    "srun_mpi": "launcher.srun_mpi",
-    "sge_pe": "scheduler.sge_pe",
-    "pbs_resources": "scheduler.pbs_resources",
     "requeue_method": "requeue.method",
 }
 #: keys a profile holds for the user and hpcbench's own commands, not for the job script:
 #: key -> (what it says, kind)
 INFO_KEYS = {
     "cores_per_node": ("CPU cores of one node", int),
-    "sacct": ("whether SLURM accounting (sacct) answers on this cluster", bool),
     "description": ("what this profile is for", str),
     # the factors of the bench report's carbon and cost estimates (a matrix's [estimates] wins)
     "carbon_intensity": ("grid carbon intensity, gCO2e per kWh", float),
@@ -103,6 +101,19 @@ INFO_KEYS = {
     "price_per_gpu_hour": ("price of one GPU for one hour", float),
     "currency": ("the currency of the prices (e.g. EUR)", str),
 }
+
+
+def spec_keys() -> dict[str, str]:
+    """Every key of a profile that fills a job spec field -> that field."""
+    return {**SPEC_KEYS, **profile_spec_keys()}
+
+
+def info_keys() -> dict[str, tuple[str, type]]:
+    """Every profile-only key -> (what it says, its type): :data:`INFO_KEYS` and the facts
+    the batch systems declare (:func:`~.spec_options.profile_notes`)."""
+    return {**INFO_KEYS, **profile_notes()}
+
+
 #: the bounds of the estimate factors (low, high)
 FACTOR_BOUNDS = {
     "carbon_intensity": (0.0, 5000.0),
@@ -154,7 +165,7 @@ class Profile:
         origin: dict[str, str] = {}
         for layer in self.layers:
             for key, value in layer.values.items():
-                dotted = SPEC_KEYS.get(key)
+                dotted = spec_keys().get(key)
                 if dotted is None:
                     continue
                 *parents, last = dotted.split(".")
@@ -173,7 +184,7 @@ class Profile:
         found: dict[str, tuple[Any, str]] = {}
         for layer in self.layers:
             for key, value in layer.values.items():
-                if key in INFO_KEYS:
+                if key in info_keys():
                     found[key] = (value, layer.label)
         return found
 
@@ -268,8 +279,9 @@ def _check_key(path: Path, name: str, key: str, value: Any) -> None:
     if key in FACTOR_BOUNDS or key == "currency":
         check_factor(where, key, value)
         return
-    if key in INFO_KEYS:
-        kind = INFO_KEYS[key][1]
+    notes = info_keys()
+    if key in notes:
+        kind = notes[key][1]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise SpecError(f"{where}: expected {kind.__name__}, got {value!r}")
         if kind is int and not 1 <= value <= 1_000_000:
@@ -277,8 +289,8 @@ def _check_key(path: Path, name: str, key: str, value: Any) -> None:
         if kind is str and any(ord(c) < 32 for c in value):
             raise SpecError(f"{where}: must be one line without control characters")
         return
-    if key not in SPEC_KEYS:
-        known = [*SPEC_KEYS, *INFO_KEYS]
+    if key not in spec_keys():
+        known = [*spec_keys(), *notes]
         close = difflib.get_close_matches(key, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
         raise SpecError(f"{where}: unknown key{hint}")

@@ -262,6 +262,8 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
         "local_agent": shell_join(launcher.node_agent(spec), width=LINE_WIDTH),
         "requeue": requeue_context(spec, scheduler),
         "array": array_context(spec, scheduler),
+        # the values of the spec fields only this scheduler reads (its class's ``options``)
+        "options": {o.key: cls.option(spec, o.key) for o in cls.options},
         **cls.template_context(spec),
     }
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CONTAINER_RUNTIMES = ("apptainer", "singularity")
-PBS_RESOURCE_STYLES = ("select", "nodes")
 DEFAULT_PROGRAM_MODULE = "hpcbench.train"
 
 # Upper bounds. A file name component is at most 255 bytes, and the job name becomes part of log
@@ -60,7 +59,6 @@ FIELD_KEYWORDS = {
     "scheduler": "scheduler.name",
     "directives": "scheduler.directives",
     "after": "scheduler.after",
-    "pbs_resources": "scheduler.pbs_resources",
     "requeue": "requeue.enabled",
     "max_requeues": "requeue.max",
     "signal_lead": "requeue.lead",
@@ -73,6 +71,38 @@ class SpecError(ValueError):
 
 def _kind(kind: str, **extra: Any) -> dict[str, Any]:
     return {"kind": kind, **extra}
+
+
+@dataclass(frozen=True)
+class OwnOption:
+    """A job spec field that one batch system or one launcher alone reads, declared by its class
+    (``options``): the spec's loader, the cluster profiles and the CLI's flags take it from
+    there, and its value sits in the ``own`` dict of its table (read with ``option(spec, key)``
+    of the class that declares it)."""
+
+    table: str  # the spec's table it belongs to: "scheduler" or "launcher"
+    key: str  # its name in that table (and in load_spec's keywords when ``flag_help`` is set)
+    kind: str  # a field kind, as a dataclass field's metadata says: "line", "choice"...
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    profile_key: str | None = None  # the cluster profiles' key that fills it
+    flag_help: str | None = None  # a CLI flag --KEY with this help, when it has one
+    metavar: str | None = None
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The field metadata its values are checked by."""
+        return _kind(self.kind, **({"choices": self.choices} if self.choices else {}))
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.table}.{self.key}"
+
+
+def own_value(options: tuple[OwnOption, ...], spec: JobSpec, key: str) -> Any:
+    """The value in ``spec`` of the option ``key`` among ``options`` (its default if unset)."""
+    declared = next(o for o in options if o.key == key)
+    return getattr(spec, declared.table).own.get(key, declared.default)
 
 
 @dataclass
@@ -146,7 +176,8 @@ class Launcher:
 
     kind: str = field(default="torchrun", metadata=_kind("launcher"))
     port: int | None = field(default=None, metadata=_kind("port"))
-    srun_mpi: str | None = field(default=None, metadata=_kind("line"))
+    # the options one launcher alone reads (its class's ``options``), by key
+    own: dict[str, Any] = field(default_factory=dict, metadata=_kind("own"))
     args: list[str] = field(default_factory=list, metadata=_kind("linelist"))
 
 
@@ -180,17 +211,17 @@ class SchedulerOptions:
     # when the spec is loaded
     name: str = field(default="auto", metadata=_kind("scheduler"))
     directives: list[str] = field(default_factory=list, metadata=_kind("linelist"))
-    pbs_resources: str = field(
-        default="select", metadata=_kind("choice", choices=PBS_RESOURCE_STYLES)
-    )
-    sge_pe: str | None = field(default=None, metadata=_kind("line"))
+    # the options one scheduler alone reads (its class's ``options``), by key
+    own: dict[str, Any] = field(default_factory=dict, metadata=_kind("own"))
     # Jobs that must end successfully before this one starts (SLURM --dependency=afterok, PBS
     # depend=afterok, LSF done(); Grid Engine's -hold_jid waits for them to end at all).
     after: list[str] = field(default_factory=list, metadata=_kind("jobids"))
 
 
 STOP_SIGNALS = ("USR2", "TERM")  # never USR1: NCCL installs its own handler for it
-REQUEUE_METHODS = ("auto", "scontrol", "resubmit")
+# how a job is requeued: "auto" (the scheduler's own way where it has one), "resubmit" (a new
+# job continues the old one), or a way a scheduler declares (its class's ``requeue_methods``)
+REQUEUE_METHODS = ("auto", "resubmit")
 
 
 @dataclass
@@ -203,7 +234,7 @@ class Requeue:
     signal: str = field(default="USR2", metadata=_kind("choice", choices=STOP_SIGNALS))
     lead_s: int = field(default=300, metadata=_kind("time", key="lead"))
     max: int = field(default=3, metadata=_kind("nonnegint", max=1000))
-    method: str = field(default="auto", metadata=_kind("choice", choices=REQUEUE_METHODS))
+    method: str = field(default="auto", metadata=_kind("requeue_method"))
 
     def active(self, program: Program) -> bool:
         """On when set, else when the program is hpcbench's trainer (which checkpoints on the

@@ -20,9 +20,11 @@ from hpcbench.jobs.profiles import Profile, load_profile
 from hpcbench.jobs.spec import (
     DEFAULT_PROGRAM_MODULE,
     JobSpec,
+    OwnOption,
     Program,
     SpecError,
 )
+from hpcbench.jobs.spec_options import own_options
 from hpcbench.jobs.spec_values import check_value, is_utf8
 from hpcbench.tomlfile import TomlFileError, read_toml_file
 
@@ -49,8 +51,9 @@ def _build(
     label = path or "spec"
     if not isinstance(table, dict):
         raise SpecError(f"{where}{label}: expected a table, got {table!r}")
-    fields = {_key(f): f for f in dataclasses.fields(cls) if f.metadata.get("kind") != "internal"}
+    fields = _table_fields(cls, path)
     kwargs: dict[str, Any] = {}
+    own: dict[str, Any] = {}
     for raw_key, value in table.items():
         key = raw_key.replace("-", "_")
         dotted = f"{path}.{key}" if path else key
@@ -59,20 +62,39 @@ def _build(
             hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(fields)})"
             raise SpecError(f"{where}{dotted}: unknown key{hint}")
         f = fields[key]
-        kind = f.metadata["kind"]
-        if kind == "table":
+        if isinstance(f, dataclasses.Field) and f.metadata["kind"] == "table":
             kwargs[f.name] = _build(f.metadata["cls"], value, dotted, origin, where, typed)
             continue
+        meta = f.metadata
         try:
             from_cli = dotted in origin and dotted not in typed
-            kwargs[f.name] = check_value(kind, f.metadata, value, from_cli=from_cli)
+            checked = check_value(meta["kind"], meta, value, from_cli=from_cli)
         except ValueError as err:
             name = f"{origin[dotted]} ({dotted})" if dotted in origin else f"{where}{dotted}"
             raise SpecError(f"{name}: {err}, got {value!r}") from None
+        if isinstance(f, OwnOption):
+            own[key] = checked
+        else:
+            kwargs[f.name] = checked
     for key, f in fields.items():
         if f.metadata.get("required") and key not in kwargs:
             raise SpecError(f"{where}{path}.{key}: required")
+    if own:
+        kwargs["own"] = own
     return cls(**kwargs)
+
+
+def _table_fields(cls: type, path: str) -> dict[str, dataclasses.Field | OwnOption]:
+    """The keys a table of ``cls`` takes, in order: its fields, with the options the batch
+    systems and launchers declare for it (:mod:`.spec_options`) where its ``own`` field stands."""
+    fields: dict[str, dataclasses.Field | OwnOption] = {}
+    for f in dataclasses.fields(cls):
+        kind = f.metadata.get("kind")
+        if kind == "own":
+            fields.update((o.key, o) for o in own_options(path))
+        elif kind != "internal":
+            fields[_key(f)] = f
+    return fields
 
 
 def _merge(base: dict[str, Any], dotted: str, value: Any) -> None:
@@ -129,7 +151,7 @@ def apply_smoke(merged: dict[str, Any], smoke: bool, where: str) -> dict[str, An
             _key(f): f for f in dataclasses.fields(JobSpec) if f.metadata.get("kind") == "table"
         }
         known = (
-            {_key(f) for f in dataclasses.fields(tables[section].metadata["cls"])}
+            set(_table_fields(tables[section].metadata["cls"], section))
             if section in tables
             else set()
         )
@@ -308,11 +330,12 @@ def explain(
 
 def _fields(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
     out = []
-    for f in dataclasses.fields(obj):
-        if f.metadata.get("kind") == "internal":
+    for key, f in _table_fields(type(obj), prefix.rstrip(".")).items():
+        if isinstance(f, OwnOption):
+            out.append((f"{prefix}{key}", obj.own.get(key, f.default)))
             continue
         value = getattr(obj, f.name)
-        dotted = f"{prefix}{_key(f)}"
+        dotted = f"{prefix}{key}"
         if f.metadata.get("kind") == "table" and value is not None:
             out += _fields(value, f"{dotted}.")
         else:

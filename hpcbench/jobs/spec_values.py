@@ -13,6 +13,7 @@ from typing import Any
 from hpcbench.jobs.launchers import launcher_names
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES, SCHEDULER_CLASSES
 from hpcbench.jobs.spec import MAX_LINE_CHARS, MAX_TEXT_CHARS
+from hpcbench.jobs.spec_options import requeue_methods
 from hpcbench.jobs.units import parse_memory, parse_time
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -168,9 +169,12 @@ def log_path_refusals() -> dict[str, tuple[str, str]]:
 
 
 def _check_choice(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) -> str:
-    choices = {"scheduler": SCHEDULER_CHOICES, "launcher": launcher_names()}.get(
-        kind, meta.get("choices", ())
-    )
+    if kind == "requeue_method":
+        choices = requeue_methods()
+    else:
+        choices = {"scheduler": SCHEDULER_CHOICES, "launcher": launcher_names()}.get(
+            kind, meta.get("choices", ())
+        )
     if value not in choices:
         raise ValueError(f"expected one of {', '.join(choices)}")
     return value
@@ -185,7 +189,7 @@ _CHECKS: dict[str, Callable[[str, dict[str, Any], Any, bool], Any]] = {
     "jobids": _check_job_ids,
     **dict.fromkeys(("textlist", "linelist", "pathlist"), _check_list),
     "envdict": _check_env,
-    **dict.fromkeys(("choice", "scheduler", "launcher"), _check_choice),
+    **dict.fromkeys(("choice", "scheduler", "launcher", "requeue_method"), _check_choice),
 }
 
 

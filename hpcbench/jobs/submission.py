@@ -18,8 +18,9 @@ from hpcbench.jobs import registry, schedulers
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.render import render_script
 from hpcbench.jobs.schedulers.base import JobRecord, Scheduler
-from hpcbench.jobs.spec import FIELD_KEYWORDS, JobSpec, SpecError
+from hpcbench.jobs.spec import JobSpec, SpecError
 from hpcbench.jobs.spec_load import load_spec as _load_spec
+from hpcbench.jobs.spec_options import field_keywords
 from hpcbench.jsonfile import read_json
 
 
@@ -32,11 +33,12 @@ def load_spec(
     """Load a spec file (or the defaults) with keyword overrides, e.g. ``nodes=2``; ``smoke``:
     the file's ``[smoke]`` form (a tiny model on the built-in data, for minutes); ``profile``:
     the cluster profile under the file (default ``$HPCBENCH_PROFILE``; docs/cluster-guide.md)."""
+    keywords = field_keywords()
     overrides = {}
     for key, value in fields.items():
-        if key not in FIELD_KEYWORDS:
+        if key not in keywords:
             raise TypeError(f"load_spec() got an unknown field {key!r}")
-        overrides[FIELD_KEYWORDS[key]] = (key, value)
+        overrides[keywords[key]] = (key, value)
     return _load_spec(path, overrides, smoke=smoke, profile=profile)
 
 

@@ -17,6 +17,7 @@ TOY_MODULE = '''
 from pathlib import Path
 
 from hpcbench.jobs.schedulers.local.scheduler import LocalScheduler
+from hpcbench.jobs.spec import OwnOption
 
 
 class ToyScheduler(LocalScheduler):
@@ -25,6 +26,14 @@ class ToyScheduler(LocalScheduler):
     template = "toy.sh.j2"
     template_dir = Path(__file__).parent / "templates"
     stop_warning = "the toy sends SIGTERM"
+    options = (
+        OwnOption(
+            "scheduler", "toy_queue", "choice", default="fast", choices=("fast", "slow"),
+            profile_key="toy_queue", flag_help="the toy's queue (default fast)",
+        ),
+    )
+    requeue_methods = ("toyrequeue",)
+    profile_notes = {"toy_site": ("the toy's site", str)}
 
 
 '''
@@ -32,20 +41,23 @@ class ToyScheduler(LocalScheduler):
 TOY_LAUNCHER = '''
 """A toy launcher, declared on its own under hpcbench.launchers."""
 from hpcbench.jobs.launchers.base import Launcher, program_words
+from hpcbench.jobs.spec import OwnOption
 
 
 class ToyLauncher(Launcher):
     name = "toyrun"
     order = 90
+    options = (OwnOption("launcher", "toy_flag", "line", default="plain"),)
 
     @classmethod
     def words(cls, spec, scheduler):
-        return ["env", "TOY_LAUNCHED=yes", *program_words(spec)]
+        flag = cls.option(spec, "toy_flag")
+        return ["env", "TOY_LAUNCHED=yes", f"TOY_FLAG={flag}", *program_words(spec)]
 '''
 
 TOY_TEMPLATE = """{% extends "hpcbench/local.sh.j2" %}
 {% block directives %}
-# toy batch system: {{ r.nodes }} node(s)
+# toy batch system: {{ r.nodes }} node(s), queue {{ options.toy_queue }}
 {% endblock %}
 """
 
@@ -80,7 +92,7 @@ def test_a_plugged_in_scheduler_and_launcher_are_listed_rendered_and_run(workdir
     script = hpcbench("render", *flags, cwd=workdir, env=env)
     assert script.returncode == 0, script.stderr
     assert "not loaded" not in script.stderr, script.stderr
-    assert "# toy batch system: 1 node(s)" in script.stdout
+    assert "# toy batch system: 1 node(s), queue fast" in script.stdout
     assert "env TOY_LAUNCHED=yes " in script.stdout
     assert "started by toyrun" in script.stdout
 
@@ -100,3 +112,51 @@ def test_a_plugin_that_fails_to_import_is_named_and_left_out(workdir, tmp_path):
     result = hpcbench("render", "--scheduler", "local", cwd=workdir, env=env)
     assert result.returncode == 0, result.stderr
     assert "hpcbench: plug-in toy (hpcbench.schedulers) not loaded: broken" in result.stderr
+
+
+def test_a_plugin_s_own_spec_options_profile_keys_and_flags_are_read_and_checked(workdir, tmp_path):
+    """What only the toy reads is declared by its classes: the spec's loader, the profiles and
+    the CLI take it from there, with the checks and messages of the spec's own fields."""
+    env = toy_package(tmp_path / "site")
+    flags = ["--scheduler", "toy", "--launcher", "toyrun", "--program", "true"]
+    assert "--toy-queue {fast,slow}" in hpcbench("render", "--help", cwd=workdir, env=env).stdout
+
+    by_flag = hpcbench("render", *flags, "--toy-queue", "slow", cwd=workdir, env=env)
+    assert "queue slow" in by_flag.stdout and "TOY_FLAG=plain" in by_flag.stdout, by_flag.stderr
+    wrong = hpcbench("render", *flags, "--toy-queue", "medium", cwd=workdir, env=env)
+    assert wrong.returncode == 2 and "invalid choice: 'medium'" in wrong.stderr
+
+    spec = workdir / "toy.toml"
+    spec.write_text(
+        '[scheduler]\ntoy_queue = "slow"\n[launcher]\ntoy_flag = "loud"\n'
+        '[requeue]\nenabled = true\nmethod = "toyrequeue"\n'
+    )
+    by_spec = hpcbench("render", str(spec), *flags, cwd=workdir, env=env)
+    assert by_spec.returncode == 0, by_spec.stderr
+    assert "queue slow" in by_spec.stdout and "TOY_FLAG=loud" in by_spec.stdout
+
+    spec.write_text('[scheduler]\ntoy_queu = "slow"\n')
+    typo = hpcbench("render", str(spec), *flags, cwd=workdir, env=env)
+    assert typo.returncode == 2
+    assert "scheduler.toy_queu: unknown key (did you mean 'toy_queue'?)" in typo.stderr
+    spec.write_text('[scheduler]\ntoy_queue = "medium"\n')
+    bad = hpcbench("render", str(spec), *flags, cwd=workdir, env=env)
+    assert "scheduler.toy_queue: expected one of fast, slow, got 'medium'" in bad.stderr
+    spec.write_text('[requeue]\nmethod = "toyrequeu"\n')
+    method = hpcbench("render", str(spec), *flags, cwd=workdir, env=env)
+    assert "expected one of auto, scontrol, toyrequeue, resubmit" in method.stderr
+
+    site = tmp_path / "profiles.toml"
+    site.write_text('[profiles.toyland]\ntoy_queue = "slow"\ntoy_site = "the lab"\n')
+    site.chmod(0o644)
+    shown = hpcbench(
+        "profile", "show", "toyland", cwd=workdir, env={**env, "HPCBENCH_SITE_CONFIG": str(site)}
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "scheduler.toy_queue" in shown.stdout and "toy_queue" in shown.stdout
+    assert "the lab" in shown.stdout
+
+    # without the plug-in its options are unknown keys, as any misspelt field
+    spec.write_text('[scheduler]\ntoy_queue = "slow"\n')
+    bare = hpcbench("render", str(spec), cwd=workdir)
+    assert bare.returncode == 2 and "scheduler.toy_queue: unknown key" in bare.stderr

@@ -281,6 +281,7 @@ def test_slurm_sacct_of_a_two_node_job_and_its_steps(bindir):
     assert record["energy_reason"] == (
         "this cluster gathers no energy (AcctGatherEnergyType = acct_gather_energy/none)"
     )
+    assert record["energy_source"] == "SLURM's ConsumedEnergy"  # what the report calls it
     steps = {s["step"]: s for s in record["steps"]}
     assert steps["0"]["max_rss_task"] == 1 and steps["0"]["max_rss_node"] == "node2"
     assert steps["0"]["tasks"] == 2 and steps["batch"]["max_rss_bytes"] == 12644352

@@ -19,7 +19,7 @@ from tests.unit.test_bench_analysis import BASE, Matrix, _by_name, _config, _dev
 
 
 def _record(queue: float, elapsed: float, rss_mib: int, energy: float | None) -> dict:
-    record = empty_record("slurm", "1", "sacct (SLURM accounting)")
+    record = empty_record("slurm", "1", "sacct (SLURM accounting)", "SLURM's ConsumedEnergy")
     record["available"] = True
     record["job"].update(
         state="COMPLETED",
@@ -154,6 +154,8 @@ def test_the_report_shows_accounting_and_estimates_with_their_sources(tmp_path):
     paths = build_report(root)
     md = paths[0].read_text()
     assert "## What the scheduler recorded" in md and "sacct (SLURM accounting)" in md
+    # what the scheduler's energy is comes from its reader, in its own words
+    assert "recorded for the job's nodes (SLURM's ConsumedEnergy)" in " ".join(md.split())
     assert "## Carbon and cost (estimates)" in md
     assert "Estimates, not measurements" in md
     assert "carbon intensity 250 gCO2e/kWh (from user profile hydra" in md

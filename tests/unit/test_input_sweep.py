@@ -30,6 +30,7 @@ from hpcbench.jobs.render import RenderError
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
 from hpcbench.jobs.spec import MAX_LINE_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS, JobSpec, SpecError
 from hpcbench.jobs.spec_load import load_spec as load_spec_file
+from hpcbench.jobs.spec_options import own_options, requeue_methods
 from hpcbench.train.command_line import parse_args
 from hpcbench.train.config import ConfigError
 from tests.conftest import examples, need_module
@@ -161,6 +162,8 @@ def spec_fields() -> list[tuple[str, str, dict[str, Any]]]:
             if kind == "table":
                 found.append((dotted, kind, dict(f.metadata)))
                 walk(f.metadata["cls"], dotted)
+            elif kind == "own":  # the options one scheduler or launcher declares
+                found.extend((o.dotted, o.kind, o.metadata) for o in own_options(prefix))
             elif kind != "internal":
                 found.append((dotted, kind, dict(f.metadata)))
 
@@ -302,10 +305,12 @@ def bad_value(kind: str, meta: dict[str, Any]) -> st.SearchStrategy[Any]:
                 max_size=2,
             ),
         )
-    if kind in ("choice", "scheduler", "launcher"):
-        choices = {"scheduler": SCHEDULER_CHOICES, "launcher": launcher_names()}.get(
-            kind, meta.get("choices", ())
-        )
+    if kind in ("choice", "scheduler", "launcher", "requeue_method"):
+        choices = {
+            "scheduler": SCHEDULER_CHOICES,
+            "launcher": launcher_names(),
+            "requeue_method": requeue_methods(),
+        }.get(kind, meta.get("choices", ()))
         return st.one_of(st.text(max_size=10).filter(lambda v: v not in choices), NOT_STR)
     if kind == "table":
         return st.one_of(st.integers(), st.text(max_size=5), st.lists(st.integers(), max_size=2))

@@ -218,20 +218,11 @@ SCHEDULER_WORDS = {
     "sge": ("sge", "gridengine", "qacct", "qsub", "qstat", "qdel"),
     "lsf": ("lsf", "lsb", "bsub", "bjobs", "bkill", "bacct", "blaunch"),
 }
-# Files that still name batch systems outside their packages, and why. The job spec's options
-# that one scheduler reads (scheduler.pbs_resources, scheduler.sge_pe, requeue.method =
-# "scontrol") and their profile keys and flags are declared in the spec, the profiles and the
-# CLI; the CLI's help texts name the batch systems; the report's accounting section names
-# SLURM's ConsumedEnergy; and the run side reads the environment each batch system sets
-# (launch.py, the trainer's runtime and its options, the scaling calibration's core count).
+# Files that still name batch systems outside their packages, and why: the run side reads the
+# environment each batch system sets (launch.py, the trainer's runtime and its options, the
+# scaling calibration's core count).
 SCHEDULERS_DIR = ["hpcbench", "jobs", "schedulers"]
 NOT_YET_THEIR_OWN = {
-    "hpcbench/jobs/spec.py",
-    "hpcbench/jobs/profiles.py",
-    "hpcbench/cli/options.py",
-    "hpcbench/cli/jobs.py",
-    "hpcbench/cli/profile.py",
-    "hpcbench/bench/report_accounting.py",
     "hpcbench/launch.py",
     "hpcbench/train/runtime.py",
     "hpcbench/train/config.py",

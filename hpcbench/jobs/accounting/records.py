@@ -59,8 +59,11 @@ STEP_KEYS = (
 )
 
 
-def empty_record(scheduler: str, job_id: str, source: str) -> dict[str, Any]:
-    """An accounting record with nothing known yet."""
+def empty_record(
+    scheduler: str, job_id: str, source: str, energy_source: str = ""
+) -> dict[str, Any]:
+    """An accounting record with nothing known yet; ``energy_source``: what its energy is, in
+    the batch system's words, where it records one."""
     return {
         "format": ACCOUNTING_FORMAT,
         "scheduler": scheduler,
@@ -72,6 +75,7 @@ def empty_record(scheduler: str, job_id: str, source: str) -> dict[str, Any]:
         "job": dict.fromkeys(JOB_KEYS),
         "steps": [],
         "energy_reason": "",
+        "energy_source": energy_source,
         "notes": [],
     }
 

@@ -10,10 +10,10 @@ program, inside the job's container if there is one) is :func:`program_words`.
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from hpcbench.jobs.shell import Word, path_word
-from hpcbench.jobs.spec import JobSpec
+from hpcbench.jobs.spec import JobSpec, OwnOption, own_value
 
 
 class LaunchError(ValueError):
@@ -43,6 +43,14 @@ class Launcher:
     only_under: ClassVar[str] = ""
     #: the launcher a scheduler that plays every batch system on one machine starts instead
     stand_in: ClassVar[str] = ""
+
+    #: the job spec fields only this launcher reads (:class:`~hpcbench.jobs.spec.OwnOption`)
+    options: ClassVar[tuple[OwnOption, ...]] = ()
+
+    @classmethod
+    def option(cls, spec: JobSpec, key: str) -> Any:
+        """The value of its own option ``key`` in ``spec`` (the declared default if unset)."""
+        return own_value(cls.options, spec, key)
 
     @classmethod
     def words(cls, spec: JobSpec, scheduler: type[NodeStarter]) -> list[Word]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hpcbench.jobs.launchers.base import Launcher, NodeStarter, program_words
 from hpcbench.jobs.shell import Word
-from hpcbench.jobs.spec import JobSpec
+from hpcbench.jobs.spec import JobSpec, OwnOption
 
 
 class Srun(Launcher):
@@ -13,6 +13,8 @@ class Srun(Launcher):
     order = 30
     only_under = "slurm"
     stand_in = "mpiexec"
+    # srun's --mpi: the PMI plugin that MPI ranks started without mpiexec connect through
+    options = (OwnOption("launcher", "srun_mpi", "line", profile_key="srun_mpi"),)
 
     @classmethod
     def words(cls, spec: JobSpec, scheduler: type[NodeStarter]) -> list[Word]:
@@ -29,6 +31,6 @@ def srun_words(spec: JobSpec) -> list[Word]:
         "--kill-on-bad-exit=1",
         "--label",
     ]
-    if spec.launcher.srun_mpi:
-        words.append(f"--mpi={spec.launcher.srun_mpi}")
+    if plugin := Srun.option(spec, "srun_mpi"):
+        words.append(f"--mpi={plugin}")
     return [*words, *spec.launcher.args, *program_words(spec)]

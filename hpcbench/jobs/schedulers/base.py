@@ -19,7 +19,7 @@ from hpcbench.jobs.launchers import Launcher, launcher_for
 from hpcbench.jobs.schedulers.errors import JobIdError, SchedulerError
 from hpcbench.jobs.schedulers.polling import backoff_intervals, poll_ceiling, sleep_ticking
 from hpcbench.jobs.shell import ShellVar, Word, quote_word
-from hpcbench.jobs.spec import JobSpec
+from hpcbench.jobs.spec import JobSpec, OwnOption, own_value
 from hpcbench.plugins import registered
 
 # States, named as SLURM names them; every scheduler maps its own onto these.
@@ -134,6 +134,18 @@ class Scheduler(ABC):
     #: `lead` is replaced by the spec's requeue.lead)
     stop_warning: ClassVar[str] = "the scheduler's warning signal"
     #: the most ranks a job may have ('' reason: no limit of hpcbench's own)
+    #: the job spec fields only this scheduler reads (:class:`~hpcbench.jobs.spec.OwnOption`)
+    options: ClassVar[tuple[OwnOption, ...]] = ()
+    #: the ways of requeueing a job it adds to ``requeue.method``'s "auto" and "resubmit"
+    requeue_methods: ClassVar[tuple[str, ...]] = ()
+    #: facts a cluster profile may record about it: key -> (what it says, its type)
+    profile_notes: ClassVar[dict[str, tuple[str, type]]] = {}
+
+    @classmethod
+    def option(cls, spec: JobSpec, key: str) -> Any:
+        """The value of its own option ``key`` in ``spec`` (the declared default if unset)."""
+        return own_value(cls.options, spec, key)
+
     max_ranks: ClassVar[int | None] = None
     max_ranks_reason: ClassVar[str] = ""
 
@@ -195,6 +207,12 @@ class Scheduler(ABC):
     submitit_cluster: ClassVar[str] = ""
     #: whether :meth:`describe` reads the cluster's description
     describes_cluster: ClassVar[bool] = False
+    #: the commands :meth:`describe` asks, as ``--help`` names them
+    describe_commands: ClassVar[str] = ""
+    #: the command its accounting reader asks, as ``--help`` names it ('' for none)
+    accounting_command: ClassVar[str] = ""
+    #: how its dependencies (``scheduler.after``) differ from "start after JOB succeeded"
+    after_note: ClassVar[str] = ""
 
     def describe(self, partition: str | None = None) -> tuple[dict[str, Any], list[str]]:
         """What the cluster says of itself, as a profile's values (``hpcbench profile init``),

@@ -76,6 +76,7 @@ def parse_bjobs(out: str, job_ids: Sequence[str]) -> dict[str, JobStatus]:
 class LsfScheduler(Scheduler):
     name = "lsf"
     label = "LSF"
+    accounting_command = "bacct"
     submit_command = "bsub"
     template = "lsf.bsub.j2"
     stop_warning = "LSF sends the signal `lead` before the run limit (-wa/-wt)"

@@ -32,7 +32,7 @@ from hpcbench.jobs.schedulers.base import (
     SchedulerError,
 )
 from hpcbench.jobs.schedulers.commands import run_command, run_process
-from hpcbench.jobs.spec import JobSpec
+from hpcbench.jobs.spec import JobSpec, OwnOption
 from hpcbench.jobs.units import format_memory, format_time_hms
 
 _STATE_MAP = {
@@ -146,6 +146,19 @@ def _same_job(full_id: str, job_id: str) -> bool:
 class PbsScheduler(Scheduler):
     name = "pbs"
     label = "PBS"
+    accounting_command = "qstat -x"
+    options = (
+        OwnOption(
+            "scheduler",
+            "pbs_resources",
+            "choice",
+            default="select",
+            choices=("select", "nodes"),
+            profile_key="pbs_resources",
+            flag_help="PBS resource syntax: select (PBS Pro, OpenPBS; default) or nodes=N:ppn=P "
+            "(Torque)",
+        ),
+    )
     log_path_refusals = ((":", "':'", "read HOST:PATH"),)
     submit_command = "qsub"
     template = "pbs.qsub.j2"
@@ -179,7 +192,7 @@ class PbsScheduler(Scheduler):
         <name>.o<sequence>-<index>."""
         base = cwd / spec.resources.output_dir
         seq = task_id.split("[", 1)[0]
-        sep = "-" if spec.scheduler.pbs_resources == "nodes" else "."
+        sep = "-" if self.option(spec, "pbs_resources") == "nodes" else "."
         name = spec.resources.letter_first_name
         return base / f"{name}.o{seq}{sep}{index}", base / f"{name}.e{seq}{sep}{index}"
 

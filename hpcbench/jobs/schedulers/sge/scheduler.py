@@ -24,7 +24,7 @@ from hpcbench.jobs.schedulers.base import (
     SchedulerError,
 )
 from hpcbench.jobs.schedulers.commands import run_command
-from hpcbench.jobs.spec import JobSpec
+from hpcbench.jobs.spec import JobSpec, OwnOption
 from hpcbench.jobs.state import state_dir
 from hpcbench.jobs.units import format_memory, format_time_hms
 
@@ -90,6 +90,10 @@ def _qstat_state(codes: list[str]) -> JobStatus:
 class SgeScheduler(Scheduler):
     name = "sge"
     label = "Grid Engine"
+    accounting_command = "qacct"
+    after_note = "Grid Engine's -hold_jid waits for its end, successful or not"
+    # the parallel environment of a job of several slots (qconf -spl lists them)
+    options = (OwnOption("scheduler", "sge_pe", "line", profile_key="sge_pe"),)
     log_path_refusals = (("$", "'$'", "expands it"), (":", "':'", "read HOST:PATH"))
     submit_command = "qsub"
     template = "sge.qsub.j2"

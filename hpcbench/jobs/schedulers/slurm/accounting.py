@@ -56,6 +56,7 @@ FIELDS = (
     "ConsumedEnergyRaw",
 )
 SOURCE = "sacct (SLURM accounting)"
+ENERGY_SOURCE = "SLURM's ConsumedEnergy"
 
 
 def command(job_id: str) -> list[str]:
@@ -110,7 +111,7 @@ def _energy_reason(run: Runner) -> str:
 def parse(out: str, job_id: str) -> dict[str, Any]:
     """The record from ``sacct``'s answer (its lines, ``|``-separated in :data:`FIELDS`'s
     order); ``available`` false when the job is not among them."""
-    record = empty_record("slurm", job_id, SOURCE)
+    record = empty_record("slurm", job_id, SOURCE, ENERGY_SOURCE)
     rows = []
     for line in out.splitlines():
         parts = line.split("|")

@@ -100,9 +100,14 @@ def sacct_exit_code(raw: str) -> int | None:
 class SlurmScheduler(Scheduler):
     name = "slurm"
     label = "SLURM"
+    # requeue.method = "scontrol": the job requeues itself (scontrol requeue) and keeps its id
+    requeue_methods = ("scontrol",)
+    profile_notes = {"sacct": ("whether SLURM accounting (sacct) answers on this cluster", bool)}
     log_path_refusals = (("\\", "a backslash", "reads it as 'no substitution'"),)
     submit_command = "sbatch"
     describes_cluster = True
+    describe_commands = "sinfo, scontrol"
+    accounting_command = "sacct"
     submitit_cluster = "slurm"
     template = "slurm.sbatch.j2"
     stop_warning = (
