@@ -7,11 +7,13 @@ and output that launchers can merge line by line (:func:`line_buffered_output`).
 data reader, the converters, the probe and ``hpcbench prep`` all build on this module, which
 imports nothing of theirs.
 
-Launch detection: each launcher is one small reader of environment variables answering the same
-questions; the first that recognises the environment wins, in this order: torchrun, Open MPI,
-MPICH/Intel MPI (Hydra or PMI-2 under srun), SLURM's srun, then mpi4py's COMM_WORLD if the
-program already initialised MPI, and finally a plain single process. Pure Python: no torch, no
-numpy; MPI only if already started.
+Launch detection: each launcher and batch system is one small reader of environment variables
+answering the same questions (:mod:`hpcbench.environments`); the first that recognises the
+environment wins, in their order: torchrun, Open MPI, MPICH/Intel MPI (Hydra, or PMI-2 under a
+batch system's task launcher), the batch system's own task launcher, then mpi4py's COMM_WORLD if
+the program already initialised MPI, and finally a plain single process. The job's id, the
+CPUs a task was given and the allocation's first node come from the batch systems' environments
+the same way. Pure Python: no torch, no numpy; MPI only if already started.
 """
 
 from __future__ import annotations
@@ -22,17 +24,21 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
+from hpcbench.environments import Environment, RankVariables, environments
+from hpcbench.environments.base import read_int
+
 # Launchers whose ranks are MPI ranks: mpi4py's COMM_WORLD is the launch's world, so the trainer
 # defaults to its MPI strategy and exchanges its rendezvous over MPI, and MPI_Abort stops them all.
-MPI_LAUNCHERS = frozenset({"openmpi", "mpich", "mpi4py"})
+MPI_LAUNCHERS = frozenset({e.name for e in environments() if e.mpi} | {"mpi4py"})
 
-# srun's tasks are MPI ranks too when the program initialises MPI through SLURM's PMI plugin; a
-# program that wants MPI whenever it can have it (data preparation) asks for these.
-MPI_CAPABLE_LAUNCHERS = MPI_LAUNCHERS | {"slurm"}
+# A batch system's own task launcher's tasks are MPI ranks too when the program initialises MPI
+# through its PMI plugin; a program that wants MPI whenever it can have it (data preparation)
+# asks for these.
+MPI_CAPABLE_LAUNCHERS = MPI_LAUNCHERS | {e.name for e in environments() if e.mpi_capable}
 
-# Where each scheduler puts the job's id, hpcbench's own first (every rendered script exports it;
-# the local scheduler sets only it): SLURM, PBS, Grid Engine, LSF.
-JOB_ID_VARIABLES = ("HPCBENCH_JOB_ID", "SLURM_JOB_ID", "PBS_JOBID", "JOB_ID", "LSB_JOBID")
+# hpcbench's own variable for the job's id: every rendered script exports it (the local scheduler
+# sets only it); each batch system's comes after it
+JOB_ID_VARIABLE = "HPCBENCH_JOB_ID"
 
 
 @dataclass(frozen=True)
@@ -42,102 +48,36 @@ class LaunchInfo:
     local_rank: int
     local_world_size: int
     node_rank: int
-    launcher: str  # torchrun | openmpi | mpich | slurm | mpi4py | single
+    launcher: str  # an environment's name (torchrun, openmpi, mpich…), mpi4py or single
     hostname: str
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def _int(env: Mapping[str, str], *names: str) -> int | None:
-    for name in names:
-        value = env.get(name)
-        if value is not None and value.strip().lstrip("-").isdigit():
-            return int(value)
-    return None
+def _task_place(attribute: str) -> tuple[str, ...]:
+    """The batch systems' variables of a task's ``attribute`` (``task_local``, ``task_node``,
+    ``tasks_per_node``), in their order."""
+    return tuple(v for e in environments() for v in getattr(e, attribute))
 
 
-def _finish(
-    env: Mapping[str, str],
-    launcher: str,
-    rank: int,
-    world: int,
-    local: int | None,
-    local_world: int | None,
-    node: int | None,
-) -> LaunchInfo:
-    local_world = local_world or _int(env, "SLURM_NTASKS_PER_NODE") or world
+def _read(environment: type[Environment], env: Mapping[str, str]) -> LaunchInfo | None:
+    """``environment``'s launch, if ``env`` is one of its."""
+    v: RankVariables | None = environment.ranks
+    if v is None:
+        return None
+    rank, world = read_int(env, *v.rank), read_int(env, *v.world)
+    if rank is None or world is None or (v.requires and v.requires not in env):
+        return None
+    task = environment.reads_task_place
+    local = read_int(env, *v.local, *(_task_place("task_local") if task else ()))
+    node = read_int(env, *v.node, *(_task_place("task_node") if task else ()))
+    local_world = (
+        read_int(env, *v.local_world) or read_int(env, *_task_place("tasks_per_node")) or world
+    )
     local = rank % local_world if local is None else local
     node = rank // local_world if node is None else node
-    return LaunchInfo(rank, world, local, local_world, node, launcher, socket.gethostname())
-
-
-@dataclass(frozen=True)
-class LauncherVariables:
-    """Where one launcher puts each rank's place: the variables to read, first found wins
-    (local rank, local size and node rank may be missing: they follow from the others)."""
-
-    launcher: str
-    rank: tuple[str, ...]
-    world: tuple[str, ...]
-    local: tuple[str, ...] = ()
-    local_world: tuple[str, ...] = ()
-    node: tuple[str, ...] = ()
-    requires: str = ""  # a variable that must also be set for the launch to be this one's
-
-    def read(self, env: Mapping[str, str]) -> LaunchInfo | None:
-        rank, world = _int(env, *self.rank), _int(env, *self.world)
-        if rank is None or world is None or (self.requires and self.requires not in env):
-            return None
-        return _finish(
-            env,
-            self.launcher,
-            rank,
-            world,
-            _int(env, *self.local),
-            _int(env, *self.local_world),
-            _int(env, *self.node),
-        )
-
-
-#: the launchers recognised from their variables, asked in this order
-LAUNCHER_VARIABLES: tuple[LauncherVariables, ...] = (
-    LauncherVariables(
-        "torchrun",
-        ("RANK",),
-        ("WORLD_SIZE",),
-        ("LOCAL_RANK",),
-        ("LOCAL_WORLD_SIZE",),
-        ("GROUP_RANK",),
-        requires="LOCAL_RANK",
-    ),
-    LauncherVariables(
-        "openmpi",
-        ("OMPI_COMM_WORLD_RANK",),
-        ("OMPI_COMM_WORLD_SIZE",),
-        ("OMPI_COMM_WORLD_LOCAL_RANK",),
-        ("OMPI_COMM_WORLD_LOCAL_SIZE",),
-        ("OMPI_COMM_WORLD_NODE_RANK",),
-    ),
-    LauncherVariables(
-        "mpich",
-        ("PMI_RANK",),
-        ("PMI_SIZE",),
-        ("MPI_LOCALRANKID", "SLURM_LOCALID"),
-        ("MPI_LOCALNRANKS",),
-        ("SLURM_NODEID",),
-    ),
-    # SLURM_PROCID alone is set in the batch step too; a task started by srun also has a step id.
-    LauncherVariables(
-        "slurm",
-        ("SLURM_PROCID",),
-        ("SLURM_NTASKS",),
-        ("SLURM_LOCALID",),
-        (),
-        ("SLURM_NODEID",),
-        requires="SLURM_STEP_ID",
-    ),
-)
+    return LaunchInfo(rank, world, local, local_world, node, environment.name, socket.gethostname())
 
 
 def _mpi4py_world() -> LaunchInfo | None:
@@ -172,8 +112,8 @@ def _mpi4py_world() -> LaunchInfo | None:
 def detect_launch(env: Mapping[str, str] | None = None) -> LaunchInfo:
     """The launch this process belongs to (a single process when no launcher is recognised)."""
     env = os.environ if env is None else env
-    for variables in LAUNCHER_VARIABLES:
-        info = variables.read(env)
+    for environment in environments():
+        info = _read(environment, env)
         if info is not None:
             return info
     if env is os.environ:
@@ -193,11 +133,44 @@ def is_mpi_launch(info: LaunchInfo, *, srun_counts: bool = False) -> bool:
 def job_id(env: Mapping[str, str] | None = None) -> str | None:
     """The scheduler's id of the job this process runs in (None outside a job)."""
     env = os.environ if env is None else env
-    for name in JOB_ID_VARIABLES:
+    batch = [e.job_id_variable for e in environments() if e.job_id_variable]
+    for name in (JOB_ID_VARIABLE, *batch):
         value = env.get(name, "").strip()
         if value:
             return value
     return None
+
+
+def cpus_per_task(env: Mapping[str, str] | None = None) -> int | None:
+    """The CPUs the batch system gave each task (None where it says nothing)."""
+    env = os.environ if env is None else env
+    found = read_int(env, *(e.cpus_per_task_variable for e in environments()))
+    return found if found and found > 0 else None
+
+
+def cpus_on_node(env: Mapping[str, str] | None = None) -> int | None:
+    """The CPUs the batch system gave the job on this node (None where it says nothing)."""
+    env = os.environ if env is None else env
+    found = read_int(env, *(e.cpus_on_node_variable for e in environments()))
+    return found if found and found > 0 else None
+
+
+def cpus_per_task_variables() -> list[str]:
+    """The variables :func:`cpus_per_task` reads, for help texts."""
+    return [e.cpus_per_task_variable for e in environments() if e.cpus_per_task_variable]
+
+
+def first_node(env: Mapping[str, str] | None = None) -> str | None:
+    """The first host of the job's allocation where the batch system says it (None outside a
+    job, or where it does not)."""
+    env = os.environ if env is None else env
+    return next((h for e in environments() if (h := e.first_node(env))), None)
+
+
+def node_list(env: Mapping[str, str] | None = None) -> str | None:
+    """The job's hosts as the batch system writes them (None where it does not)."""
+    env = os.environ if env is None else env
+    return next((n for e in environments() if (n := e.node_list(env))), None)
 
 
 def usable_cores() -> int:

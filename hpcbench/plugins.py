@@ -10,13 +10,15 @@ A package declares its modules under an entry-point group of its ``pyproject.tom
     [project.entry-points."hpcbench.launchers"]
     mylauncher = "my_package.mylauncher"  # defines a Launcher subclass
 
+    [project.entry-points."hpcbench.environments"]
+    mybatch = "my_package.mybatch_env"    # defines an Environment subclass (the run side)
+
 Importing the module registers its classes, as a module of hpcbench's own packages does. A
 plug-in that fails to import is named in one line on stderr and left out; hpcbench goes on.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from functools import cache
@@ -24,7 +26,7 @@ from typing import TypeVar
 
 SCHEDULER_GROUP = "hpcbench.schedulers"
 LAUNCHER_GROUP = "hpcbench.launchers"
-log = logging.getLogger("hpcbench")
+ENVIRONMENT_GROUP = "hpcbench.environments"
 T = TypeVar("T")
 
 
@@ -80,7 +82,11 @@ def load_plugins(group: str) -> list[str]:
         try:
             point.load()
         except Exception as err:  # a broken plug-in: said, left out
-            log.warning("hpcbench: plug-in %s (%s) not loaded: %s", point.name, group, err)
+            import logging  # here: every rank imports this module (through the run side)
+
+            logging.getLogger("hpcbench").warning(
+                "hpcbench: plug-in %s (%s) not loaded: %s", point.name, group, err
+            )
             continue
         loaded.append(point.name)
     return loaded

@@ -124,14 +124,14 @@ def max_op() -> Any:
 
 
 def job_cores() -> int:
-    """The cores this rank's job may use on its node: its CPU affinity, and no more than SLURM
-    gave the job there (``SLURM_CPUS_ON_NODE``; a cluster without CPU binding would otherwise
-    show every core of the node)."""
-    from hpcbench.launch import usable_cores
+    """The cores this rank's job may use on its node: its CPU affinity, and no more than the
+    batch system gave the job there (SLURM's ``SLURM_CPUS_ON_NODE``; a cluster without CPU
+    binding would otherwise show every core of the node)."""
+    from hpcbench.launch import cpus_on_node, usable_cores
 
     cores = usable_cores()
-    given = os.environ.get("SLURM_CPUS_ON_NODE", "")
-    return min(cores, int(given)) if given.isdigit() and int(given) > 0 else cores
+    given = cpus_on_node()
+    return min(cores, given) if given else cores
 
 
 def repeats_for(size: int) -> int:

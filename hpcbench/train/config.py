@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any
 
+from hpcbench.launch import cpus_per_task_variables
 from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
 STRATEGIES = ("auto", *STRATEGY_KINDS)
@@ -265,7 +266,8 @@ class TrainConfig:
         group="parallelism",
         rule=at_least(1),
         help="CPU threads per rank",
-        unset="$OMP_NUM_THREADS, $SLURM_CPUS_PER_TASK, else the usable cores / ranks on the node",
+        unset=", ".join(f"${v}" for v in ["OMP_NUM_THREADS", *cpus_per_task_variables()])
+        + ", else the usable cores / ranks on the node",
     )
     output_dir: str | None = option(
         None,

@@ -24,7 +24,16 @@ from typing import Any
 import torch
 
 from hpcbench import __version__
-from hpcbench.launch import MPI_LAUNCHERS, LaunchInfo, detect_launch, job_id, usable_cores
+from hpcbench.launch import (
+    MPI_LAUNCHERS,
+    LaunchInfo,
+    cpus_per_task,
+    detect_launch,
+    first_node,
+    job_id,
+    node_list,
+    usable_cores,
+)
 from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
 
@@ -53,11 +62,10 @@ class Runtime:
 
 
 def _cpu_threads(launch: LaunchInfo) -> int:
-    for name in ("OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK"):
-        value = os.environ.get(name, "")
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    return max(1, usable_cores() // max(1, launch.local_world_size))
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    return cpus_per_task() or max(1, usable_cores() // max(1, launch.local_world_size))
 
 
 def make_runtime(device: str = "auto", threads: int | None = None) -> Runtime:
@@ -75,17 +83,6 @@ def make_runtime(device: str = "auto", threads: int | None = None) -> Runtime:
     torch.set_num_threads(n)
     backend = "nccl" if on_gpu and gpus >= launch.local_world_size else "gloo"
     return Runtime(launch, dev, n, backend)
-
-
-def first_host(nodelist: str) -> str:
-    """First host of a SLURM node list: ``node[03-05,7],gpu1`` -> ``node03``."""
-    m = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
-    if not m:
-        return nodelist
-    prefix, ranges = m.group(1), m.group(2)
-    if not ranges:
-        return prefix
-    return prefix + ranges.split(",")[0].split("-")[0]
 
 
 def _free_port() -> int:
@@ -112,8 +109,7 @@ def rendezvous(launch: LaunchInfo) -> tuple[str, int]:
 
         mine = (socket.gethostname(), int(port) if port else (job or _free_port()))
         return MPI.COMM_WORLD.bcast(mine if launch.rank == 0 else None, root=0)
-    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
-    host = addr or (first_host(nodelist) if nodelist else "127.0.0.1")
+    host = addr or first_node() or "127.0.0.1"
     return host, int(port) if port else (job or 20000)
 
 
@@ -126,7 +122,7 @@ def provenance(runtime: Runtime, strategy_name: str) -> dict[str, Any]:
         "host": platform.node(),
         "launcher": runtime.launch.launcher,
         "job_id": job_id(),
-        "nodelist": os.environ.get("SLURM_JOB_NODELIST"),
+        "nodelist": node_list(),
         "threads": runtime.threads,
         "backend": runtime.backend if STRATEGY_KINDS[strategy_name].reports_backend else None,
     }

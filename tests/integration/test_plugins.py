@@ -6,6 +6,7 @@ They are listed by ``--help``, rendered, and a job is submitted through the loca
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -55,6 +56,17 @@ class ToyLauncher(Launcher):
         return ["env", "TOY_LAUNCHED=yes", f"TOY_FLAG={flag}", *program_words(spec)]
 '''
 
+TOY_ENVIRONMENT = '''
+"""The toy's run side: where its jobs find their id."""
+from hpcbench.environments import Environment
+
+
+class ToyEnvironment(Environment):
+    name = "toy"
+    order = 90
+    job_id_variable = "TOY_JOB_ID"
+'''
+
 TOY_TEMPLATE = """{% extends "hpcbench/local.sh.j2" %}
 {% block directives %}
 # toy batch system: {{ r.nodes }} node(s), queue {{ options.toy_queue }}
@@ -69,12 +81,14 @@ def toy_package(root: Path) -> dict[str, str]:
     (package / "templates").mkdir(parents=True)
     (package / "__init__.py").write_text(textwrap.dedent(TOY_MODULE))
     (package / "launcher.py").write_text(textwrap.dedent(TOY_LAUNCHER))
+    (package / "environment.py").write_text(textwrap.dedent(TOY_ENVIRONMENT))
     (package / "templates" / "toy.sh.j2").write_text(TOY_TEMPLATE)
     info = root / "toy_hpc-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-hpc\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
         "[hpcbench.schedulers]\ntoy = toy_hpc\n\n[hpcbench.launchers]\ntoyrun = toy_hpc.launcher\n"
+        "\n[hpcbench.environments]\ntoy = toy_hpc.environment\n"
     )
     return {"PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
@@ -160,3 +174,15 @@ def test_a_plugin_s_own_spec_options_profile_keys_and_flags_are_read_and_checked
     spec.write_text('[scheduler]\ntoy_queue = "slow"\n')
     bare = hpcbench("render", str(spec), cwd=workdir)
     assert bare.returncode == 2 and "scheduler.toy_queue: unknown key" in bare.stderr
+
+
+def test_a_plugin_s_run_side_gives_the_job_id_inside_its_jobs(workdir, tmp_path):
+    """The toy's run-side environment is asked as the built-in batch systems' are."""
+    env = {**os.environ, **toy_package(tmp_path / "site"), "TOY_JOB_ID": "77"}
+    for name in ("HPCBENCH_JOB_ID", "SLURM_JOB_ID", "PBS_JOBID", "JOB_ID", "LSB_JOBID"):
+        env.pop(name, None)  # the batch systems asked before the toy
+    ask = "from hpcbench.launch import job_id; print(job_id())"
+    found = subprocess.run(
+        [sys.executable, "-c", ask], env=env, capture_output=True, text=True, check=True
+    )
+    assert found.stdout.strip() == "77" and found.stderr == ""

@@ -13,10 +13,15 @@ import pytest
 from hpcbench.launch import (
     MPI_LAUNCHERS,
     LaunchInfo,
+    cpus_on_node,
+    cpus_per_task,
+    cpus_per_task_variables,
     detect_launch,
+    first_node,
     is_mpi_launch,
     job_id,
     largest_remainder,
+    node_list,
     usable_cores,
 )
 
@@ -82,6 +87,16 @@ def fields(info: LaunchInfo) -> tuple:
             },
             ("slurm", 2, 4, 0, 2, 1),
         ),
+        (  # mpirun inside a SLURM job: the batch step's SLURM place is not the rank's
+            {
+                "OMPI_COMM_WORLD_RANK": "3",
+                "OMPI_COMM_WORLD_SIZE": "4",
+                "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+                "SLURM_LOCALID": "0",
+                "SLURM_NODEID": "0",
+            },
+            ("openmpi", 3, 4, 1, 2, 1),
+        ),
         (  # torchrun inside an srun step: torchrun's variables win
             {
                 "RANK": "1",
@@ -133,6 +148,22 @@ def test_mpi_launches_are_named_once():
 )
 def test_the_job_id_comes_from_whichever_scheduler_runs_the_job(env, want):
     assert job_id(env) == want
+
+
+def test_the_batch_system_s_cpus_and_nodes_are_read_where_it_says_them():
+    env = {
+        "SLURM_CPUS_PER_TASK": "8",
+        "SLURM_CPUS_ON_NODE": "32",
+        "SLURM_JOB_NODELIST": "gpu[07-08],cpu1",
+    }
+    assert cpus_per_task(env) == 8 and cpus_on_node(env) == 32
+    assert first_node(env) == "gpu07" and node_list(env) == "gpu[07-08],cpu1"
+    assert first_node({"SLURM_NODELIST": "n3"}) == "n3"  # the older name
+    # nothing said, or nothing usable: no answer rather than a guess
+    for bad in ({}, {"SLURM_CPUS_PER_TASK": "0", "SLURM_CPUS_ON_NODE": "x"}):
+        assert cpus_per_task(bad) is None and cpus_on_node(bad) is None
+    assert first_node({}) is None and node_list({}) is None
+    assert cpus_per_task_variables() == ["SLURM_CPUS_PER_TASK"]
 
 
 def test_usable_cores_follow_the_affinity_of_the_process():

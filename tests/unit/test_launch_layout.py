@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BELOW_THE_TRAINER = ("hpcbench/data", "data_prep", "hpcbench/jobs/schedulers", "hpcbench/launch.py")
+BELOW_THE_TRAINER = (
+    "hpcbench/data",
+    "data_prep",
+    "hpcbench/jobs/schedulers",
+    "hpcbench/environments",
+    "hpcbench/launch.py",
+)
 TRAINER = "hpcbench.train"
 
 

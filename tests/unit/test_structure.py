@@ -218,16 +218,9 @@ SCHEDULER_WORDS = {
     "sge": ("sge", "gridengine", "qacct", "qsub", "qstat", "qdel"),
     "lsf": ("lsf", "lsb", "bsub", "bjobs", "bkill", "bacct", "blaunch"),
 }
-# Files that still name batch systems outside their packages, and why: the run side reads the
-# environment each batch system sets (launch.py, the trainer's runtime and its options, the
-# scaling calibration's core count).
 SCHEDULERS_DIR = ["hpcbench", "jobs", "schedulers"]
-NOT_YET_THEIR_OWN = {
-    "hpcbench/launch.py",
-    "hpcbench/train/runtime.py",
-    "hpcbench/train/config.py",
-    "hpcbench/scaling/calibrate.py",
-}
+# the run side's half of each batch system: what its processes read of their environment
+ENVIRONMENTS_DIR = ["hpcbench", "environments"]
 
 
 def code_words(path: Path) -> set[str]:
@@ -251,23 +244,38 @@ def code_words(path: Path) -> set[str]:
     return words
 
 
+def owner_of(where: str) -> str:
+    """The batch system whose files ``where`` is one of ('' for none): its package's, its run
+    side's module (``hpcbench/environments/NAME.py``), or its own launcher's."""
+    parts = where.split("/")
+    if parts[:3] == SCHEDULERS_DIR:
+        return parts[3]
+    if parts[:2] == ENVIRONMENTS_DIR:
+        return parts[2].removesuffix(".py")
+    return {"hpcbench/jobs/launchers/srun.py": "slurm"}.get(where, "")
+
+
 def test_no_batch_system_is_named_outside_its_own_files():
-    """A batch system's package (``hpcbench/jobs/schedulers/NAME/``) holds everything about it;
-    its launcher (``jobs/launchers/srun.py`` for SLURM) names it too."""
-    also_own = {"hpcbench/jobs/launchers/srun.py": "slurm"}
+    """A batch system's package (``hpcbench/jobs/schedulers/NAME/``) and its run side's module
+    (``hpcbench/environments/NAME.py``) hold everything about it; its launcher (``srun.py`` for
+    SLURM) names it too. Nothing else does: the spec's options, the profiles' keys, the CLI's
+    flags and help texts, the report's words all come from the classes."""
     every = {w for words in SCHEDULER_WORDS.values() for w in words}
     found = []
     for path in product_sources():
         where = path.relative_to(REPO).as_posix()
-        if where in NOT_YET_THEIR_OWN:
-            continue
-        parts = where.split("/")
-        owner = also_own.get(where) or (parts[3] if parts[:3] == SCHEDULERS_DIR else "")
-        named = code_words(path) & (every - set(SCHEDULER_WORDS.get(owner, ())))
+        mine = set(SCHEDULER_WORDS.get(owner_of(where), ()))
+        named = code_words(path) & (every - mine)
         found += [f"{where}: {word}" for word in sorted(named)]
     assert found == []
-    # the list above only shrinks: a file that names none any more leaves it
-    assert [w for w in sorted(NOT_YET_THEIR_OWN) if not code_words(REPO / w) & every] == []
+
+
+def test_a_batch_system_s_files_are_its_package_its_run_side_and_its_own_launcher():
+    assert owner_of("hpcbench/jobs/schedulers/sge/accounting.py") == "sge"
+    assert owner_of("hpcbench/environments/slurm.py") == "slurm"
+    assert owner_of("hpcbench/jobs/launchers/srun.py") == "slurm"
+    assert owner_of("hpcbench/launch.py") == ""
+    assert owner_of("hpcbench/environments/base.py") not in SCHEDULER_WORDS
 
 
 def test_the_words_of_code_leave_out_comments_and_docstrings(tmp_path):

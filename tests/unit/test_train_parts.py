@@ -12,7 +12,7 @@ from tests.conftest import need_module
 
 torch = need_module("torch")  # hpcbench.train.runtime and the models need it
 
-from hpcbench.train.runtime import first_host  # noqa: E402
+from hpcbench.environments.slurm import first_host  # noqa: E402
 
 
 @pytest.mark.parametrize(
