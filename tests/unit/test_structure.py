@@ -160,12 +160,6 @@ def test_no_function_local_import_of_hpcbench_in_the_scheduler_modules():
     assert local == []
 
 
-# Modules, functions and classes longer than the limits, still to be split (the job side, the
-# schedulers and the CLI are within them); the list only shrinks.
-NOT_YET_SPLIT = {
-    "hpcbench/train/config.py",
-    "hpcbench/train/config.py:TrainConfig",
-}
 
 
 def long_parts() -> list[str]:
@@ -192,8 +186,7 @@ def long_parts() -> list[str]:
 
 def test_modules_functions_and_classes_are_short_enough_to_read():
     found = long_parts()
-    assert sorted(set(found) - NOT_YET_SPLIT) == [], "over the limits"
-    assert sorted(NOT_YET_SPLIT - set(found)) == [], "split now: take it off NOT_YET_SPLIT"
+    assert sorted(found) == [], "over the limits"
 
 
 def test_an_import_of_a_package_s_name_is_an_edge_to_its_init(tmp_path):
