@@ -19,7 +19,7 @@ from typing import Any
 from hpcbench.files import printable
 from hpcbench.jobs.accounting.records import load as load_accounting
 from hpcbench.jsonfile import JsonFileError, read_json
-from hpcbench.train.documents import METRICS_FORMAT
+from hpcbench.run_documents import METRICS_FORMAT
 
 BENCH_FORMAT = "hpcbench-bench/1"
 RUNS_FORMAT = "hpcbench-runs/1"

@@ -1,6 +1,6 @@
-"""Rank 0's results, and their layout in one place: ``metrics.json`` (everything) and
-``epochs.csv`` (one row per epoch), both written to a temporary name and renamed, only when a run
-completes; the run directory is checked during set-up; plus the summary printed at the end.
+"""Rank 0's results of hpcbench's trainer: what its ``metrics.json`` and ``epochs.csv`` hold,
+written (through :mod:`hpcbench.run_documents`, the one writer of a run's documents) only when a
+run completes; the run directory is checked during set-up; plus the summary printed at the end.
 
 ``metrics.json`` (:func:`final_results`), documented in docs/training.md:
 
@@ -38,8 +38,6 @@ across resumes: an interrupted and resumed run has the same rows as an uninterru
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import tempfile
 import time
@@ -47,40 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcbench.atomic import write_atomically, write_json_atomically
+from hpcbench.run_documents import EPOCH_FIELDS, STEP_LOSSES
 from hpcbench.train.config import ConfigError, TrainConfig
-
-# One record per epoch: (key, also a column of epochs.csv, what it holds).
-EPOCH_FIELDS: tuple[tuple[str, bool, str], ...] = (
-    ("epoch", True, "1, 2, …"),
-    ("train_loss", True, "mean training loss over every rank's samples"),
-    ("train_accuracy", True, "training accuracy"),
-    ("train_macro_f1", True, "training macro-F1"),
-    ("val_loss", True, "validation loss (empty when not validated this epoch)"),
-    ("val_accuracy", True, "validation accuracy"),
-    ("val_macro_f1", True, "validation macro-F1"),
-    ("train_time_s", True, "the epoch's training seconds, the slowest rank's"),
-    ("val_time_s", True, "validation seconds (rank 0's)"),
-    ("data_time_s", True, "seconds waiting for batches, the slowest rank's"),
-    ("compute_time_s", True, "train - data - comm"),
-    ("comm_time_s", True, "communication not overlapped with backward, the slowest rank's"),
-    ("samples_per_s", True, "global samples trained / train_time_s"),
-    ("lr", True, "learning rate after the epoch's last step"),
-    ("bytes_read", True, "bytes the data reader read, summed over ranks"),
-    ("bytes_read_rank0", False, "bytes rank 0 read"),
-    ("files_opened_rank0", False, "files rank 0 opened"),
-    (
-        "step_breakdown_ms",
-        False,
-        "with --step-breakdown: milliseconds per step of each part of the step, the mean over "
-        "ranks (hpcbench.train.breakdown.PARTS); else None",
-    ),
-)
-CSV_COLUMNS = [key for key, in_csv, _ in EPOCH_FIELDS if in_csv]
-#: the layout of metrics.json: a reader refuses another one, and takes a document without it as
-#: this one's first form
-METRICS_FORMAT = "hpcbench-metrics/1"
-STEP_LOSSES = "step_losses"  # in the results dict; written to steps.csv, not metrics.json
 
 
 @dataclass(frozen=True)
@@ -236,31 +202,6 @@ def prepare_run_dir(run_dir: Path, option: str = "--output-dir") -> None:
             f"{option} {run_dir}: cannot write there ({err.strerror or err}); "
             "give a writable directory"
         ) from None
-
-
-def write_results(run_dir: Path, results: dict[str, Any]) -> tuple[Path, Path]:
-    """``metrics.json`` and ``epochs.csv`` in ``run_dir``; their paths."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    out = io.StringIO()
-    w = csv.DictWriter(out, CSV_COLUMNS, extrasaction="ignore")
-    w.writeheader()
-    for row in results["epochs"]:
-        w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
-    csv_path = run_dir / "epochs.csv"
-    write_atomically(csv_path, out.getvalue())
-    losses = results.get(STEP_LOSSES, [])
-    write_atomically(
-        run_dir / "steps.csv",
-        "step,loss\n" + "".join(f"{i + 1},{loss!r}\n" for i, loss in enumerate(losses)),
-    )
-    document = {"format": METRICS_FORMAT}
-    document.update((k, v) for k, v in results.items() if k != STEP_LOSSES)
-    return write_json_atomically(run_dir / "metrics.json", document), csv_path
-
-
-def write_energy(run_dir: Path, document: dict[str, Any]) -> Path:
-    """``energy.json`` (format hpcbench-energy/1, :mod:`hpcbench.energy.sampler`) in ``run_dir``."""
-    return write_json_atomically(run_dir / "energy.json", document)
 
 
 def summary(results: dict[str, Any], paths: tuple[Path, Path]) -> str:

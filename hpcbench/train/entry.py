@@ -38,8 +38,9 @@ def run_training(argv: list[str] | None = None, stop: StopRequest | None = None)
 
 
 def _train(config: TrainConfig, stop: StopRequest) -> dict[str, Any]:
+    from hpcbench.run_documents import write_energy, write_results
     from hpcbench.train import loop
-    from hpcbench.train.documents import run_dir_of, summary, write_energy, write_results
+    from hpcbench.train.documents import run_dir_of, summary
     from hpcbench.train.energy import RunEnergy, energy_line
     from hpcbench.train.failures import stopped_together
     from hpcbench.train.runtime import make_runtime

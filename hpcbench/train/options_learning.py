@@ -14,11 +14,11 @@ from hpcbench.train.option_fields import (
     LR_SCALINGS,
     OPTIMIZERS,
     SCHEDULES,
-    model_problem,
-    positive_weights,
     at_least,
     finite_in,
+    model_problem,
     option,
+    positive_weights,
 )
 
 

@@ -97,6 +97,16 @@ def fields(info: LaunchInfo) -> tuple:
             },
             ("openmpi", 3, 4, 1, 2, 1),
         ),
+        (  # submitit's local executor, three tasks
+            {
+                "SUBMITIT_LOCAL_GLOBALID": "2",
+                "SUBMITIT_LOCAL_NTASKS": "3",
+                "SUBMITIT_LOCAL_LOCALID": "2",
+                "SUBMITIT_LOCAL_NODEID": "0",
+                "SUBMITIT_LOCAL_JOB_ID": "4242",
+            },
+            ("submitit", 2, 3, 2, 3, 0),
+        ),
         (  # torchrun inside an srun step: torchrun's variables win
             {
                 "RANK": "1",
@@ -140,6 +150,7 @@ def test_mpi_launches_are_named_once():
         ({"PBS_JOBID": "45.server"}, "45.server"),
         ({"JOB_ID": "678"}, "678"),  # Grid Engine
         ({"LSB_JOBID": "91"}, "91"),  # LSF
+        ({"SUBMITIT_LOCAL_JOB_ID": "4242"}, "4242"),  # submitit's local executor
         ({"HPCBENCH_JOB_ID": "local-3"}, "local-3"),
         ({"HPCBENCH_JOB_ID": "local-3", "SLURM_JOB_ID": "123"}, "local-3"),  # hpcbench's first
         ({"HPCBENCH_JOB_ID": " ", "SLURM_JOB_ID": "123"}, "123"),

@@ -160,8 +160,6 @@ def test_no_function_local_import_of_hpcbench_in_the_scheduler_modules():
     assert local == []
 
 
-
-
 def long_parts() -> list[str]:
     """Every product module over :data:`MAX_MODULE_LINES` lines, and ``module:name`` of every
     function over :data:`MAX_FUNCTION_LINES` and class over :data:`MAX_CLASS_LINES`."""

@@ -178,7 +178,7 @@ def test_the_results_layout_is_documented():
     docs/training.md, next to the layout that hpcbench/train/documents.py declares."""
     from pathlib import Path
 
-    from hpcbench.train.documents import CSV_COLUMNS, EPOCH_FIELDS
+    from hpcbench.run_documents import CSV_COLUMNS, EPOCH_FIELDS
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
     assert [key for key, _, _ in EPOCH_FIELDS][: len(CSV_COLUMNS)] == CSV_COLUMNS

@@ -1,0 +1,172 @@
+"""Rank 0's documents of a measured run, in the layout hpcbench's trainer writes
+(:mod:`hpcbench.run_documents`): the ranks' records combined as the trainer combines its own
+(a phase's time is the slowest rank's, samples are summed over ranks, values are rank 0's), so
+that the results reader, the report, ``compare``, ``history`` and ``check`` read them unchanged.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpcbench import __version__
+from hpcbench.launch import MPI_LAUNCHERS, job_id, node_list
+from hpcbench.run_documents import EPOCH_FIELDS, write_energy, write_results
+
+if TYPE_CHECKING:
+    from hpcbench.measure.recorder import Measurement
+
+#: the phases the report knows (the others are kept too, as ``<name>_s``)
+KNOWN_PHASES = ("setup", "train", "val", "test")
+#: what ``final()`` values fill of the trainer's ``test`` record
+TEST_VALUES = {"accuracy": "test_accuracy", "loss": "test_loss", "macro_f1": "test_macro_f1"}
+
+
+def write_documents(m: Measurement, records: list[dict[str, Any]]) -> Path | None:
+    """``metrics.json`` and ``epochs.csv`` (and ``energy.json`` when sampled) in ``m``'s run
+    directory: the path of ``metrics.json``."""
+    assert m.run_dir is not None
+    metrics = metrics_document(m, records)
+    nodes = [r["energy_node"] for r in records if r.get("energy_node")]
+    if m.energy:
+        from hpcbench.energy.sampler import energy_document
+
+        write_energy(m.run_dir, energy_document(nodes, m.energy_interval, records[0]["windows"]))
+    return write_results(m.run_dir, metrics)[0]
+
+
+def _slowest(records: list[dict[str, Any]], get: Any) -> float:
+    return max((float(get(r) or 0.0) for r in records), default=0.0)
+
+
+def phase_seconds(records: list[dict[str, Any]], warn: list[str]) -> dict[str, float | None]:
+    """Each phase's seconds, the slowest rank's; ``train`` where no phase was named so: the run's
+    time outside the other known phases (said in ``warn``)."""
+    names = dict.fromkeys(n for r in records for n in r["totals"])
+    seconds: dict[str, float | None] = {
+        f"{n}_s": _slowest(records, lambda r, n=n: r["totals"].get(n)) for n in names
+    }
+    for name in KNOWN_PHASES:
+        seconds.setdefault(f"{name}_s", 0.0)
+    if not seconds["train_s"]:
+        others = sum(float(seconds[f"{n}_s"] or 0.0) for n in ("setup", "val", "test"))
+        seconds["train_s"] = max(_slowest(records, lambda r: r["elapsed_s"]) - others, 1e-9)
+        warn.append("no train phase timed: the run's time outside set-up, val and test counted")
+    for name in ("data", "comm"):  # only where the program timed them (never a guessed 0)
+        seconds.setdefault(f"{name}_s", None)
+    data, comm = seconds["data_s"], seconds["comm_s"]
+    seconds["compute_s"] = (
+        max(0.0, float(seconds["train_s"] or 0.0) - (data or 0.0) - (comm or 0.0))
+        if data is not None or comm is not None
+        else None
+    )
+    return seconds
+
+
+def epoch_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per epoch rank 0 recorded (:data:`~hpcbench.run_documents.EPOCH_FIELDS` and the
+    program's own values); times the slowest rank's, samples summed over the ranks."""
+    rows = []
+    for i, mine in enumerate(records[0]["epochs"]):
+        same = [r["epochs"][i] for r in records if len(r["epochs"]) > i]
+
+        def slowest(phase: str, same: list[dict[str, Any]] = same) -> float | None:
+            if not any(phase in e["seconds"] for e in same):
+                return None
+            return max(float(e["seconds"].get(phase, 0.0)) for e in same)
+
+        values = dict(mine["values"])
+        values.setdefault("train_loss", values.pop("loss", None))
+        values.setdefault("train_accuracy", values.pop("accuracy", None))
+        train, data, comm = slowest("train"), slowest("data"), slowest("comm")
+        samples = sum(int(e["samples"]) for e in same)
+        row: dict[str, Any] = dict.fromkeys(k for k, _, _ in EPOCH_FIELDS)
+        row.update(
+            epoch=i + 1,
+            train_time_s=train,
+            val_time_s=slowest("val"),
+            data_time_s=data,
+            comm_time_s=comm,
+            compute_time_s=max(0.0, train - (data or 0.0) - (comm or 0.0))
+            if train is not None and (data is not None or comm is not None)
+            else None,
+            samples_per_s=samples / train if train else None,
+        )
+        row.update((k, v) for k, v in values.items() if v is not None or k not in row)
+        rows.append(row)
+    return rows
+
+
+def metrics_document(m: Measurement, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What ``metrics.json`` holds for a measured run (docs/measure.md)."""
+    launch = m.launch
+    assert launch is not None
+    warn = [f"rank {r['rank']}: {w}" for r in records for w in r["warnings"]]
+    phases = phase_seconds(records, warn)
+    epochs = epoch_rows(records)
+    first = records[0]
+    batch_sizes = [int(r["first_batch"] or 0) for r in records]
+    count = len(epochs) or 1
+    steps_per_epoch = int(first["steps"]) // count
+    samples = sum(int(r["samples"]) for r in records)
+    train_s = float(phases["train_s"] or 0.0)
+    finals = first["finals"]
+    test = {k: finals[v] for k, v in TEST_VALUES.items() if v in finals}
+    if "test_samples" in finals:
+        test["samples"] = int(finals["test_samples"])
+    return {
+        "run": {
+            "strategy": m.meta["strategy"] or _strategy(launch.launcher, launch.world_size),
+            "world_size": launch.world_size,
+            "device": m.meta["device"] or "unknown",
+            "model": m.meta["model"] or "unknown",
+            "dataset": m.meta["dataset"],
+            "dataset_name": m.meta["dataset"],
+            "classes": None,
+            "global_batch": sum(batch_sizes),
+            "batch_sizes": batch_sizes,
+            "epochs": len(epochs),
+            "steps_per_epoch": steps_per_epoch,
+            "data_order": None,
+        },
+        "config": m.meta["config"],
+        "provenance": _provenance(launch),
+        "phases": phases,
+        "phase_windows": first["windows"],
+        "throughput": {
+            "train_samples_per_s": samples / train_s if train_s else None,
+            "comm_share": (phases["comm_s"] or 0.0) / train_s if phases["comm_s"] else None,
+        },
+        "epochs": epochs,
+        "validation": epochs[-1].get("val_accuracy") if epochs else None,
+        "test": test or None,
+        "final": finals,
+        "checkpoints": None,
+        "replicas": None,
+        "precision": None,
+        "measured_by": "hpcbench.measure",
+        "warnings": warn,
+    }
+
+
+def _strategy(launcher: str, world: int) -> str:
+    """The strategy a launch implies, as the trainer's ``auto`` chooses it."""
+    if world == 1:
+        return "single"
+    return "mpi" if launcher in MPI_LAUNCHERS else "ddp"
+
+
+def _provenance(launch: Any) -> dict[str, Any]:
+    torch = sys.modules.get("torch")
+    return {
+        "hpcbench": __version__,
+        "torch": getattr(torch, "__version__", None),
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "launcher": launch.launcher,
+        "job_id": job_id(),
+        "nodelist": node_list(),
+        "program": [*sys.argv][:64],
+    }

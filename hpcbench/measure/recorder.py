@@ -1,0 +1,292 @@
+"""One rank's measurement (:class:`Measurement`): its phases, steps, epochs and final values,
+recorded without touching the device, then gathered to rank 0 (:mod:`.exchange`), which writes
+the run's documents (:mod:`.documents`).
+
+Every public method catches what goes wrong inside it: a fault becomes one
+:class:`MeasureWarning` (once per kind) and a line in the documents' ``warnings``, never an
+exception in the user's loop. An exception of the user's own code passes through ``run``'s block
+untouched: the run then writes no ``metrics.json`` (a failed run is not a measured one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hpcbench.launch import LaunchInfo, detect_launch, job_id
+
+#: the names users give phases, as the documents name them
+PHASE_ALIASES = {
+    "validate": "val",
+    "validation": "val",
+    "eval": "val",
+    "training": "train",
+    "testing": "test",
+    "set_up": "setup",
+    "set-up": "setup",
+}
+_PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+_VALUE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+class MeasureWarning(UserWarning):
+    """A measurement that went wrong (the user's run goes on)."""
+
+
+class Measurement:
+    """One rank's measurement of a run (:func:`run`, :func:`start`). ``run_dir``: where rank 0
+    writes (default ``$HPCBENCH_RUN_DIR``, else ``runs/measure-<job or time>``); ``model``,
+    ``dataset``, ``strategy``, ``device``: how the documents name the run (the strategy by
+    default from the launcher); ``config``: the run's settings, kept as the trainer keeps its
+    options; ``energy``: sample the node's devices (local rank 0 of each node);
+    ``timeout``: how long rank 0 waits for the other ranks' records at the end."""
+
+    def __init__(
+        self,
+        run_dir: str | Path | None = None,
+        *,
+        model: str | None = None,
+        dataset: str | None = None,
+        strategy: str | None = None,
+        device: str | None = None,
+        config: dict[str, Any] | None = None,
+        energy: bool = False,
+        energy_interval: float = 0.5,
+        timeout: float = 300.0,
+    ) -> None:
+        self.meta = {
+            "model": model,
+            "dataset": dataset,
+            "strategy": strategy,
+            "device": device,
+            "config": dict(config or {}),
+        }
+        self._run_dir_arg = run_dir
+        self.energy, self.energy_interval, self.timeout = energy, energy_interval, timeout
+        self.launch: LaunchInfo | None = None
+        self.run_dir: Path | None = None
+        self.warnings: list[str] = []
+        self._warned: set[str] = set()
+        self._open: list[tuple[str, float, float]] = []  # (name, perf start, unix start)
+        self.totals: dict[str, float] = {}
+        self.windows: list[dict[str, Any]] = []
+        self.steps = self.samples = 0
+        self.first_batch: int | None = None
+        self.epochs: list[dict[str, Any]] = []
+        self._mark: dict[str, Any] = {"totals": {}, "steps": 0, "samples": 0}
+        self.finals: dict[str, float] = {}
+        self.started = self.ended = 0.0
+        self._sampler: Any = None
+        self._done = False
+
+    # ------------------------------------------------------------------ start and finish
+    def start(self) -> Measurement:
+        """Learn this rank's place and the run directory; start the node's energy sampler."""
+        try:
+            self.launch = detect_launch()
+            self.run_dir = Path(self._run_dir_arg or default_run_dir(self.launch)).resolve()
+            self.started = time.perf_counter()
+            self.wall_started = time.time()
+            if self.energy and self.launch.local_rank == 0:
+                from hpcbench.measure.energy import start_sampler
+
+                self._sampler = start_sampler(self.launch, self.energy_interval)
+        except Exception as err:
+            self._fault("start", err)
+        return self
+
+    def finish(self) -> Path | None:
+        """End the measurement: close open phases, gather every rank's record to rank 0, which
+        writes the documents. The path of ``metrics.json`` on rank 0 (None on the others, and
+        when nothing could be written: a warning says why). Every rank calls it once."""
+        if self._done:
+            return None
+        self._done = True
+        try:
+            return self._finish()
+        except Exception as err:
+            self._fault("finish", err)
+            return None
+
+    def _finish(self) -> Path | None:
+        from hpcbench.measure.documents import write_documents
+        from hpcbench.measure.exchange import gather
+
+        if self.launch is None or self.run_dir is None:
+            self._fault("finish", RuntimeError("the measurement never started"))
+            return None
+        while self._open:
+            name = self._open[-1][0]
+            self._fault("finish", RuntimeError(f"phase {name!r} still open at the end: closed"))
+            self.end(name)
+        self.ended = time.perf_counter()
+        if not self.epochs and self.steps:  # a run without epochs is one epoch
+            self.epoch()
+        node = None
+        if self._sampler is not None:
+            from hpcbench.measure.energy import stop_sampler
+
+            node = stop_sampler(self._sampler)
+        records = gather(self.record(node), self.launch, self.run_dir, self.timeout)
+        if records is None:
+            return None
+        return write_documents(self, records)
+
+    def abandon(self) -> None:
+        """Stop without writing anything (the user's run failed)."""
+        self._done = True
+        if self._sampler is not None:
+            with contextlib.suppress(Exception):
+                self._sampler.stop()
+
+    def __enter__(self) -> Measurement:
+        return self.start() if self.launch is None else self
+
+    def __exit__(self, kind: Any, value: Any, trace: Any) -> None:
+        if kind is None:
+            self.finish()
+        else:
+            self.abandon()
+
+    # ------------------------------------------------------------------ what users record
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time the block as phase ``name`` (setup, train, val, test, data, comm, or the user's
+        own, lower case); phases may nest (data within train)."""
+        self.begin(name)
+        try:
+            yield
+        finally:
+            self.end(name)
+
+    def begin(self, name: str) -> None:
+        """Open phase ``name`` (the plain form of :meth:`phase`)."""
+        try:
+            self._open.append((self._phase_name(name), time.perf_counter(), time.time()))
+        except Exception as err:
+            self._fault("phase", err)
+
+    def end(self, name: str | None = None) -> None:
+        """Close phase ``name`` (the last one opened when not given)."""
+        try:
+            key = self._phase_name(name) if name is not None else self._open[-1][0]
+            at = max(i for i, (n, _, _) in enumerate(self._open) if n == key)
+            _, began, wall = self._open.pop(at)
+            self.totals[key] = self.totals.get(key, 0.0) + time.perf_counter() - began
+            if not any(n == key for n, _, _ in self._open) and not self._open[:at]:
+                self.windows.append({"phase": key, "start": wall, "end": time.time()})
+        except Exception as err:
+            self._fault("phase", ValueError(f"no open phase {name!r} to close ({err})"))
+
+    def step(self, samples: int = 1) -> None:
+        """One training step of ``samples`` samples on this rank (nothing is synchronised)."""
+        try:
+            self.samples += samples.__index__()
+            self.steps += 1
+            if self.first_batch is None:
+                self.first_batch = samples.__index__()
+        except Exception:
+            self._fault("step", TypeError(f"samples must be a whole number, got {samples!r}"))
+
+    def epoch(self, **values: float) -> None:
+        """End an epoch: its values (``train_loss``, ``val_accuracy``, ``lr`` or the user's own
+        names, numbers), and the times, steps and samples since the last one."""
+        try:
+            totals, mark = self.totals, self._mark
+            row: dict[str, Any] = {
+                "seconds": {k: v - mark["totals"].get(k, 0.0) for k, v in totals.items()},
+                "steps": self.steps - mark["steps"],
+                "samples": self.samples - mark["samples"],
+                "values": self._numbers("epoch", values),
+            }
+            self.epochs.append(row)
+            self._mark = {"totals": dict(totals), "steps": self.steps, "samples": self.samples}
+        except Exception as err:
+            self._fault("epoch", err)
+
+    def final(self, **values: float) -> None:
+        """The run's final values (``test_accuracy``, ``test_loss`` or the user's own)."""
+        try:
+            self.finals.update(self._numbers("final", values))
+        except Exception as err:
+            self._fault("final", err)
+
+    # ------------------------------------------------------------------ helpers
+    def record(self, node: dict[str, Any] | None = None) -> dict[str, Any]:
+        """This rank's record, as gathered to rank 0 (JSON-able)."""
+        launch = self.launch
+        assert launch is not None
+        return {
+            "rank": launch.rank,
+            "host": launch.hostname,
+            "totals": self.totals,
+            "windows": self.windows,
+            "steps": self.steps,
+            "samples": self.samples,
+            "first_batch": self.first_batch,
+            "epochs": self.epochs,
+            "finals": self.finals,
+            "elapsed_s": self.ended - self.started,
+            "warnings": self.warnings,
+            "energy_node": node,
+        }
+
+    def _phase_name(self, name: str) -> str:
+        key = PHASE_ALIASES.get(name, name) if isinstance(name, str) else name
+        if not isinstance(key, str) or not _PHASE_NAME.fullmatch(key):
+            raise ValueError(f"phase name {name!r}: use lower-case letters, digits and _")
+        return key
+
+    def _numbers(self, call: str, values: dict[str, Any]) -> dict[str, float]:
+        out = {}
+        for key, value in values.items():
+            if not _VALUE_NAME.fullmatch(key):
+                raise ValueError(f"{call}(): {key!r} is not a name")
+            try:
+                out[key] = float(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"{call}({key}=…): {value!r} is not a number") from None
+        return out
+
+    def _fault(self, where: str, err: BaseException) -> None:
+        message = f"{where}: {err}"
+        self.warnings.append(message[:300])
+        if where not in self._warned:
+            self._warned.add(where)
+            warnings.warn(f"hpcbench.measure: {message}", MeasureWarning, stacklevel=3)
+
+
+def default_run_dir(launch: LaunchInfo) -> str:
+    """``$HPCBENCH_RUN_DIR`` (the job's), else ``runs/measure-<job id>`` (every rank of a job
+    agrees on it), else ``runs/measure-<time>`` for one process."""
+    if os.environ.get("HPCBENCH_RUN_DIR"):
+        return os.environ["HPCBENCH_RUN_DIR"]
+    job = job_id() or os.environ.get("TORCHELASTIC_RUN_ID")
+    if job and job != "none":
+        return f"runs/measure-{re.sub(r'[^A-Za-z0-9._-]', '_', job)}"
+    if launch.world_size > 1:
+        print(
+            "hpcbench.measure: no run directory: give run_dir= (ranks outside a job cannot agree "
+            "on a time-stamped one); using runs/measure",
+            file=sys.stderr,
+        )
+        return "runs/measure"
+    return f"runs/measure-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def start(run_dir: str | Path | None = None, **options: Any) -> Measurement:
+    """Start measuring (the plain form of :func:`run`); call ``finish()`` at the end."""
+    return Measurement(run_dir, **options).start()
+
+
+def run(run_dir: str | Path | None = None, **options: Any) -> Measurement:
+    """A measurement as a context manager: ``with measure.run(...) as m:``; the documents are
+    written when the block ends without an exception (options as :class:`Measurement`)."""
+    return Measurement(run_dir, **options)

@@ -1,0 +1,61 @@
+"""How a measured run's records are combined into the trainer's documents
+(:mod:`hpcbench.measure.documents`), and what one rank records (:mod:`hpcbench.measure.recorder`),
+in-process; the launches are in tests/integration/test_measure.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcbench.measure.documents import epoch_rows, phase_seconds
+from hpcbench.measure.recorder import Measurement
+
+
+def record(rank: int, totals: dict, epochs: list, elapsed: float = 10.0) -> dict:
+    return {"rank": rank, "totals": totals, "epochs": epochs, "elapsed_s": elapsed, "warnings": []}
+
+
+def epoch(seconds: dict, samples: int, **values: float) -> dict:
+    return {"seconds": seconds, "steps": 3, "samples": samples, "values": values}
+
+
+def test_a_phase_is_the_slowest_rank_s_and_compute_is_split_only_where_timed():
+    warn: list[str] = []
+    two = [record(0, {"train": 4.0, "val": 1.0}, []), record(1, {"train": 5.0, "val": 0.5}, [])]
+    seconds = phase_seconds(two, warn)
+    assert seconds["train_s"] == 5.0 and seconds["val_s"] == 1.0 and seconds["setup_s"] == 0.0
+    assert seconds["data_s"] is None and seconds["comm_s"] is None and seconds["compute_s"] is None
+    assert warn == []
+    timed = [record(0, {"train": 4.0, "data": 1.0}, []), record(1, {"train": 3.0, "comm": 0.5}, [])]
+    split = phase_seconds(timed, warn)
+    assert (split["data_s"], split["comm_s"], split["compute_s"]) == (1.0, 0.5, 2.5)
+
+
+def test_a_run_without_a_train_phase_counts_its_time_outside_the_others_and_says_so():
+    warn: list[str] = []
+    seconds = phase_seconds([record(0, {"setup": 2.0, "test": 1.0}, [], elapsed=10.0)], warn)
+    assert seconds["train_s"] == pytest.approx(7.0)
+    assert warn == ["no train phase timed: the run's time outside set-up, val and test counted"]
+
+
+def test_epochs_take_the_slowest_rank_s_times_the_sum_of_samples_and_rank_0_s_values():
+    rank0 = [epoch({"train": 2.0, "val": 1.0}, 40, loss=0.9, val_accuracy=0.5, tokens=7)]
+    rank1 = [epoch({"train": 4.0, "val": 0.5}, 40, loss=5.0, val_accuracy=0.1)]
+    [row] = epoch_rows([record(0, {}, rank0), record(1, {}, rank1)])
+    assert row["epoch"] == 1 and row["train_time_s"] == 4.0 and row["val_time_s"] == 1.0
+    assert row["samples_per_s"] == 80 / 4.0
+    assert row["train_loss"] == 0.9 and row["val_accuracy"] == 0.5 and row["tokens"] == 7
+    assert row["data_time_s"] is None and row["compute_time_s"] is None
+
+
+def test_nested_phases_count_in_their_own_total_and_only_the_outer_one_is_a_window(tmp_path):
+    m = Measurement(tmp_path / "run").start()
+    with m.phase("train"):
+        with m.phase("data"):
+            pass
+        m.step(samples=5)
+    m.begin("validate")
+    m.end()
+    assert set(m.totals) == {"train", "data", "val"}
+    assert [w["phase"] for w in m.windows] == ["train", "val"]
+    assert (m.steps, m.samples, m.first_batch, m.warnings) == (1, 5, 5, [])
+    m.abandon()
