@@ -28,7 +28,9 @@ A matrix is a TOML file (or the same built from flags, :func:`configs_from_words
     ranks_per_node = 2               # nodes, device ("cpu" or "cuda"), launcher, trainer_args too
 
 Every configuration trains the same model on the same data with the same global batch and epochs
-(the common ``trainer_args``); only how the work is parallelised differs. Errors are one line
+(the common ``trainer_args``); only how the work is parallelised differs. The training may be
+any program instead of hpcbench's trainer (``program``, ``program_args``:
+:mod:`.matrix_program`). Errors are one line
 naming the file and the key (:class:`MatrixError`).
 """
 
@@ -39,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcbench.bench.matrix_program import check_arguments, read_program
 from hpcbench.bench.matrix_values import (
     MatrixError,
     matrix_error,
@@ -69,6 +72,7 @@ class Config:
     ranks_per_node: int = 1
     launcher: str = ""  # empty: mpiexec for mpi, torchrun otherwise
     trainer_args: tuple[str, ...] = ()
+    program_args: tuple[str, ...] = ()  # a program the matrix names: its own arguments
 
     @property
     def world_size(self) -> int:
@@ -88,6 +92,7 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["trainer_args"] = list(self.trainer_args)
+        d["program_args"] = list(self.program_args)
         d.update(devices=self.devices, world_size=self.world_size, launcher=self.launcher_kind)
         return d
 
@@ -105,6 +110,9 @@ class Matrix:
     idle_seconds: float = 10.0
     job: str | None = None
     trainer_args: list[str] = field(default_factory=list)
+    #: the program every run measures (module, script or command); None: hpcbench's trainer
+    program: dict[str, Any] | None = None
+    program_args: list[str] = field(default_factory=list)
     baseline_cpu: str | None = None
     baseline_one_device: str | None = None
     smoke: bool = False  # the smoke form: its job spec's [smoke] form too
@@ -127,6 +135,8 @@ class Matrix:
             "idle_seconds": self.idle_seconds,
             "job": self.job,
             "trainer_args": list(self.trainer_args),
+            "program": self.program,
+            "program_args": list(self.program_args),
             "baseline_cpu": self.baseline_cpu,
             "baseline_one_device": self.baseline_one_device,
             "configs": [c.to_dict() for c in self.configs],
@@ -138,15 +148,17 @@ class Matrix:
 # ---------------------------------------------------------------------------------- reading
 
 
-def _config(table: Any, where: str) -> Config:
+def _config(table: Any, where: str, program: dict[str, Any] | None = None) -> Config:
     if not isinstance(table, dict):
         raise MatrixError(f"{where}: expected a table, got {table!r}")
     known = {"name", "strategy", "device", "nodes", "ranks_per_node", "launcher", "trainer_args"}
+    known.add("program_args")
     for key in table:
         if key not in known:
             raise matrix_error(where, key, f"unknown key (known: {', '.join(sorted(known))})")
     name = read_name(table.get("name"), where, "name")
     where = f"{where} ({name})"
+    check_arguments(table, where, program)
     strategy = read_str(table, "strategy", where, STRATEGIES)
     if strategy is None:
         raise matrix_error(where, "strategy", f"missing (one of {', '.join(STRATEGIES)})")
@@ -159,6 +171,7 @@ def _config(table: Any, where: str) -> Config:
         ranks_per_node=read_int(table, "ranks_per_node", where, 1, 1, 1024),
         launcher=read_str(table, "launcher", where, launcher_names()) or "",
         trainer_args=tuple(read_args(table, "trainer_args", where)),
+        program_args=tuple(read_args(table, "program_args", where, trainer=False)),
     )
     _check_config(config, where)
     return config
@@ -191,17 +204,17 @@ def read_matrix_table(path: str | Path) -> dict[str, Any]:
 MATRIX_KEYS = frozenset(
     {"name", "repetitions", "energy_repetitions", "cooldown", "energy_interval", "idle_seconds",
      "job", "trainer_args", "baseline_cpu", "baseline_one_device", "config", "estimates",
-     "reference"}
+     "reference", "program", "program_args"}
 )  # fmt: skip
 
 
-def _configs(raw: Any, where: str) -> list[Config]:
+def _configs(raw: Any, where: str, program: dict[str, Any] | None) -> list[Config]:
     """The matrix's ``[[config]]`` tables, each checked, their names unique."""
     if not isinstance(raw, list) or not raw:
         raise matrix_error(
             where, "config", "give at least one [[config]] table (name, strategy, ...)"
         )
-    configs = [_config(t, f"{where}: config[{i}]") for i, t in enumerate(raw)]
+    configs = [_config(t, f"{where}: config[{i}]", program) for i, t in enumerate(raw)]
     names = [c.name for c in configs]
     for name in names:
         if names.count(name) > 1:
@@ -221,7 +234,9 @@ def build_matrix(
     for key in table:
         if key not in MATRIX_KEYS:
             raise matrix_error(where, key, f"unknown key (known: {', '.join(sorted(MATRIX_KEYS))})")
-    configs = _configs(table.get("config"), where)
+    program = read_program(table, where)
+    check_arguments(table, where, program)
+    configs = _configs(table.get("config"), where, program)
     names = [c.name for c in configs]
     matrix = Matrix(
         name=read_name(table.get("name", default_name), where, "name"),
@@ -233,6 +248,8 @@ def build_matrix(
         idle_seconds=read_float(table, "idle_seconds", where, 10.0, 0.0, 3600.0),
         job=read_str(table, "job", where),
         trainer_args=read_args(table, "trainer_args", where),
+        program=program,
+        program_args=read_args(table, "program_args", where, trainer=False),
         baseline_cpu=read_str(table, "baseline_cpu", where),
         baseline_one_device=read_str(table, "baseline_one_device", where),
         estimates=_estimates(table.get("estimates"), where),

@@ -53,11 +53,13 @@ def read_str(
     return value
 
 
-def read_args(table: dict[str, Any], key: str, where: str) -> list[str]:
+def read_args(table: dict[str, Any], key: str, where: str, trainer: bool = True) -> list[str]:
+    """A list of arguments; ``trainer``: the trainer's, which may not set what the matrix sets
+    for each run."""
     value = table.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise matrix_error(where, key, f"expected a list of strings, got {value!r}")
-    for flag in value:
+    for flag in value if trainer else ():
         if flag.split("=", 1)[0] in RESERVED_TRAINER_FLAGS:
             raise matrix_error(
                 where,

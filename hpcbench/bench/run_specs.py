@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.bench.matrix import Config, Matrix, MatrixError
+from hpcbench.bench.matrix_program import run_variables
 from hpcbench.bench.matrix_values import RESERVED_TRAINER_FLAGS
 from hpcbench.jobs import submission
 from hpcbench.train.strategy_kinds import STRATEGY_KINDS
@@ -20,6 +21,8 @@ def run_spec(matrix: Matrix, run: Any, output_dir: str, scheduler: str | None) -
     """The job spec of one run: the matrix's job with this configuration's shape."""
     config = matrix.config(run.config)
     base = submission.load_spec(matrix.job, smoke=matrix.smoke)
+    if matrix.program is not None:
+        return program_run_spec(matrix, run, output_dir, scheduler, base)
     for flag in base.program.args:
         if flag.split("=", 1)[0] in RESERVED_TRAINER_FLAGS:
             raise MatrixError(
@@ -44,6 +47,32 @@ def run_spec(matrix: Matrix, run: Any, output_dir: str, scheduler: str | None) -
         output_dir=output_dir,
         module="hpcbench.train",
         args=args,
+        **({"scheduler": scheduler} if scheduler else {}),
+    )
+
+
+def program_run_spec(
+    matrix: Matrix, run: Any, output_dir: str, scheduler: str | None, base: Any
+) -> Any:
+    """A run of the program the matrix names: its arguments (the matrix's, then the
+    configuration's), and its configuration and energy sampling in its environment, as
+    :mod:`hpcbench.measure` reads them (the job spec's own variables kept)."""
+    config = matrix.config(run.config)
+    interval = matrix.energy_interval_s if run.kind == ENERGY else None
+    variables = {
+        **base.environment.variables,
+        **run_variables(config.strategy, config.device, interval),
+    }
+    return submission.load_spec(
+        matrix.job,
+        smoke=matrix.smoke,
+        **job_shape(config),
+        job_name=f"{matrix.name}-{config.name}-{run.kind}{run.rep:02d}",
+        output_dir=output_dir,
+        **(matrix.program or {}),
+        args=[*matrix.program_args, *config.program_args],
+        variables=variables,
+        requeue=False,
         **({"scheduler": scheduler} if scheduler else {}),
     )
 

@@ -324,11 +324,16 @@ class Bench:
             run.status, run.error = "failed", str(err)
         else:
             run.ended = time.time()
-            if (
-                status.state == "COMPLETED"
-                and (self.results / (run.run_dir or "") / "metrics.json").is_file()
-            ):
+            documents = self.results / (run.run_dir or "") / "metrics.json"
+            if status.state == "COMPLETED" and documents.is_file():
                 run.status = "completed"
+            elif status.state == "COMPLETED":
+                run.status = "failed"
+                run.error = (
+                    f"{documents.parent}: the program ended without writing metrics.json "
+                    "(hpcbench.measure's run never finished: an exception, an early exit, or "
+                    "no measure.run at all)"
+                )
             else:
                 run.status = "failed"
                 run.error = job.failure_report(status, 8).strip()

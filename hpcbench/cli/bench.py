@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,8 @@ def _add_bench(sub: Any) -> None:
         help="run an experiment matrix with repetitions",
         description="Run every configuration of a matrix (a TOML file, or --configs) with "
         "repetitions, one job per run, and keep every run's results in one directory; run it "
-        "again to continue an interrupted matrix. Trainer options common to every run go "
-        "after '--'.",
+        "again to continue an interrupted matrix. Trainer options common to every run (or, "
+        "with --script, --module or --program, your program's arguments) go after '--'.",
         epilog="e.g. hpcbench bench --configs single,ddp:2,mpi:2 --repetitions 3 -- --epochs 2",
     )
     b.add_argument("matrix", nargs="?", help="matrix file (TOML); see docs/benchmarking.md")
@@ -74,6 +75,14 @@ def _add_bench(sub: Any) -> None:
         help="do not record the finished matrix in the results history ($HPCBENCH_HISTORY)",
     )
     b.add_argument("--plan", action="store_true", help="print the runs in order; run nothing")
+    own = b.add_argument_group(
+        "your own training (measured with hpcbench.measure; docs/measure.md)"
+    ).add_mutually_exclusive_group()
+    own.add_argument("--script", metavar="FILE", help="every run: python FILE (the args after --)")
+    own.add_argument("--module", metavar="MODULE", help="every run: python -m MODULE")
+    own.add_argument(
+        "--program", metavar="CMD", help="every run: this whole command line (the args after --)"
+    )
 
 
 def _add_report_and_compare(sub: Any) -> None:
@@ -165,8 +174,17 @@ def build_matrix_from(args: argparse.Namespace, trainer_args: list[str]) -> Any:
     ):
         if value is not None:
             table[key] = value
+    named = {k: getattr(args, k) for k in ("script", "module") if getattr(args, k)}
+    if args.program:
+        try:
+            named = {"command": shlex.split(args.program)}
+        except ValueError as err:
+            raise MatrixError(f"--program: {err}") from None
+    if named:
+        table["program"] = named
+    key = "program_args" if table.get("program") else "trainer_args"
     if trainer_args:
-        table["trainer_args"] = [*table.get("trainer_args", []), *trainer_args]
+        table[key] = [*table.get(key, []), *trainer_args]
     return build_matrix(table, where, smoke=args.smoke)
 
 

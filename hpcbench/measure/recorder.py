@@ -61,15 +61,18 @@ class Measurement:
         energy_interval: float = 0.5,
         timeout: float = 300.0,
     ) -> None:
+        told = os.environ  # what a benchmark matrix's run says (hpcbench.bench.matrix_program)
         self.meta = {
             "model": model,
             "dataset": dataset,
-            "strategy": strategy,
-            "device": device,
+            "strategy": strategy or told.get("HPCBENCH_STRATEGY"),
+            "device": device or told.get("HPCBENCH_DEVICE"),
             "config": dict(config or {}),
         }
         self._run_dir_arg = run_dir
-        self.energy, self.energy_interval, self.timeout = energy, energy_interval, timeout
+        self.energy = energy or told.get("HPCBENCH_ENERGY") == "on"
+        self.energy_interval = _seconds(told.get("HPCBENCH_ENERGY_INTERVAL"), energy_interval)
+        self.timeout = timeout
         self.launch: LaunchInfo | None = None
         self.run_dir: Path | None = None
         self.warnings: list[str] = []
@@ -261,6 +264,14 @@ class Measurement:
         if where not in self._warned:
             self._warned.add(where)
             warnings.warn(f"hpcbench.measure: {message}", MeasureWarning, stacklevel=3)
+
+
+def _seconds(text: str | None, default: float) -> float:
+    try:
+        value = float(text or "")
+    except ValueError:
+        return default
+    return value if 0.01 <= value <= 60 else default
 
 
 def default_run_dir(launch: LaunchInfo) -> str:

@@ -1,0 +1,72 @@
+"""The program a benchmark matrix measures: hpcbench's trainer (the default, with the matrix's
+``trainer_args``), or any program (``program = { module = … | script = … | command = [...] }``,
+with ``program_args``), as a job's program is. Any program learns each run's configuration from
+its environment (:data:`RUN_VARIABLES`), which :mod:`hpcbench.measure` reads: the strategy and
+the device it is to use, and whether this run samples energy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpcbench.bench.matrix_values import MatrixError, matrix_error, read_args
+
+PROGRAM_KINDS = ("module", "script", "command")
+#: what each run of a matrix tells any program through its environment
+STRATEGY_VAR, DEVICE_VAR = "HPCBENCH_STRATEGY", "HPCBENCH_DEVICE"
+ENERGY_VAR, ENERGY_INTERVAL_VAR = "HPCBENCH_ENERGY", "HPCBENCH_ENERGY_INTERVAL"
+RUN_VARIABLES = (STRATEGY_VAR, DEVICE_VAR, ENERGY_VAR, ENERGY_INTERVAL_VAR)
+
+
+def read_program(table: dict[str, Any], where: str) -> dict[str, Any] | None:
+    """The matrix's ``program`` table (one of module, script or command), checked; None for
+    hpcbench's trainer. Its values are checked again as a job spec's program when each run's
+    spec is made."""
+    program = table.get("program")
+    if program is None:
+        return None
+    if not isinstance(program, dict):
+        raise matrix_error(
+            where, "program", f"expected a table (module, script or command), got {program!r}"
+        )
+    unknown = [k for k in program if k not in PROGRAM_KINDS]
+    if unknown or len(program) != 1:
+        raise matrix_error(
+            where, "program", "give exactly one of module, script or command, e.g. "
+            '{ script = "train.py" }' + (f" (unknown: {', '.join(unknown)})" if unknown else "")
+        )  # fmt: skip
+    kind, value = next(iter(program.items()))
+    if kind == "command":
+        words = read_args(program, "command", f"{where}: program", trainer=False)
+        if not words:
+            raise matrix_error(where, "program.command", "must not be empty")
+        return {"command": words}
+    if not isinstance(value, str) or not value.strip() or any(c in value for c in "\n\r\x00"):
+        raise matrix_error(where, f"program.{kind}", f"expected one line of text, got {value!r}")
+    return {kind: value}
+
+
+def check_arguments(table: dict[str, Any], where: str, program: dict[str, Any] | None) -> None:
+    """``trainer_args`` are hpcbench's trainer's flags, ``program_args`` any program's: each
+    only with its program."""
+    if program is not None and table.get("trainer_args"):
+        raise matrix_error(
+            where, "trainer_args", "the matrix names its own program: give its arguments as "
+            "program_args"
+        )  # fmt: skip
+    if program is None and table.get("program_args"):
+        raise matrix_error(
+            where, "program_args", "the arguments of a program the matrix names (program = "
+            "{ script = ... }); hpcbench's trainer takes trainer_args"
+        )  # fmt: skip
+
+
+def run_variables(strategy: str, device: str, energy_interval: float | None) -> dict[str, str]:
+    """The variables a run of any program gets: its configuration's strategy and device, and,
+    for an energy run, the sampler's period."""
+    found = {STRATEGY_VAR: strategy, DEVICE_VAR: device}
+    if energy_interval is not None:
+        found.update({ENERGY_VAR: "on", ENERGY_INTERVAL_VAR: f"{energy_interval:g}"})
+    return found
+
+
+__all__ = ["MatrixError", "check_arguments", "read_program", "run_variables"]

@@ -1,0 +1,110 @@
+"""A user's own training script measured by ``hpcbench bench`` through the local scheduler: one
+process, two torchrun ranks and two MPI ranks, then its report and the results history; and a
+script that ends without its documents, named in one line in the report while the others are
+drawn."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from tests.conftest import hpcbench, mpiexec_available, require
+
+USER_SCRIPT = """
+import argparse, os, time
+from hpcbench import measure
+
+p = argparse.ArgumentParser()
+p.add_argument("--epochs", type=int, default=1)
+p.add_argument("--stop-early", action="store_true")
+args = p.parse_args()
+if os.environ.get("HPCBENCH_STRATEGY") == "mpi":
+    from mpi4py import MPI  # the user's MPI loop: hpcbench.measure gathers through it
+
+with measure.run(model="users-own", dataset="made-up") as m:
+    world = m.launch.world_size
+    with m.phase("setup"):
+        time.sleep(0.05)
+    for epoch in range(args.epochs):
+        with m.phase("train"):
+            for step in range(4):
+                time.sleep(0.08 / world)  # the same global work, shared by the ranks
+                m.step(samples=16 // world)
+        with m.phase("val"):
+            time.sleep(0.01)
+        m.epoch(train_loss=1.0 / (epoch + 1), val_accuracy=0.6 + 0.1 * epoch)
+        if args.stop_early:
+            os._exit(0)  # ends without its documents
+    m.final(test_accuracy=0.8)
+"""
+
+
+def write_script(workdir: Path) -> Path:
+    path = workdir / "my_train.py"
+    path.write_text(textwrap.dedent(USER_SCRIPT))
+    return path
+
+
+def bench(workdir: Path, results: Path, configs: str, *extra: str):
+    return hpcbench(
+        "bench", "--configs", configs, "--script", "my_train.py", "--repetitions", "1",
+        "--scheduler", "local", "--results", str(results), *extra,
+        cwd=workdir, env={"HPCBENCH_HISTORY": str(workdir / "history.sqlite")}, timeout=600,
+    )  # fmt: skip
+
+
+def test_a_user_script_is_benchmarked_reported_and_recorded_like_the_trainer(workdir):
+    require(mpiexec_available(), "mpiexec (pip install mpich)")
+    write_script(workdir)
+    results = workdir / "runs" / "bench-own"
+    done = bench(workdir, results, "single,ddp:2,mpi:2", "--", "--epochs", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = json.loads((results / "runs.json").read_text())["runs"]
+    assert [r["status"] for r in runs] == ["completed"] * 3, runs
+    metrics = {
+        r["config"]: json.loads((results / r["run_dir"] / "metrics.json").read_text()) for r in runs
+    }
+    assert metrics["ddp-2"]["provenance"]["launcher"] == "torchrun"
+    assert metrics["mpi-2"]["provenance"]["launcher"] in ("mpich", "openmpi")
+    assert {c: m["run"]["strategy"] for c, m in metrics.items()} == {
+        "single": "single", "ddp-2": "ddp", "mpi-2": "mpi"
+    }  # fmt: skip
+    assert all(m["run"]["global_batch"] == 16 and m["run"]["epochs"] == 2 for m in metrics.values())
+
+    report = hpcbench("report", str(results), cwd=workdir)
+    assert report.returncode == 0, report.stderr
+    text = (results / "report" / "report.md").read_text()
+    assert "ddp-2" in text and "mpi-2" in text and "speedup" in text.lower()
+    history = {"HPCBENCH_HISTORY": str(workdir / "history.sqlite")}
+    listed = hpcbench("history", cwd=workdir, env=history)
+    assert "single, ddp-2, mpi-2" in listed.stdout, listed.stdout + listed.stderr
+    compared = hpcbench("compare", str(results), str(results), cwd=workdir, env=history)
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    (workdir / "refs.toml").write_text('[reference]\n"ddp-2" = { samples_per_s = [1, -1, inf] }\n')
+    checked = hpcbench("check", str(results), "--references", "refs.toml", cwd=workdir, env=history)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_script_that_ends_without_its_documents_is_named_and_the_rest_reported(workdir):
+    write_script(workdir)
+    (workdir / "own.toml").write_text(
+        'name = "early"\nrepetitions = 1\nprogram = { script = "my_train.py" }\n'
+        'program_args = ["--epochs", "1"]\n'
+        '[[config]]\nname = "whole"\nstrategy = "single"\n'
+        '[[config]]\nname = "cut-short"\nstrategy = "single"\nprogram_args = ["--stop-early"]\n'
+    )
+    results = workdir / "runs" / "bench-early"
+    done = hpcbench(
+        "bench", "own.toml", "--scheduler", "local", "--results", str(results), "--no-history",
+        cwd=workdir, timeout=600,
+    )  # fmt: skip
+    assert done.returncode != 0  # a run failed
+    runs = {r["config"]: r for r in json.loads((results / "runs.json").read_text())["runs"]}
+    assert runs["whole"]["status"] == "completed"
+    assert runs["cut-short"]["status"] == "failed"
+    assert "the program ended without writing metrics.json" in runs["cut-short"]["error"]
+    report = hpcbench("report", str(results), cwd=workdir)
+    assert report.returncode == 0, report.stderr
+    text = (results / "report" / "report.md").read_text()
+    assert "1 run(s) failed" in text and "without writing metrics.json" in text
