@@ -216,6 +216,7 @@ def array_context(spec: JobSpec, scheduler: str) -> dict[str, Any] | None:
         "job_id_shell": cls.array_job_id_shell,
         "tasks_dir": array.tasks_dir,
         "runs_dir": array.runs_dir,
+        "task_args": array.task_args,
     }
 
 

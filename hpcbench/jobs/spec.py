@@ -253,12 +253,15 @@ class Array:
     """A job array: the same script run as tasks 1..``size``, at most ``max_parallel`` at once.
     Set by :mod:`hpcbench.sweep` (never read from a spec file): task ``k`` reads its trainer
     settings from ``<tasks_dir>/<k>.toml`` and the name of its run directory (under
-    ``runs_dir``) from ``<tasks_dir>/<k>.run``, both written at submission."""
+    ``runs_dir``) from ``<tasks_dir>/<k>.run``, both written at submission; with ``task_args``,
+    also its own program arguments from ``<tasks_dir>/<k>.args`` (each ended by a NUL byte),
+    after the job's."""
 
     size: int
     tasks_dir: str
     runs_dir: str
     max_parallel: int | None = None
+    task_args: bool = False
 
 
 MAX_ARRAY_TASKS = 10_000

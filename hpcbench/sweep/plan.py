@@ -1,4 +1,5 @@
-"""A sweep file and its plan: which settings of which trainer options, how many repetitions.
+"""A sweep file and its plan: which settings of which trainer options (or of any program's:
+:mod:`.program`), how many repetitions.
 
 A sweep is a TOML file (flags may change it, :func:`read_sweep`)::
 
@@ -35,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.jobs.spec import MAX_ARRAY_TASKS
+from hpcbench.sweep.errors import SweepError, fail
+from hpcbench.sweep.program import check_program_value, fill, read_program_table
 from hpcbench.tomlfile import TomlFileError, parse_toml, read_toml_file
 from hpcbench.train.config import ConfigError
 from hpcbench.train.config_file import check_options
@@ -60,12 +63,8 @@ MAX_RUN_NAME = 120
 RUN_NAME = re.compile(r"[A-Za-z0-9._+=,-]{1,200}")
 KNOWN_KEYS = {
     "name", "job", "matrix", "trainer_args", "mode", "draws", "seed", "repetitions", "metric",
-    "max_parallel", "axes",
+    "max_parallel", "axes", "program", "program_args",
 }  # fmt: skip
-
-
-class SweepError(ValueError):
-    """A sweep the user can fix (one line, naming the file and key)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +96,13 @@ class Sweep:
     max_parallel: int | None = None
     smoke: bool = False
     source: str | None = None
+    #: the program every task runs and its arguments (:mod:`.program`); None: the trainer
+    program: dict[str, Any] | None = None
+    program_args: list[str] = field(default_factory=list)
+
+    def task_arguments(self, setting: dict[str, Any]) -> list[str]:
+        """``program_args`` with each ``{axis}`` replaced by the setting's value."""
+        return [fill(arg, setting) for arg in self.program_args]
 
     def settings(self) -> list[dict[str, Any]]:
         """Every setting, in plan order: each a dict of axis -> value."""
@@ -147,6 +153,8 @@ class Sweep:
             "metric": self.metric,
             "axes": {k: list(v) for k, v in self.axes.items()},
             "smoke": self.smoke,
+            "program": self.program,
+            "program_args": list(self.program_args),
         }
 
 
@@ -194,10 +202,6 @@ def _value_text(value: Any) -> str:
 # ---------------------------------------------------------------------------------- reading
 
 
-def _fail(where: str, key: str, problem: str) -> SweepError:
-    return SweepError(f"{where}: {key}: {problem}")
-
-
 def read_sweep_table(path: str | Path) -> dict[str, Any]:
     """The TOML table of a sweep file, unchecked (flags may still change it)."""
     try:
@@ -210,9 +214,9 @@ def smoke_form(table: dict[str, Any], where: str) -> dict[str, Any]:
     """The sweep's ``[smoke]`` form: its keys over the rest (``axes`` replaced whole)."""
     overlay = table.get("smoke")
     if overlay is None:
-        raise _fail(where, "smoke", "--smoke: this sweep has no [smoke] table")
+        raise fail(where, "smoke", "--smoke: this sweep has no [smoke] table")
     if not isinstance(overlay, dict) or "smoke" in overlay:
-        raise _fail(where, "smoke", "expected a table of the sweep's keys (and no [smoke.smoke])")
+        raise fail(where, "smoke", "expected a table of the sweep's keys (and no [smoke.smoke])")
     return {**{k: v for k, v in table.items() if k != "smoke"}, **overlay}
 
 
@@ -244,33 +248,36 @@ def _int(table: dict[str, Any], key: str, where: str, default: Any, low: int, hi
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise _fail(where, key, f"expected a whole number from {low} to {high}, got {value!r}")
+        raise fail(where, key, f"expected a whole number from {low} to {high}, got {value!r}")
     return value
 
 
 def _text(table: dict[str, Any], key: str, where: str) -> str | None:
     value = table.get(key)
     if value is not None and (not isinstance(value, str) or any(c in value for c in "\n\r\0")):
-        raise _fail(where, key, f"expected one line of text, got {value!r}")
+        raise fail(where, key, f"expected one line of text, got {value!r}")
     return value
 
 
-def _axes(raw: Any, where: str) -> dict[str, list[Any]]:
+def _axes(raw: Any, where: str, trainer: bool = True) -> dict[str, list[Any]]:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise _fail(where, "axes", "expected a table of option = [values]")
+        raise fail(where, "axes", "expected a table of option = [values]")
     axes: dict[str, list[Any]] = {}
     for key, values in raw.items():
         if key in RESERVED_AXES:
-            raise _fail(
+            raise fail(
                 where, f"axes.{key}", "each task's run directory (and its checkpoints) is its own"
             )
         if not isinstance(values, list) or not values:
-            raise _fail(where, f"axes.{key}", f"expected a list of values, got {values!r}")
+            raise fail(where, f"axes.{key}", f"expected a list of values, got {values!r}")
         if len(values) > MAX_ARRAY_TASKS:
-            raise _fail(where, f"axes.{key}", f"{len(values)} values; at most {MAX_ARRAY_TASKS}")
+            raise fail(where, f"axes.{key}", f"{len(values)} values; at most {MAX_ARRAY_TASKS}")
         for value in values:  # each value checked as a --config file's would be
+            if not trainer:
+                check_program_value(key, value, where)
+                continue
             try:
                 check_options({key: value}, f"{where}: axes")
             except ConfigError as err:
@@ -294,24 +301,27 @@ def build_sweep(
     table.pop("smoke", None)
     for key in table:
         if key not in KNOWN_KEYS:
-            raise _fail(where, key, f"unknown key (known: {', '.join(sorted(KNOWN_KEYS))})")
+            raise fail(where, key, f"unknown key (known: {', '.join(sorted(KNOWN_KEYS))})")
     name = table.get("name", default_name)
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise _fail(where, "name", f"{name!r} is not a name (letters, digits, '.', '_', '-')")
+        raise fail(where, "name", f"{name!r} is not a name (letters, digits, '.', '_', '-')")
     mode = _text(table, "mode", where) or "product"
     if mode not in MODES:
-        raise _fail(where, "mode", f"expected one of {', '.join(MODES)}, got {mode!r}")
+        raise fail(where, "mode", f"expected one of {', '.join(MODES)}, got {mode!r}")
     metric = _text(table, "metric", where) or "val_accuracy"
     if metric not in METRICS:
-        raise _fail(where, "metric", f"expected one of {', '.join(METRICS)}, got {metric!r}")
+        raise fail(where, "metric", f"expected one of {', '.join(METRICS)}, got {metric!r}")
     args = table.get("trainer_args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        raise _fail(where, "trainer_args", f"expected a list of strings, got {args!r}")
+        raise fail(where, "trainer_args", f"expected a list of strings, got {args!r}")
     if table.get("job") is not None and table.get("matrix") is not None:
-        raise _fail(where, "job", "give job or matrix, not both")
+        raise fail(where, "job", "give job or matrix, not both")
+    program, program_args = read_program_table(table, where)
     sweep = Sweep(
         name=name,
-        axes=_axes(table.get("axes"), where),
+        axes=_axes(table.get("axes"), where, trainer=program is None),
+        program=program,
+        program_args=program_args,
         job=_text(table, "job", where),
         trainer_args=list(args),
         mode=mode,
@@ -336,23 +346,27 @@ def _take_matrix(sweep: Sweep, path: str, where: str) -> None:
     try:
         matrix = read_matrix(path)
     except MatrixError as err:
-        raise _fail(where, "matrix", str(err)) from None
+        raise fail(where, "matrix", str(err)) from None
     sweep.job = matrix.job
-    sweep.trainer_args = [*matrix.trainer_args, *sweep.trainer_args]
+    if matrix.program is not None and sweep.program is None:  # the matrix's own program
+        sweep.program = matrix.program
+        sweep.program_args = [*matrix.program_args, *sweep.program_args]
+    if sweep.program is None:
+        sweep.trainer_args = [*matrix.trainer_args, *sweep.trainer_args]
 
 
 def _check_shape(sweep: Sweep, where: str) -> None:
     lengths = {k: len(v) for k, v in sweep.axes.items()}
     if sweep.mode == "zip" and len(set(lengths.values())) > 1:
         shown = ", ".join(f"{k} {n}" for k, n in lengths.items())
-        raise _fail(where, "axes", f"mode zip needs axes of one length (got {shown})")
+        raise fail(where, "axes", f"mode zip needs axes of one length (got {shown})")
     if sweep.mode == "random" and sweep.draws is None:
-        raise _fail(where, "draws", "mode random: say how many settings to draw")
+        raise fail(where, "draws", "mode random: say how many settings to draw")
     if sweep.mode != "random" and sweep.draws is not None:
-        raise _fail(where, "draws", f"only mode random draws; mode is {sweep.mode}")
+        raise fail(where, "draws", f"only mode random draws; mode is {sweep.mode}")
     settings = len(sweep.settings()) if sweep.mode != "product" else math.prod(lengths.values())
     if settings * sweep.repetitions > MAX_ARRAY_TASKS:
-        raise _fail(
+        raise fail(
             where,
             "axes",
             f"{settings} settings x {sweep.repetitions} repetitions is more than "

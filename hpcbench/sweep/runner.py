@@ -84,12 +84,16 @@ class SweepRunner(TaskStates):
         """The job every task runs: the sweep's job spec, its trainer options after the job's,
         its logs in RESULTS/logs."""
         s = self.sweep
+        program: dict[str, Any] = {**s.program, "args": []} if s.program else {}
+        if s.trainer_args:
+            program["args"] = list(s.trainer_args)
         return load_spec(
             s.job,
             smoke=s.smoke and s.job is not None,
             job_name=f"sweep-{s.name}",
             output_dir=self._relative(self.results / "logs"),
-            **({"args": list(s.trainer_args)} if s.trainer_args else {}),
+            **program,
+            **({"requeue": False} if s.program else {}),
             **({"scheduler": self.scheduler} if self.scheduler else {}),
         )
 
@@ -97,6 +101,8 @@ class SweepRunner(TaskStates):
         """Every setting over the job's own trainer options must be a configuration the trainer
         accepts: found now, not in every task on a compute node."""
         program = spec.program
+        if self.sweep.program is not None:  # any program: its settings are its own to check
+            return
         if program.command or program.script or program.module != "hpcbench.train":
             raise SweepError(
                 f"{self.sweep.source}: job: a sweep runs the trainer (python -m hpcbench.train); "
@@ -123,6 +129,8 @@ class SweepRunner(TaskStates):
         """The seed the job's trainer options give (``--seed``, its config file; 0 by
         default): the first repetition's; repetition R runs with this + R - 1."""
         program = self.base_spec().program
+        if self.sweep.program is not None:
+            return 0
         given = vars(build_parser().parse_args(list(program.args)))
         given.pop("config", None)
         given.pop("settings", None)
@@ -239,6 +247,9 @@ class SweepRunner(TaskStates):
             lines += [f"{key} = {toml_value(value)}" for key, value in setting.items()]
             write_atomically(folder / f"{k}.toml", "\n".join(lines) + "\n")
             write_atomically(folder / f"{k}.run", task.run + "\n")
+            if self.sweep.program is not None:  # its own arguments, each ended by a NUL
+                words = self.sweep.task_arguments(task.setting)
+                write_atomically(folder / f"{k}.args", "".join(f"{w}\0" for w in words))
         return folder
 
     def record_submission(
@@ -277,6 +288,7 @@ class SweepRunner(TaskStates):
             tasks_dir=str(folder),
             runs_dir=str(self.results / "runs"),
             max_parallel=min(parallel, count) if parallel else None,
+            task_args=self.sweep.program is not None,
         )
         return spec
 

@@ -108,3 +108,52 @@ def test_a_script_that_ends_without_its_documents_is_named_and_the_rest_reported
     assert report.returncode == 0, report.stderr
     text = (results / "report" / "report.md").read_text()
     assert "1 run(s) failed" in text and "without writing metrics.json" in text
+
+
+SWEPT_SCRIPT = """
+import argparse
+from hpcbench import measure
+
+p = argparse.ArgumentParser()
+p.add_argument("--lr", type=float, required=True)
+lr = p.parse_args().lr
+chosen = measure.settings(batch=8, label="none")  # the task's settings file over these
+with measure.run(model="swept", config={"lr": lr, **chosen}) as m:
+    with m.phase("train"):
+        for _ in range(3):
+            m.step(samples=chosen["batch"])
+    m.epoch(val_accuracy=1.0 - abs(lr - 0.1), label_length=len(chosen["label"]))
+"""
+
+
+def test_a_sweep_of_a_user_script_reaches_it_as_arguments_and_settings_and_is_ranked(workdir):
+    (workdir / "swept.py").write_text(textwrap.dedent(SWEPT_SCRIPT))
+    (workdir / "sweep.toml").write_text(
+        'name = "own"\nprogram = { script = "swept.py" }\nprogram_args = ["--lr", "{lr}"]\n'
+        "max_parallel = 1\n"
+        '[axes]\nlr = [0.01, 0.1, 0.5]\nlabel = ["it\'s quoted; $(id)"]\n'
+    )
+    results = workdir / "runs" / "sweep-own"
+    done = hpcbench(
+        "sweep", "sweep.toml", "--scheduler", "local", "--results", str(results),
+        cwd=workdir, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = sorted((results / "runs").iterdir())
+    assert len(runs) == 3
+    for run_dir in runs:
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        config = metrics["config"]
+        assert str(config["lr"]) in run_dir.name  # the argument reached the program
+        assert config["label"] == "it's quoted; $(id)"  # the settings file, never a shell's
+        assert metrics["run"]["global_batch"] == 8
+    report = hpcbench("report", str(results), cwd=workdir)
+    assert report.returncode == 0, report.stderr
+    ranked = (results / "report" / "report.md").read_text()
+    assert "Best setting by final validation accuracy" in ranked and "lr = 0.1," in ranked
+    rows = [line.split("|")[1:3] for line in ranked.splitlines() if line.startswith("| ")]
+    assert [(r.strip(), lr.strip()) for r, lr in rows[1:]] == [
+        ("1", "0.1"),
+        ("2", "0.01"),
+        ("3", "0.5"),
+    ]

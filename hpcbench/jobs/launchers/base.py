@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol
 
-from hpcbench.jobs.shell import Word, path_word
+from hpcbench.jobs.shell import ShellVar, Word, path_word
 from hpcbench.jobs.spec import JobSpec, OwnOption, own_value
 
 
@@ -84,9 +84,13 @@ def container_prefix(spec: JobSpec) -> list[Word]:
 
 def program_args(spec: JobSpec) -> list[Word]:
     """The program's arguments: ``--config FILE`` first when the spec names one, then ``args``
-    (the trainer lets flags override its file wherever they stand)."""
+    (the trainer lets flags override its file wherever they stand), then an array task's own
+    (read by the script from its task's file)."""
     p = spec.program
-    return ["--config", path_word(p.config), *p.args] if p.config else list(p.args)
+    args: list[Word] = ["--config", path_word(p.config), *p.args] if p.config else list(p.args)
+    if spec.array is not None and spec.array.task_args:
+        args.append(ShellVar('"${task_args[@]}"'))
+    return args
 
 
 def program_words(spec: JobSpec) -> list[Word]:
