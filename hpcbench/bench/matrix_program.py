@@ -50,13 +50,13 @@ def check_arguments(table: dict[str, Any], where: str, program: dict[str, Any] |
     only with its program."""
     if program is not None and table.get("trainer_args"):
         raise matrix_error(
-            where, "trainer_args", "the matrix names its own program: give its arguments as "
+            where, "trainer_args", "a program is named (program = ...): give its arguments as "
             "program_args"
         )  # fmt: skip
     if program is None and table.get("program_args"):
         raise matrix_error(
-            where, "program_args", "the arguments of a program the matrix names (program = "
-            "{ script = ... }); hpcbench's trainer takes trainer_args"
+            where, "program_args", "the arguments of a program named with program = "
+            "{ script = ... }; hpcbench's trainer takes trainer_args"
         )  # fmt: skip
 
 

@@ -120,6 +120,24 @@ def test_the_short_form_names_each_configuration():
             "m.toml: cooldown: expected a number from 0 to 86400",
         ),
         ("[[config]\n", "m.toml: not valid TOML"),
+        # any program
+        (
+            "program = { script = 't.py' }\ntrainer_args = ['--epochs', '1']\n"
+            "[[config]]\nname='a'\nstrategy='single'\n",
+            "m.toml: trainer_args: a program is named (program = ...): give its arguments as",
+        ),
+        (
+            "[[config]]\nname='a'\nstrategy='single'\nprogram_args = ['--x']\n",
+            "m.toml: config[0] (a): program_args: the arguments of a program named with",
+        ),
+        (
+            "program = { script = 't.py', module = 'm' }\n[[config]]\nname='a'\nstrategy='single'\n",
+            "m.toml: program: give exactly one of module, script or command",
+        ),
+        (
+            "program = { command = [] }\n[[config]]\nname='a'\nstrategy='single'\n",
+            "m.toml: program.command: must not be empty",
+        ),
     ],
 )
 def test_a_bad_matrix_is_one_line_naming_file_and_key(tmp_path, monkeypatch, text, message):
@@ -159,6 +177,37 @@ def test_each_run_is_the_trainer_with_its_configurations_shape(tmp_path):
     timing = bench.spec_for(Run("ddp-2", "timing", 2))
     assert "--energy" not in timing.program.argv()
     assert (timing.launcher.kind, timing.resources.ranks_per_node) == ("torchrun", 2)
+
+
+def test_a_run_of_any_program_gets_its_arguments_and_its_configuration_in_its_environment(
+    tmp_path,
+):
+    (tmp_path / "m.toml").write_text(
+        "program = { script = 'my_train.py' }\nprogram_args = ['--epochs', '2', '--device', 'x']\n"
+        "[[config]]\nname='single'\nstrategy='single'\n"
+        "[[config]]\nname='mpi-2'\nstrategy='mpi'\nranks_per_node=2\nprogram_args=['--mpi']\n"
+    )
+    bench = Bench(read_matrix(tmp_path / "m.toml"), "results", scheduler="local", cwd=tmp_path)
+    spec = bench.spec_for(Run("mpi-2", "energy", 1))
+    assert spec.program.argv() == [
+        "python",
+        "my_train.py",
+        "--epochs",
+        "2",
+        "--device",
+        "x",
+        "--mpi",
+    ]
+    assert spec.environment.variables == {
+        "HPCBENCH_STRATEGY": "mpi",
+        "HPCBENCH_DEVICE": "cpu",
+        "HPCBENCH_ENERGY": "on",
+        "HPCBENCH_ENERGY_INTERVAL": "0.5",
+    }
+    assert spec.launcher.kind == "mpiexec" and spec.requeue.active(spec.program) is False
+    timing = bench.spec_for(Run("single", "timing", 1))
+    assert "HPCBENCH_ENERGY" not in timing.environment.variables
+    assert "export HPCBENCH_STRATEGY=single" in render_script(timing, "local")
 
 
 def test_gpu_configurations_ask_for_their_gpus(tmp_path):

@@ -101,6 +101,19 @@ def test_names_alike_once_made_safe_stay_apart_and_long_ones_are_shortened():
         ({"colour": 1}, "colour: unknown key"),
         ({"max_parallel": 0}, "max_parallel: expected a whole number from 1"),
         ({"job": "a.toml", "matrix": "b.toml"}, "job: give job or matrix, not both"),
+        # a sweep of any program
+        (
+            {"program": {"script": "t.py"}, "program_args": ["--lr={lrr}"], "axes": {"lr": [1]}},
+            "program_args: '--lr={lrr}': {lrr} names no axis (axes: lr)",
+        ),
+        (
+            {"program": {"script": "t.py"}, "trainer_args": ["--epochs", "1"]},
+            "trainer_args: a program is named (program = ...): give its arguments as program_args",
+        ),
+        ({"program_args": ["--x"]}, "program_args: the arguments of a program named with"),
+        ({"program": {"script": "t.py"}, "axes": {"a b": [1]}}, "axes.a b: an axis name is"),
+        ({"program": {"script": "t.py"}, "axes": {"x": [[1]]}}, "axes.x: expected text, a number"),
+        ({"program": {"script": "t.py", "module": "m"}}, "program: give exactly one of module"),
     ],
 )
 def test_a_bad_sweep_is_one_line_naming_the_file_and_key(table, says):
@@ -256,6 +269,42 @@ def test_a_task_reads_its_own_settings_and_run_directory_and_hostile_paths_stay_
             "HPCBENCH_RUN_DIR": str(where / "runs" / "lr=0.2"),
             "HPCBENCH_JOB_ID": expected_id[scheduler],
         }
+
+
+ARGV_RECORDER = f"""#!{sys.executable}
+import json, os, sys
+with open(os.environ["HPCB_RECORD"], "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("scheduler", list(SCHEDULER_CLASSES))
+def test_a_task_of_any_program_gets_its_own_arguments_as_words_never_read_by_a_shell(
+    task_sandbox, scheduler
+):
+    """A sweep of any program: task K's arguments, from ``K.args`` (NUL-ended), follow the
+    job's own, each one word whatever it holds; the script passes shellcheck."""
+    tmp, env = task_sandbox
+    for name in ("srun", "torchrun", "mpiexec", "blaunch", "python"):
+        (tmp / "bin" / name).write_text(ARGV_RECORDER)
+    where = tmp / "results"
+    spec = array_spec(where, program={"script": "prog.py", "args": ["--fixed"]})
+    spec.array.task_args = True
+    hostile = "$(touch CANARY) it's; `id`"
+    (where / "tasks" / "2.args").write_text("".join(f"{w}\x00" for w in ("--lr", "0.2", hostile)))
+    text = render_script(spec, scheduler)
+    script = tmp / "job.sh"
+    script.write_text(text)
+    if shutil.which("shellcheck"):
+        lint = subprocess.run(["shellcheck", "--shell=bash", "--severity=style", str(script)],
+                              capture_output=True, text=True)  # fmt: skip
+        assert lint.returncode == 0, lint.stdout
+    run = subprocess.run(["bash", str(script)], cwd=tmp / "work", env={**env, **TASK_ENV},
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert not list(tmp.rglob("CANARY"))
+    argv = json.loads(Path(env["HPCB_RECORD"]).read_text().splitlines()[0])
+    assert argv[-5:] == ["prog.py", "--fixed", "--lr", "0.2", hostile], argv
 
 
 @pytest.mark.parametrize("name", ["../escape", ".hidden", "a b", "", "x/y"])
