@@ -375,7 +375,7 @@ def finish(t: Training, epochs: list[dict[str, Any]]) -> dict[str, Any]:
         classes=t.data.manifest.num_classes,
         batch_sizes=t.data.batch_sizes,
         steps_per_epoch=t.data.steps,
-        provenance=provenance(t.runtime, t.strategy.name),
+        provenance=provenance(t.runtime, t.strategy.name, t.config.model),
         epochs=epochs,
         test=test,
         test_s=test_s,

@@ -10,6 +10,8 @@ downloaded on a compute node; and a benchmark compares training from scratch).
 - torchvision: ``resnet18/34/50/…``, ``efficientnet_b0…``, ``mobilenet_v3_small/large``,
   ``vit_b_16…`` (square images whose side divides by the patch size), any name in
   ``torchvision.models.list_models(module=torchvision.models)``.
+- the user's own: ``package.module:factory`` or ``path/to/file.py:factory``
+  (:mod:`.user_model`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch
 from torch import nn
 
 from hpcbench.train.config import ConfigError, parse_model
+from hpcbench.train.option_fields import user_model
 
 BUILTINS = ("small_cnn", "mlp", "rnn")
 
@@ -99,6 +102,10 @@ def _adapt_first_conv(model: nn.Module, in_channels: int) -> None:
 
 def build_model(name: str, shape: tuple[int, int, int], num_classes: int) -> nn.Module:
     c, h, w = shape
+    if user_model(name) is not None:  # the user's own: package.module:factory, file.py:factory
+        from hpcbench.train.user_model import build_user_model
+
+        return build_user_model(name, shape, num_classes)
     base, width = parse_model(name)
     if base == "small_cnn":
         return small_cnn(c, num_classes, (h, w), width=width or 32)

@@ -6,6 +6,7 @@ and :mod:`.options_running`, gathered as :class:`~.config.TrainConfig`."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import MISSING, field
 from typing import Any
@@ -66,14 +67,33 @@ def positive_weights(weights: list[float]) -> str | None:
 MIN_WIDTH = {"small_cnn": 2, "mlp": 1, "rnn": 1}
 
 
+#: the user's own model: ``package.module:factory`` or ``path/to/file.py:factory``
+USER_MODEL = re.compile(
+    r"(?P<where>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[^:\x00-\x1f]+\.py)"
+    r":(?P<factory>[A-Za-z_][A-Za-z0-9_]*)"
+)
+
+
+def user_model(spec: str) -> tuple[str, str] | None:
+    """(module or file, factory) of the user's own model, None for a built-in or torchvision
+    name (``NAME`` or ``NAME:WIDTH``)."""
+    found = USER_MODEL.fullmatch(spec)
+    if found is None or found["where"] in MIN_WIDTH:
+        return None
+    return found["where"], found["factory"]
+
+
 def model_problem(spec: str) -> str | None:
     base, colon, arg = spec.partition(":")
     if not base:
         return f"{spec!r}: give a model name, e.g. small_cnn or resnet18"
-    if not colon:
+    if not colon or user_model(spec) is not None:
         return None
     if base not in MIN_WIDTH:
-        return f"{spec}: only {', '.join(MIN_WIDTH)} take a width (NAME:N); use {base}"
+        return (
+            f"{spec}: only {', '.join(MIN_WIDTH)} take a width (NAME:N); use {base}, or your own "
+            "model as package.module:factory or path/to/file.py:factory"
+        )
     low = MIN_WIDTH[base]
     if not (arg.isascii() and arg.isdigit()) or int(arg) < low:
         return f"{spec}: the width after ':' must be a whole number >= {low}, e.g. {base}:64"

@@ -36,8 +36,10 @@ class DataAndModelOptions:
         "small_cnn",
         group="data and model",
         rule=model_problem,
-        help="small_cnn, mlp, rnn (NAME:WIDTH sets their width), or a torchvision model: "
-        "resnet18, resnet34, resnet50, efficientnet_b0, mobilenet_v3_small, vit_b_16, …",
+        help="small_cnn, mlp, rnn (NAME:WIDTH sets their width), a torchvision model: "
+        "resnet18, resnet34, resnet50, efficientnet_b0, mobilenet_v3_small, vit_b_16, …, or "
+        "your own: package.module:factory or path/to/file.py:factory, called with the "
+        "dataset's (channels, height, width) and number of classes",
     )
     weights: str | None = option(
         None,

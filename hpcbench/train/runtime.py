@@ -113,8 +113,9 @@ def rendezvous(launch: LaunchInfo) -> tuple[str, int]:
     return host, int(port) if port else (job or 20000)
 
 
-def provenance(runtime: Runtime, strategy_name: str) -> dict[str, Any]:
-    """Where and with what this run ran: versions, host, launcher, job, threads, backend, git."""
+def provenance(runtime: Runtime, strategy_name: str, model: str | None = None) -> dict[str, Any]:
+    """Where and with what this run ran: versions, host, launcher, job, threads, backend, git;
+    for the user's own ``model``, its factory, source file and SHA-256."""
     info: dict[str, Any] = {
         "hpcbench": __version__,
         "torch": torch.__version__,
@@ -141,4 +142,8 @@ def provenance(runtime: Runtime, strategy_name: str) -> dict[str, Any]:
         info["git"] = rev.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         info["git"] = None
+    if model is not None:
+        from hpcbench.train.user_model import model_source
+
+        info["model_source"] = model_source(model)
     return info
