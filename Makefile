@@ -17,7 +17,7 @@ STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[train,mpich,notebook,report,tensorboard,dev]'
+	$(PY) -m pip install --quiet -e '.[train,mpich,notebook,report,tensorboard,lightning,dev]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

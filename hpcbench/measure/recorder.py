@@ -90,10 +90,11 @@ class Measurement:
         self._done = False
 
     # ------------------------------------------------------------------ start and finish
-    def start(self) -> Measurement:
-        """Learn this rank's place and the run directory; start the node's energy sampler."""
+    def start(self, place: LaunchInfo | None = None) -> Measurement:
+        """Learn this rank's place (``place``: as a framework that started the ranks says it)
+        and the run directory; start the node's energy sampler."""
         try:
-            self.launch = detect_launch()
+            self.launch = place or detect_launch()
             self.run_dir = Path(self._run_dir_arg or default_run_dir(self.launch)).resolve()
             self.started = time.perf_counter()
             self.wall_started = time.time()
@@ -187,6 +188,10 @@ class Measurement:
                 self.windows.append({"phase": key, "start": wall, "end": time.time()})
         except Exception as err:
             self._fault("phase", ValueError(f"no open phase {name!r} to close ({err})"))
+
+    def is_open(self, name: str) -> bool:
+        """Whether phase ``name`` is open now."""
+        return any(n == PHASE_ALIASES.get(name, name) for n, _, _ in self._open)
 
     def step(self, samples: int = 1) -> None:
         """One training step of ``samples`` samples on this rank (nothing is synchronised)."""
