@@ -120,7 +120,7 @@ def metrics_document(m: Measurement, records: list[dict[str, Any]]) -> dict[str,
         "run": {
             "strategy": m.meta["strategy"] or _strategy(launch.launcher, launch.world_size),
             "world_size": launch.world_size,
-            "device": m.meta["device"] or "unknown",
+            "device": m.meta["device"] or _device(),
             "model": m.meta["model"] or "unknown",
             "dataset": m.meta["dataset"],
             "dataset_name": m.meta["dataset"],
@@ -149,6 +149,18 @@ def metrics_document(m: Measurement, records: list[dict[str, Any]]) -> dict[str,
         "measured_by": "hpcbench.measure",
         "warnings": warn,
     }
+
+
+def _device() -> str:
+    """The kind of device the program computed on, as far as can be told without a question
+    to the device: cuda when it started CUDA, cpu when it has torch, else unknown."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return "unknown"
+    try:
+        return "cuda" if torch.cuda.is_initialized() else "cpu"
+    except Exception:
+        return "unknown"
 
 
 def _strategy(launcher: str, world: int) -> str:

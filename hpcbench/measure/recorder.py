@@ -288,11 +288,12 @@ def default_run_dir(launch: LaunchInfo) -> str:
     if job and job != "none":
         return f"runs/measure-{re.sub(r'[^A-Za-z0-9._-]', '_', job)}"
     if launch.world_size > 1:
-        print(
-            "hpcbench.measure: no run directory: give run_dir= (ranks outside a job cannot agree "
-            "on a time-stamped one); using runs/measure",
-            file=sys.stderr,
-        )
+        if launch.rank == 0:
+            print(
+                "hpcbench.measure: no run directory: give run_dir= (ranks outside a job cannot "
+                "agree on a time-stamped one); using runs/measure",
+                file=sys.stderr,
+            )
         return "runs/measure"
     return f"runs/measure-{time.strftime('%Y%m%d-%H%M%S')}"
 

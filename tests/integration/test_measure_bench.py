@@ -1,15 +1,19 @@
-"""A user's own training script measured by ``hpcbench bench`` through the local scheduler: one
-process, two torchrun ranks and two MPI ranks, then its report and the results history; and a
-script that ends without its documents, named in one line in the report while the others are
-drawn."""
+"""A user's own training measured by ``hpcbench bench`` and ``hpcbench sweep`` through the local
+scheduler: jobs/own-training's script as one process, two torchrun ranks and two MPI ranks, then
+its report, the history, compare and check; a script that ends without its documents, named in
+one line in the report while the others are drawn; a sweep of a script's own arguments and
+settings, ranked."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
-from tests.conftest import hpcbench, mpiexec_available, require
+from tests.conftest import REPO, hpcbench, mpiexec_available, require
 
 USER_SCRIPT = """
 import argparse, os, time
@@ -46,19 +50,26 @@ def write_script(workdir: Path) -> Path:
     return path
 
 
-def bench(workdir: Path, results: Path, configs: str, *extra: str):
-    return hpcbench(
-        "bench", "--configs", configs, "--script", "my_train.py", "--repetitions", "1",
-        "--scheduler", "local", "--results", str(results), *extra,
-        cwd=workdir, env={"HPCBENCH_HISTORY": str(workdir / "history.sqlite")}, timeout=600,
-    )  # fmt: skip
-
-
-def test_a_user_script_is_benchmarked_reported_and_recorded_like_the_trainer(workdir):
+def test_the_own_training_example_is_benchmarked_reported_and_recorded_like_the_trainer(
+    workdir,
+):
+    """jobs/own-training: the user's script (own model, ImageFolder) as one process, DDP under
+    torchrun and an mpi4py loop under mpiexec, through the local scheduler (the matrix's smoke
+    form); then its report, the history, compare and check, as for the trainer's results."""
     require(mpiexec_available(), "mpiexec (pip install mpich)")
-    write_script(workdir)
+    example = workdir / "jobs" / "own-training"
+    shutil.copytree(REPO / "jobs" / "own-training", example)
+    made = subprocess.run(
+        [sys.executable, str(example / "make_images.py"), "data/own-images", "--per-class", "30",
+         "--size", "16"], cwd=workdir, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
     results = workdir / "runs" / "bench-own"
-    done = bench(workdir, results, "single,ddp:2,mpi:2", "--", "--epochs", "2")
+    history = {"HPCBENCH_HISTORY": str(workdir / "history.sqlite")}
+    done = hpcbench(
+        "bench", "jobs/own-training/matrix.toml", "--smoke", "--scheduler", "local",
+        "--results", str(results), cwd=workdir, env=history, timeout=600,
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     runs = json.loads((results / "runs.json").read_text())["runs"]
     assert [r["status"] for r in runs] == ["completed"] * 3, runs
@@ -70,13 +81,14 @@ def test_a_user_script_is_benchmarked_reported_and_recorded_like_the_trainer(wor
     assert {c: m["run"]["strategy"] for c, m in metrics.items()} == {
         "single": "single", "ddp-2": "ddp", "mpi-2": "mpi"
     }  # fmt: skip
-    assert all(m["run"]["global_batch"] == 16 and m["run"]["epochs"] == 2 for m in metrics.values())
+    assert all(m["run"]["global_batch"] == 16 and m["run"]["model"] == "ShapesNet"
+               for m in metrics.values())  # fmt: skip
+    assert all(m["run"]["device"] == "cpu" for m in metrics.values())
 
     report = hpcbench("report", str(results), cwd=workdir)
     assert report.returncode == 0, report.stderr
     text = (results / "report" / "report.md").read_text()
     assert "ddp-2" in text and "mpi-2" in text and "speedup" in text.lower()
-    history = {"HPCBENCH_HISTORY": str(workdir / "history.sqlite")}
     listed = hpcbench("history", cwd=workdir, env=history)
     assert "single, ddp-2, mpi-2" in listed.stdout, listed.stdout + listed.stderr
     compared = hpcbench("compare", str(results), str(results), cwd=workdir, env=history)

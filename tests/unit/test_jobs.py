@@ -25,10 +25,12 @@ STUDIES = ("marenostrum5", "vub-mpi", "herbarium", "lab-ai-rnn", "reference-stud
 
 
 def kind(path: Path) -> str:
-    """``spec``, ``matrix`` or ``options`` (a trainer options file)."""
+    """``spec``, ``matrix``, ``sweep`` or ``options`` (a trainer options file)."""
     table = tomllib.loads(path.read_text())
     if "config" in table and isinstance(table["config"], list):
         return "matrix"
+    if "axes" in table:
+        return "sweep"
     if {"resources", "program", "launcher"} & set(table):
         return "spec"
     return "options"
@@ -89,7 +91,9 @@ def test_each_matrix_and_its_smoke_form_plan_their_runs(path, monkeypatch):
             spec = bench.spec_for(run)
             if smoke:
                 assert spec.resources.gpus_per_node == 0, (path, run.config)
-            assert spec.program.module == "hpcbench.train"
+            # the trainer, or the program the matrix names (its own script)
+            named = matrix.program or {"module": "hpcbench.train"}
+            assert all(getattr(spec.program, k) == v for k, v in named.items()), (path, named)
         if matrix.energy_repetitions and matrix.idle_seconds:
             # the idle-power job runs the energy meter alone: none of the trainer's arguments
             argv = bench.idle_spec().program.argv()
@@ -134,3 +138,19 @@ def test_smoke_unset_removes_the_field_in_either_spelling(tmp_path, field, key):
     spec.write_text(f"[resources]\n{key} = 4\n[smoke]\nunset = ['{field}']\n")
     assert load_spec(spec).resources.gpus_per_node == 4
     assert load_spec(spec, smoke=True).resources.gpus_per_node == 0
+
+
+SWEEPS = sorted(p for p in JOBS.rglob("*.toml") if kind(p) == "sweep")
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: str(p.relative_to(JOBS)))
+def test_each_sweep_and_its_smoke_form_plan_their_tasks(path, monkeypatch):
+    from hpcbench.sweep.plan import read_sweep
+
+    monkeypatch.chdir(REPO)
+    for smoke in (False, True):
+        sweep = read_sweep(path.relative_to(REPO), smoke=smoke)
+        tasks = sweep.tasks()
+        assert tasks and len({t.run for t in tasks}) == len(tasks), path
+        if sweep.program is not None:  # any program: each task's own arguments, filled in
+            assert all("{" not in a for t in tasks for a in sweep.task_arguments(t.setting))
