@@ -45,6 +45,7 @@ from hpcbench.bench.report_tables import (
 )
 from hpcbench.bench.results_reader import Results, load_results
 from hpcbench.bench.tables import write_tables
+from hpcbench.files import printable
 
 
 class ReportError(ValueError):
@@ -82,6 +83,30 @@ def _failed_blocks(runs: Sequence[dict[str, Any]]) -> list[Block]:
         )
         blocks.append(Code(str(r.get("error") or "(no error recorded)")))
     return blocks
+
+
+def _warned_blocks(runs: Sequence[Any]) -> list[Block]:
+    """The completed runs whose measurement warned (a program measured with
+    hpcbench.measure that called it wrongly), one line each: their figures are kept."""
+    lines = []
+    for run in runs:
+        warned = (run.metrics or {}).get("warnings") or []
+        if run.status == "completed" and isinstance(warned, list) and warned:
+            more = f" (and {len(warned) - 1} more)" if len(warned) > 1 else ""
+            lines.append(
+                f"{run.config}, {run.kind} run {run.rep} ({run.run_dir.name}): "
+                f"{printable(str(warned[0]))[:200]}{more}"
+            )
+    if not lines:
+        return []
+    return [
+        Para(
+            f"{len(lines)} run(s) completed with measurement warnings (metrics.json's "
+            "warnings; their figures are kept):",
+            "warn",
+        ),  # fmt: skip
+        Bullets(lines),
+    ]
 
 
 def _run_row(r: dict[str, Any]) -> list[str]:
@@ -269,6 +294,7 @@ def build_blocks(
         blocks += [Heading(2, "Carbon and cost (estimates)", "estimates"), *estimated]
 
     blocks += [Heading(2, "Failed runs", "failed")] + _failed_blocks(runs)
+    blocks += _warned_blocks(results.runs)
     blocks += [Heading(2, "Provenance", "provenance")] + _provenance_blocks(bench, runs)
     blocks += [
         Heading(2, "Files", "files"),

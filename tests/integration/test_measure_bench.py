@@ -16,30 +16,26 @@ from pathlib import Path
 from tests.conftest import REPO, hpcbench, mpiexec_available, require
 
 USER_SCRIPT = """
-import argparse, os, time
+import argparse, os, sys, time
 from hpcbench import measure
 
 p = argparse.ArgumentParser()
 p.add_argument("--epochs", type=int, default=1)
-p.add_argument("--stop-early", action="store_true")
-args = p.parse_args()
-if os.environ.get("HPCBENCH_STRATEGY") == "mpi":
-    from mpi4py import MPI  # the user's MPI loop: hpcbench.measure gathers through it
-
+p.add_argument("--how", default="well")  # well | stop-early | crash | unmeasured | wrongly
+how = p.parse_args().how
+if how == "unmeasured":  # never calls the API
+    time.sleep(0.1)
+    sys.exit(0)
 with measure.run(model="users-own", dataset="made-up") as m:
-    world = m.launch.world_size
-    with m.phase("setup"):
-        time.sleep(0.05)
-    for epoch in range(args.epochs):
-        with m.phase("train"):
-            for step in range(4):
-                time.sleep(0.08 / world)  # the same global work, shared by the ranks
-                m.step(samples=16 // world)
-        with m.phase("val"):
-            time.sleep(0.01)
-        m.epoch(train_loss=1.0 / (epoch + 1), val_accuracy=0.6 + 0.1 * epoch)
-        if args.stop_early:
-            os._exit(0)  # ends without its documents
+    with m.phase("train"):
+        for step in range(4):
+            time.sleep(0.02)
+            m.step(samples="four" if how == "wrongly" and step == 2 else 16)
+            if how == "crash" and step == 2:
+                raise RuntimeError("the user's loop broke mid-epoch")
+    if how == "stop-early":
+        os._exit(0)  # ends without its documents
+    m.epoch(train_loss=0.5, val_accuracy=0.6)
     m.final(test_accuracy=0.8)
 """
 
@@ -98,28 +94,37 @@ def test_the_own_training_example_is_benchmarked_reported_and_recorded_like_the_
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def test_a_script_that_ends_without_its_documents_is_named_and_the_rest_reported(workdir):
+def test_scripts_that_crash_end_early_never_measure_or_measure_wrongly_are_each_one_line(
+    workdir,
+):
+    """Each named in one line of the report, and nothing lost of the runs that went well."""
     write_script(workdir)
-    (workdir / "own.toml").write_text(
-        'name = "early"\nrepetitions = 1\nprogram = { script = "my_train.py" }\n'
-        'program_args = ["--epochs", "1"]\n'
-        '[[config]]\nname = "whole"\nstrategy = "single"\n'
-        '[[config]]\nname = "cut-short"\nstrategy = "single"\nprogram_args = ["--stop-early"]\n'
-    )
-    results = workdir / "runs" / "bench-early"
+    matrix = 'name = "odd"\nrepetitions = 1\nprogram = { script = "my_train.py" }\n'
+    for how in ("well", "stop-early", "crash", "unmeasured", "wrongly"):
+        matrix += f'[[config]]\nname = "{how}"\nstrategy = "single"\n'
+        matrix += f'program_args = ["--how", "{how}"]\n'
+    (workdir / "odd.toml").write_text(matrix)
+    results = workdir / "runs" / "bench-odd"
     done = hpcbench(
-        "bench", "own.toml", "--scheduler", "local", "--results", str(results), "--no-history",
+        "bench", "odd.toml", "--scheduler", "local", "--results", str(results), "--no-history",
         cwd=workdir, timeout=600,
     )  # fmt: skip
-    assert done.returncode != 0  # a run failed
+    assert done.returncode != 0  # runs failed
     runs = {r["config"]: r for r in json.loads((results / "runs.json").read_text())["runs"]}
-    assert runs["whole"]["status"] == "completed"
-    assert runs["cut-short"]["status"] == "failed"
-    assert "the program ended without writing metrics.json" in runs["cut-short"]["error"]
+    assert {c: r["status"] for c, r in runs.items()} == {
+        "well": "completed", "stop-early": "failed", "crash": "failed",
+        "unmeasured": "failed", "wrongly": "completed",
+    }  # fmt: skip
+    for how in ("stop-early", "unmeasured"):
+        assert "the program ended without writing metrics.json" in runs[how]["error"]
+    assert "RuntimeError: the user's loop broke mid-epoch" in runs["crash"]["error"]
     report = hpcbench("report", str(results), cwd=workdir)
     assert report.returncode == 0, report.stderr
     text = (results / "report" / "report.md").read_text()
-    assert "1 run(s) failed" in text and "without writing metrics.json" in text
+    assert "3 run(s) failed" in text and text.count("without writing metrics.json") == 2
+    assert "1 run(s) completed with measurement warnings" in text
+    assert "samples must be a whole number, got 'four'" in text
+    assert "| well |" in text or "well" in text.split("## Accuracy")[1]  # the others reported
 
 
 SWEPT_SCRIPT = """
