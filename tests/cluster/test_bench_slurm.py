@@ -65,3 +65,35 @@ launcher = "srun"
         assert 0 <= float(row["queue_wait_s_median"]) < 300
         assert float(row["max_rss_bytes_median"]) > 20 << 20  # a rank's torch, at its peak
         assert f"| {name} | 1 | COMPLETED 1 |" in md
+
+
+USER_SCRIPT = """
+import time
+from hpcbench import measure
+
+with measure.run(model="users-own") as m:
+    with m.phase("train"):
+        for _ in range(5):
+            time.sleep(0.05)
+            m.step(samples=8)
+    m.epoch(val_accuracy=0.5)
+"""
+
+
+def test_a_users_own_script_is_measured_across_two_nodes_under_srun(slurm_cluster, workdir):
+    """Any program in a matrix, its ranks srun's tasks on both nodes: each learns its place from
+    SLURM's variables, and rank 0 gathers the others' records through the shared run directory."""
+    (workdir / "mine.py").write_text(USER_SCRIPT)
+    (workdir / "m.toml").write_text(
+        'name = "own"\nrepetitions = 1\nprogram = { script = "mine.py" }\n'
+        '[[config]]\nname = "srun-2n"\nstrategy = "ddp"\nnodes = 2\nlauncher = "srun"\n'
+    )
+    results = bench_on_slurm(workdir, "m.toml", timeout=600)
+    (run,) = json.loads((results / "runs.json").read_text())["runs"]
+    assert (run["status"], run["scheduler"]) == ("completed", "slurm"), run
+    metrics = json.loads((results / run["run_dir"] / "metrics.json").read_text())
+    # srun's tasks: SLURM's variables, or PMI-2's where the cluster's srun sets them (MpiDefault)
+    assert metrics["provenance"]["launcher"] in ("slurm", "mpich")
+    assert metrics["provenance"]["nodelist"] == "node[1-2]"
+    assert (metrics["run"]["world_size"], metrics["run"]["global_batch"]) == (2, 16)
+    assert metrics["warnings"] == [] and metrics["run"]["strategy"] == "ddp"
