@@ -146,8 +146,21 @@ def metrics_document(m: Measurement, records: list[dict[str, Any]]) -> dict[str,
         "checkpoints": None,
         "replicas": None,
         "precision": None,
+        "ranks": [_rank_times(r) for r in records],
         "measured_by": "hpcbench.measure",
         "warnings": warn,
+    }
+
+
+def _rank_times(record: dict[str, Any]) -> dict[str, Any]:
+    """One rank's own times and counts (the phases above are the slowest rank's)."""
+    return {
+        "rank": record["rank"],
+        "host": record.get("host"),
+        "phases": {f"{k}_s": v for k, v in record["totals"].items()},
+        "steps": record.get("steps"),
+        "samples": record.get("samples"),
+        "elapsed_s": record.get("elapsed_s"),
     }
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
+import subprocess
+import sys
 
 import pytest
 
 from tests.cluster.conftest import TRAIN_ARGS, bench_on_slurm
-from tests.conftest import have_module, hpcbench, require
+from tests.conftest import REPO, have_module, hpcbench, require
 
 pytestmark = pytest.mark.slurm
 
@@ -67,33 +70,29 @@ launcher = "srun"
         assert f"| {name} | 1 | COMPLETED 1 |" in md
 
 
-USER_SCRIPT = """
-import time
-from hpcbench import measure
-
-with measure.run(model="users-own") as m:
-    with m.phase("train"):
-        for _ in range(5):
-            time.sleep(0.05)
-            m.step(samples=8)
-    m.epoch(val_accuracy=0.5)
-"""
-
-
-def test_a_users_own_script_is_measured_across_two_nodes_under_srun(slurm_cluster, workdir):
-    """Any program in a matrix, its ranks srun's tasks on both nodes: each learns its place from
-    SLURM's variables, and rank 0 gathers the others' records through the shared run directory."""
-    (workdir / "mine.py").write_text(USER_SCRIPT)
+def test_the_own_training_example_is_measured_across_two_nodes_under_srun(slurm_cluster, workdir):
+    """jobs/own-training's script (its own model, ImageFolder) as any program in a matrix, its
+    mpi4py loop's ranks srun's tasks on both nodes: each learns its place from srun (PMI-2 or
+    SLURM's variables), and rank 0 gathers the others' records through mpi4py."""
+    require(have_module("torch") and have_module("mpi4py"), "torch and mpi4py")
+    example = workdir / "jobs" / "own-training"
+    shutil.copytree(REPO / "jobs" / "own-training", example)
+    made = subprocess.run(
+        [sys.executable, str(example / "make_images.py"), "data/own-images", "--per-class", "20",
+         "--size", "16"], cwd=workdir, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
     (workdir / "m.toml").write_text(
-        'name = "own"\nrepetitions = 1\nprogram = { script = "mine.py" }\n'
-        '[[config]]\nname = "srun-2n"\nstrategy = "ddp"\nnodes = 2\nlauncher = "srun"\n'
+        'name = "own"\nrepetitions = 1\nprogram = { script = "jobs/own-training/train.py" }\n'
+        'program_args = ["--data", "data/own-images", "--epochs", "1", "--size", "16"]\n'
+        '[[config]]\nname = "mpi-2n"\nstrategy = "mpi"\nnodes = 2\nlauncher = "srun"\n'
     )
     results = bench_on_slurm(workdir, "m.toml", timeout=600)
     (run,) = json.loads((results / "runs.json").read_text())["runs"]
     assert (run["status"], run["scheduler"]) == ("completed", "slurm"), run
     metrics = json.loads((results / run["run_dir"] / "metrics.json").read_text())
-    # srun's tasks: SLURM's variables, or PMI-2's where the cluster's srun sets them (MpiDefault)
     assert metrics["provenance"]["launcher"] in ("slurm", "mpich")
     assert metrics["provenance"]["nodelist"] == "node[1-2]"
-    assert (metrics["run"]["world_size"], metrics["run"]["global_batch"]) == (2, 16)
-    assert metrics["warnings"] == [] and metrics["run"]["strategy"] == "ddp"
+    assert (metrics["run"]["world_size"], metrics["run"]["strategy"]) == (2, "mpi")
+    assert {r["host"] for r in metrics["ranks"]} and metrics["warnings"] == []
+    assert metrics["provenance"]["job_id"] == run["job_id"]

@@ -69,6 +69,10 @@ def check_two_ranks(run_dir: Path, launcher: str, strategy: str) -> None:
     assert [e["epoch"] for e in m["epochs"]] == [1, 2] and m["epochs"][1]["tokens"] == 1.0
     assert m["epochs"][0]["samples_per_s"] == pytest.approx(24 / m["epochs"][0]["train_time_s"])
     assert m["warnings"] == [] and not (run_dir / ".measure").exists()
+    # each rank's own times: the slow one is rank 1, and its time is the run's
+    ranks = {r["rank"]: r for r in m["ranks"]}
+    assert set(ranks) == {0, 1} and ranks[1]["phases"]["train_s"] > ranks[0]["phases"]["train_s"]
+    assert ranks[1]["phases"]["train_s"] == m["phases"]["train_s"]
 
 
 def test_one_process_without_a_launcher_writes_the_trainer_s_documents(tmp_path):
