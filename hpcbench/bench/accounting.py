@@ -18,6 +18,7 @@ from typing import Any
 
 from hpcbench.bench import stats
 from hpcbench.bench.results_reader import Run, is_number
+from hpcbench.jobs.accounting.usage import cpus_used, hints
 
 #: (key in the block, key of the accounting record's job)
 FIGURES = (
@@ -59,6 +60,7 @@ def accounting_block(runs: list[Run], hpcbench_used_j: float | None) -> dict[str
     for key, field in FIGURES:
         values = [float(a["job"][field]) for a in found if is_number(a["job"].get(field))]
         block[key] = stats.summarise(values)
+    _add_usage(block, [a["job"] for a in found])
     if block["scheduler_energy_j"] is None:
         block["energy_reason"] = next(
             (a.get("energy_reason") for a in found if a.get("energy_reason")), "not recorded"
@@ -66,6 +68,27 @@ def accounting_block(runs: list[Run], hpcbench_used_j: float | None) -> dict[str
     sched = block["scheduler_energy_j"]
     block["energy_ratio"] = sched["median"] / hpcbench_used_j if sched and hpcbench_used_j else None
     return block
+
+
+def _add_usage(block: dict[str, Any], jobs: list[dict[str, Any]]) -> None:
+    """What the configuration's jobs used of what they asked for: the CPUs kept busy on
+    average (a statistic over its runs) against those allocated, the memory asked for, and the
+    hints for the median run (:mod:`hpcbench.jobs.accounting.usage`)."""
+    used = [u for u in (cpus_used(j) for j in jobs) if u is not None]
+    block["cpus_used"] = stats.summarise(used)
+    block["cpus"] = next((j["cpus"] for j in jobs if isinstance(j.get("cpus"), int)), None)
+    block["memory_allocated_bytes"] = next(
+        (j["memory_allocated_bytes"] for j in jobs if is_number(j.get("memory_allocated_bytes"))),
+        None,
+    )
+    median = {
+        "cpus": block["cpus"],
+        "cpu_time_s": block["cpus_used"]["median"] if block["cpus_used"] else None,
+        "elapsed_s": 1.0,
+        "memory_used_bytes": (block.get("memory_used_bytes") or {}).get("median"),
+        "memory_allocated_bytes": block["memory_allocated_bytes"],
+    }
+    block["hints"] = hints(median)
 
 
 def queue_sentence(configs: list[dict[str, Any]]) -> str | None:

@@ -35,7 +35,8 @@ def accounting_blocks(analysis: Analysis) -> list[Block]:
                 "run's job ended and kept as accounting.json in its run directory; median over the "
                 "configuration's runs with its 95 % interval. Queue wait = submit to start (what "
                 "many small jobs cost on a busy cluster); elapsed = the scheduler's start to end; "
-                "CPU efficiency = CPU time ÷ (elapsed × allocated CPUs), as seff computes it; "
+                "CPU efficiency = CPU time ÷ (elapsed × allocated CPUs), as seff computes it, "
+                "and CPUs used of asked = CPU time ÷ elapsed of those allocated; "
                 "MaxRSS = the resident memory high-water mark of the largest rank; all ranks = the "
                 "largest step's sum of its ranks' peaks (seff's memory utilised). Scheduler energy "
                 "is what the cluster's own counters recorded for the job's nodes"
@@ -51,6 +52,7 @@ def accounting_blocks(analysis: Analysis) -> list[Block]:
         "energy_reason",
         "no scheduler energy",
     )
+    said += [f"{c['name']}: hint: {h}" for c in found for h in c["accounting"].get("hints") or []]
     if said:
         blocks.append(Bullets(said))
     return blocks
@@ -70,6 +72,7 @@ def _accounting_table(found: list[dict[str, Any]]) -> Table:
                 fmt_stat(a.get("queue_wait_s"), "s"),
                 fmt_stat(a.get("elapsed_s"), "s"),
                 _pct(a.get("cpu_efficiency")),
+                _cpus(a),
                 _mib(a.get("max_rss_bytes")),
                 _mib(a.get("memory_used_bytes")),
                 fmt_joules(a.get("scheduler_energy_j")),
@@ -85,6 +88,7 @@ def _accounting_table(found: list[dict[str, Any]]) -> Table:
             "queue wait",
             "elapsed",
             "CPU efficiency",
+            "CPUs used of asked",
             "MaxRSS (largest rank)",
             "memory, all ranks",
             "scheduler energy",
@@ -92,8 +96,16 @@ def _accounting_table(found: list[dict[str, Any]]) -> Table:
             "scheduler / hpcbench",
         ],
         rows,
-        numeric={1, *range(3, 11)},
+        numeric={1, *range(3, 12)},
     )
+
+
+def _cpus(block: dict[str, Any]) -> str:
+    """ "1.9 of 8": the CPUs kept busy on average (median over the runs) of those allocated."""
+    used, cpus = block.get("cpus_used"), block.get("cpus")
+    if not used or not cpus:
+        return "–"
+    return f"{used['median']:.1f} of {cpus}"
 
 
 def _by_reason(configs: list[dict[str, Any]], key: str, what: str) -> list[str]:

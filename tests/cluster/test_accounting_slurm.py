@@ -66,6 +66,10 @@ def test_a_finished_jobs_accounting_is_read_once_and_kept(slurm_cluster, workdir
     assert lines[1].startswith("  accounting (from sacct (SLURM accounting)): COMPLETED exit 0;")
     assert "on node[1-2]" in lines[1]
     assert any(line.startswith("    memory: high-water ") for line in lines)
+    # what the job used of what it asked for, from slurmdbd's own figures
+    cpus = record["job"]["cpus"]
+    used = record["job"]["cpu_time_s"] / record["job"]["elapsed_s"]
+    assert f"    used: asked for {cpus} CPUs, used {used:.1f} on average" in r.stdout, r.stdout
     assert not log.exists()
     assert api.job(job_id).accounting() == record
 

@@ -391,3 +391,62 @@ def test_slurm_reqmem_per_node_and_per_cpu_before_21_08_and_the_total_since():
     assert _requested("4000Mn", 8, 2) == 2 * 4000 << 20
     assert _requested("4000Mc", 8, 2) == 8 * 4000 << 20
     assert _requested("38568M", 2, 2) == 38568 << 20  # 21.08 on: the job's total already
+
+
+# What a job used of what it asked for, from each batch system's recorded answer.
+USAGE_CASES = {
+    "slurm": (("sacct", ("slurm", "22.05", "sacct-accounting.txt")), "51870000"),
+    "sge": (("qacct", ("sge", "qacct-j-55-smp.txt")), "55"),
+    "lsf": (("bacct", ("lsf", "bacct-l.txt")), "3329613"),
+}
+
+
+@pytest.mark.parametrize("scheduler", [*USAGE_CASES, "pbs"])
+def test_what_a_job_used_of_what_it_asked_for_from_every_batch_system(bindir, scheduler):
+    from hpcbench.jobs.accounting.usage import cpus_used
+
+    if scheduler == "pbs":
+        fake(bindir, "qstat", f'[ "$1" = --version ] && {{ {play("pbs", "openpbs", "qstat--version.txt")}; exit 0; }}\n'
+             f'{play("pbs", "openpbs", "qstat-x-f-finished.txt")}')  # fmt: skip
+        job_id = "4711.pbs1"
+    else:
+        (command, recorded), job_id = USAGE_CASES[scheduler]
+        fake(bindir, command, play(*recorded))
+        if scheduler == "slurm":
+            fake(bindir, "scontrol", play("slurm", "22.05", "scontrol-show-config-energy.txt"))
+    record = reading.read_accounting(scheduler, job_id)
+    job = record["job"]
+    used = cpus_used(job)
+    assert used == pytest.approx(job["cpu_time_s"] / job["elapsed_s"])
+    lines = text.describe(record)
+    said = [line for line in lines if line.startswith(("  used:", "  hint:"))]
+    assert said == USAGE_SAID[scheduler]
+
+
+USAGE_SAID = {
+    "slurm": [  # two nodes' 37.7 GiB asked for, 266 MiB held: the job gets a hint
+        "  used: asked for 2 CPUs, used 0.1 on average (7 %)",
+        "  used: asked for 37.7 GiB of memory, the ranks held 266 MiB at their peak (1 %)",
+        "  hint: its ranks held 266 MiB of the 37.7 GiB asked for: ask for less memory (--mem), "
+        "leaving the rest to other jobs",
+    ],
+    "sge": ["  used: asked for 2 CPUs, used 1.5 on average (74 %)"],  # no memory figure asked
+    "lsf": ["  used: asked for 1 CPUs, used 0.9 on average (90 %)"],
+    "pbs": [
+        "  used: asked for 4 CPUs, used 3.7 on average (93 %)",
+        "  used: asked for 8.0 GiB of memory, the ranks held 2.3 GiB at their peak (29 %)",
+    ],
+}
+
+
+def test_a_job_that_keeps_few_of_many_cpus_busy_gets_a_hint_and_a_small_one_none():
+    from hpcbench.jobs.accounting.usage import hints
+
+    idle = {"cpus": 8, "cpu_time_s": 152.0, "elapsed_s": 80.0}  # 1.9 of 8 busy
+    assert hints(idle) == [
+        "it kept 1.9 of its 8 CPUs busy: ask for fewer (--cpus-per-task), or give each rank "
+        "the threads it was given (OMP_NUM_THREADS, the trainer's --threads)"
+    ]
+    assert hints({"cpus": 2, "cpu_time_s": 1.0, "elapsed_s": 80.0}) == []  # too small to say
+    assert hints({"cpus": 8, "cpu_time_s": 600.0, "elapsed_s": 80.0}) == []  # 7.5 of 8
+    assert hints({"cpus": 8, "elapsed_s": 0.0, "cpu_time_s": 1.0}) == []  # nothing to divide

@@ -68,6 +68,8 @@ def _results(root: Path, estimates: dict | None, with_energy: bool = True) -> Pa
         queue = 30.0 if run["config"] == "1dev" else 90.0
         energy = 50000.0 if run["kind"] == "energy" and run["config"] == "1dev" else None
         rec = _record(queue, 130.0, 800 if run["config"] == "1dev" else 1200, energy)
+        if run["config"] == "2dev-ddp":  # asked for 16 GiB, its ranks held 2.3 GiB
+            rec["job"]["memory_allocated_bytes"] = 16 << 30
         (root / run["run_dir"] / "accounting.json").write_text(json.dumps(rec))
     return root
 
@@ -156,6 +158,10 @@ def test_the_report_shows_accounting_and_estimates_with_their_sources(tmp_path):
     assert "## What the scheduler recorded" in md and "sacct (SLURM accounting)" in md
     # what the scheduler's energy is comes from its reader, in its own words
     assert "recorded for the job's nodes (SLURM's ConsumedEnergy)" in " ".join(md.split())
+    # what the jobs used of what they asked for: 3 of 4 CPUs busy; the memory over-asked
+    assert "| 3.0 of 4 |" in md
+    assert "2dev-ddp: hint: its ranks held 2.3 GiB of the 16.0 GiB asked for" in md
+    assert "1dev: hint" not in md
     assert "## Carbon and cost (estimates)" in md
     assert "Estimates, not measurements" in md
     assert "carbon intensity 250 gCO2e/kWh (from user profile hydra" in md

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hpcbench.jobs.accounting.usage import hints, usage_lines
+
 
 def _mib(value: int | None) -> str:
     if value is None:
@@ -51,8 +53,11 @@ def describe(record: dict[str, Any]) -> list[str]:
             " allocated"
         )
     lines.append(mem)
+    lines += [f"  used: {line}" for line in usage_lines(job)]
+    lines += [f"  hint: {hint}" for hint in hints(job)]
     if job.get("energy_j") is not None:
-        lines.append(f"  energy: {job['energy_j']:.0f} J (the scheduler's ConsumedEnergy)")
+        said = record.get("energy_source") or "the scheduler's record"
+        lines.append(f"  energy: {job['energy_j']:.0f} J ({said})")
     else:
         lines.append(f"  energy: not known ({record.get('energy_reason') or 'not gathered'})")
     for step in record.get("steps") or []:
