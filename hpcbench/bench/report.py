@@ -288,15 +288,26 @@ def build_blocks(
         blocks += [Heading(2, "Energy", "energy")]
         blocks += energy_blocks(analysis, results)
 
-    blocks += [Heading(2, "What the scheduler recorded", "accounting")]
-    blocks += accounting_blocks(analysis)
+    blocks += [
+        Heading(2, "What the scheduler recorded", "accounting"),
+        *accounting_blocks(analysis),
+    ]
     if estimated := estimate_blocks(analysis, factors_of(results)):
         blocks += [Heading(2, "Carbon and cost (estimates)", "estimates"), *estimated]
 
-    blocks += [Heading(2, "Failed runs", "failed")] + _failed_blocks(runs)
-    blocks += _warned_blocks(results.runs)
-    blocks += [Heading(2, "Provenance", "provenance")] + _provenance_blocks(bench, runs)
-    blocks += [
+    return blocks + _closing_blocks(results, tables, out_dir)
+
+
+def _closing_blocks(results: Results, tables: Sequence[Path], out_dir: Path) -> list[Block]:
+    """The report's last sections: the failed runs (and those whose measurement warned), the
+    provenance, the files beside the report."""
+    runs = [run.record for run in results.runs]
+    return [
+        Heading(2, "Failed runs", "failed"),
+        *_failed_blocks(runs),
+        *_warned_blocks(results.runs),
+        Heading(2, "Provenance", "provenance"),
+        *_provenance_blocks(results.bench, runs),
         Heading(2, "Files", "files"),
         Para(
             "Next to this report: report.md and report.html (the same content), the figures as "
@@ -304,7 +315,6 @@ def build_blocks(
         ),
         Bullets([t.relative_to(out_dir).as_posix() for t in tables] or ["(none)"]),
     ]
-    return blocks
 
 
 def render_report(

@@ -327,7 +327,7 @@ class Bench:
             documents = self.results / (run.run_dir or "") / "metrics.json"
             if status.state == "COMPLETED" and documents.is_file():
                 run.status = "completed"
-            elif status.state == "COMPLETED":
+            elif status.state == "COMPLETED" and self.matrix.program is not None:
                 run.status = "failed"
                 run.error = (
                     f"{documents.parent}: the program ended without writing metrics.json "

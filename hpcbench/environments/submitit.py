@@ -8,7 +8,7 @@ from hpcbench.environments.base import Environment, RankVariables
 
 class SubmititLocal(Environment):
     name = "submitit"
-    order = 45
+    order = 35  # before SLURM's: its tasks inherit the variables of an srun session they run in
     ranks = RankVariables(
         ("SUBMITIT_LOCAL_GLOBALID",),
         ("SUBMITIT_LOCAL_NTASKS",),

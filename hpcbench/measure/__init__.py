@@ -1,6 +1,6 @@
 """Measure any training: a few lines in the user's own loop give the documents hpcbench's trainer
 writes, so that ``hpcbench report``, ``compare``, ``history``, ``check``, benchmark matrices and
-sweeps work on the user's code unchanged.
+sweeps work on the user's code unchanged::
 
     from hpcbench import measure
 

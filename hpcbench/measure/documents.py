@@ -8,15 +8,27 @@ from __future__ import annotations
 
 import platform
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hpcbench import __version__
-from hpcbench.launch import MPI_LAUNCHERS, job_id, node_list
+from hpcbench.launch import MPI_LAUNCHERS, LaunchInfo, job_id, node_list
 from hpcbench.run_documents import EPOCH_FIELDS, write_energy, write_results
 
-if TYPE_CHECKING:
-    from hpcbench.measure.recorder import Measurement
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What rank 0 knows of the measured run beside the ranks' records: how the user named it
+    (model, dataset, strategy, device, config), its place, where it writes, and whether energy
+    was sampled (and how often)."""
+
+    meta: dict[str, Any]
+    launch: LaunchInfo
+    run_dir: Path
+    energy: bool
+    energy_interval: float
+
 
 #: the phases the report knows (the others are kept too, as ``<name>_s``)
 KNOWN_PHASES = ("setup", "train", "val", "test")
@@ -24,10 +36,9 @@ KNOWN_PHASES = ("setup", "train", "val", "test")
 TEST_VALUES = {"accuracy": "test_accuracy", "loss": "test_loss", "macro_f1": "test_macro_f1"}
 
 
-def write_documents(m: Measurement, records: list[dict[str, Any]]) -> Path | None:
+def write_documents(m: RunFacts, records: list[dict[str, Any]]) -> Path | None:
     """``metrics.json`` and ``epochs.csv`` (and ``energy.json`` when sampled) in ``m``'s run
     directory: the path of ``metrics.json``."""
-    assert m.run_dir is not None
     metrics = metrics_document(m, records)
     nodes = [r["energy_node"] for r in records if r.get("energy_node")]
     if m.energy:
@@ -99,10 +110,9 @@ def epoch_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def metrics_document(m: Measurement, records: list[dict[str, Any]]) -> dict[str, Any]:
+def metrics_document(m: RunFacts, records: list[dict[str, Any]]) -> dict[str, Any]:
     """What ``metrics.json`` holds for a measured run (docs/measure.md)."""
     launch = m.launch
-    assert launch is not None
     warn = [f"rank {r['rank']}: {w}" for r in records for w in r["warnings"]]
     phases = phase_seconds(records, warn)
     epochs = epoch_rows(records)

@@ -56,7 +56,8 @@ def scalars(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
             number = float(value.item() if hasattr(value, "item") else value)
         except (TypeError, ValueError, RuntimeError):
             continue
-        found[_NOT_A_NAME.sub("_", key).strip("_") or "value"] = number
+        name = _NOT_A_NAME.sub("_", key).strip("_") or "value"
+        found[(f"m_{name}" if name[0].isdigit() else name)[:64]] = number
     return found
 
 

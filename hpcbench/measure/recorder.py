@@ -11,6 +11,7 @@ untouched: the run then writes no ``metrics.json`` (a failed run is not a measur
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import sys
@@ -34,6 +35,17 @@ PHASE_ALIASES = {
 }
 _PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _VALUE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+#: what hpcbench computes itself: a phase or an epoch value of these names is refused
+RESERVED_PHASES = frozenset({"compute"})
+RESERVED_VALUES = frozenset(
+    {"epoch", "train_time_s", "val_time_s", "data_time_s", "compute_time_s", "comm_time_s",
+     "samples_per_s", "bytes_read", "bytes_read_rank0", "files_opened_rank0",
+     "step_breakdown_ms"}
+)  # fmt: skip
+#: bounds for a run of days: the warnings kept, and the phase windows (a phase opened at the top
+#: on every step would otherwise grow without end)
+MAX_WARNINGS = 100
+MAX_WINDOWS = 20_000
 
 
 class MeasureWarning(UserWarning):
@@ -98,6 +110,8 @@ class Measurement:
             self.run_dir = Path(self._run_dir_arg or default_run_dir(self.launch)).resolve()
             self.started = time.perf_counter()
             self.wall_started = time.time()
+            if self.meta["config"]:  # kept as JSON: a Path or an enum as its text
+                self.meta["config"] = json.loads(json.dumps(self.meta["config"], default=str))
             if self.energy and self.launch.local_rank == 0:
                 from hpcbench.measure.energy import start_sampler
 
@@ -120,7 +134,7 @@ class Measurement:
             return None
 
     def _finish(self) -> Path | None:
-        from hpcbench.measure.documents import write_documents
+        from hpcbench.measure.documents import RunFacts, write_documents
         from hpcbench.measure.exchange import gather
 
         if self.launch is None or self.run_dir is None:
@@ -141,7 +155,8 @@ class Measurement:
         records = gather(self.record(node), self.launch, self.run_dir, self.timeout)
         if records is None:
             return None
-        return write_documents(self, records)
+        facts = RunFacts(self.meta, self.launch, self.run_dir, self.energy, self.energy_interval)
+        return write_documents(facts, records)
 
     def abandon(self) -> None:
         """Stop without writing anything (the user's run failed)."""
@@ -185,7 +200,11 @@ class Measurement:
             _, began, wall = self._open.pop(at)
             self.totals[key] = self.totals.get(key, 0.0) + time.perf_counter() - began
             if not any(n == key for n, _, _ in self._open) and not self._open[:at]:
-                self.windows.append({"phase": key, "start": wall, "end": time.time()})
+                if len(self.windows) < MAX_WINDOWS:
+                    self.windows.append({"phase": key, "start": wall, "end": time.time()})
+                else:
+                    self._fault("phase", RuntimeError(f"over {MAX_WINDOWS} phase windows: the "
+                                "later ones are left out of the energy split"))  # fmt: skip
         except Exception as err:
             self._fault("phase", ValueError(f"no open phase {name!r} to close ({err})"))
 
@@ -212,7 +231,7 @@ class Measurement:
                 "seconds": {k: v - mark["totals"].get(k, 0.0) for k, v in totals.items()},
                 "steps": self.steps - mark["steps"],
                 "samples": self.samples - mark["samples"],
-                "values": self._numbers("epoch", values),
+                "values": self._numbers("epoch", values, RESERVED_VALUES),
             }
             self.epochs.append(row)
             self._mark = {"totals": dict(totals), "steps": self.steps, "samples": self.samples}
@@ -234,6 +253,7 @@ class Measurement:
         return {
             "rank": launch.rank,
             "host": launch.hostname,
+            "began_at": getattr(self, "wall_started", None),
             "totals": self.totals,
             "windows": self.windows,
             "steps": self.steps,
@@ -250,25 +270,40 @@ class Measurement:
         key = PHASE_ALIASES.get(name, name) if isinstance(name, str) else name
         if not isinstance(key, str) or not _PHASE_NAME.fullmatch(key):
             raise ValueError(f"phase name {name!r}: use lower-case letters, digits and _")
+        if key in RESERVED_PHASES:
+            raise ValueError(f"phase name {name!r}: hpcbench computes it (train - data - comm)")
         return key
 
-    def _numbers(self, call: str, values: dict[str, Any]) -> dict[str, float]:
+    def _numbers(
+        self, call: str, values: dict[str, Any], reserved: frozenset[str] = frozenset()
+    ) -> dict[str, float]:
+        """The values that are named numbers; each other one is left out with a warning (the
+        rest are kept)."""
         out = {}
         for key, value in values.items():
-            if not _VALUE_NAME.fullmatch(key):
-                raise ValueError(f"{call}(): {key!r} is not a name")
+            if value is None:  # not measured this time (an epoch without validation)
+                continue
+            if not _VALUE_NAME.fullmatch(key) or key in reserved:
+                why = "hpcbench's own" if key in reserved else "not a name"
+                self._fault(call, ValueError(f"{call}(): {key!r} is {why}: left out"))
+                continue
             try:
                 out[key] = float(value)
             except (TypeError, ValueError):
-                raise ValueError(f"{call}({key}=…): {value!r} is not a number") from None
+                self._fault(call, ValueError(f"{call}({key}=…): {value!r} is not a number"))
         return out
 
     def _fault(self, where: str, err: BaseException) -> None:
-        message = f"{where}: {err}"
-        self.warnings.append(message[:300])
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(f"{where}: {err}"[:300])
+        elif len(self.warnings) == MAX_WARNINGS:
+            self.warnings.append(f"more warnings left out (at most {MAX_WARNINGS} are kept)")
         if where not in self._warned:
             self._warned.add(where)
-            warnings.warn(f"hpcbench.measure: {message}", MeasureWarning, stacklevel=3)
+            try:  # never an exception in the loop, even where warnings are made errors
+                warnings.warn(f"hpcbench.measure: {where}: {err}", MeasureWarning, stacklevel=3)
+            except Exception:
+                pass
 
 
 def _seconds(text: str | None, default: float) -> float:

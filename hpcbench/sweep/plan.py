@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.jobs.spec import MAX_ARRAY_TASKS
+from hpcbench.sweep import program as any_program
 from hpcbench.sweep.errors import SweepError, fail
-from hpcbench.sweep.program import check_program_value, fill, read_program_table
 from hpcbench.tomlfile import TomlFileError, parse_toml, read_toml_file
 from hpcbench.train.config import ConfigError
 from hpcbench.train.config_file import check_options
@@ -102,7 +102,7 @@ class Sweep:
 
     def task_arguments(self, setting: dict[str, Any]) -> list[str]:
         """``program_args`` with each ``{axis}`` replaced by the setting's value."""
-        return [fill(arg, setting) for arg in self.program_args]
+        return [any_program.fill(arg, setting) for arg in self.program_args]
 
     def settings(self) -> list[dict[str, Any]]:
         """Every setting, in plan order: each a dict of axis -> value."""
@@ -276,7 +276,7 @@ def _axes(raw: Any, where: str, trainer: bool = True) -> dict[str, list[Any]]:
             raise fail(where, f"axes.{key}", f"{len(values)} values; at most {MAX_ARRAY_TASKS}")
         for value in values:  # each value checked as a --config file's would be
             if not trainer:
-                check_program_value(key, value, where)
+                any_program.check_program_value(key, value, where)
                 continue
             try:
                 check_options({key: value}, f"{where}: axes")
@@ -316,7 +316,10 @@ def build_sweep(
         raise fail(where, "trainer_args", f"expected a list of strings, got {args!r}")
     if table.get("job") is not None and table.get("matrix") is not None:
         raise fail(where, "job", "give job or matrix, not both")
-    program, program_args = read_program_table(table, where)
+    matrix_path = _text(table, "matrix", where)
+    if matrix_path and table.get("program") is None:  # the matrix's own program, if it names one
+        table = any_program.with_matrix_program(table, matrix_path, where)
+    program, program_args = any_program.read_program_table(table, where)
     sweep = Sweep(
         name=name,
         axes=_axes(table.get("axes"), where, trainer=program is None),
@@ -333,8 +336,8 @@ def build_sweep(
         smoke=smoke,
         source=where,
     )
-    if matrix := _text(table, "matrix", where):
-        _take_matrix(sweep, matrix, where)
+    if matrix_path:
+        _take_matrix(sweep, matrix_path, where)
     _check_shape(sweep, where)
     return sweep
 
@@ -348,10 +351,7 @@ def _take_matrix(sweep: Sweep, path: str, where: str) -> None:
     except MatrixError as err:
         raise fail(where, "matrix", str(err)) from None
     sweep.job = matrix.job
-    if matrix.program is not None and sweep.program is None:  # the matrix's own program
-        sweep.program = matrix.program
-        sweep.program_args = [*matrix.program_args, *sweep.program_args]
-    if sweep.program is None:
+    if sweep.program is None:  # the trainer's: the matrix's options before the sweep's
         sweep.trainer_args = [*matrix.trainer_args, *sweep.trainer_args]
 
 

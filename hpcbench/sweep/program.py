@@ -65,3 +65,19 @@ def read_program_table(
                     f"{', '.join(axes) or 'none'})"
                 )  # fmt: skip
     return program, list(args)
+
+
+def with_matrix_program(table: dict[str, Any], path: str, where: str) -> dict[str, Any]:
+    """``table`` with the program of the matrix it names (and its arguments before the sweep's),
+    so that its axes and arguments are checked as that program's."""
+    from hpcbench.bench.matrix import MatrixError, read_matrix
+
+    try:
+        matrix = read_matrix(path)
+    except MatrixError as err:
+        raise fail(where, "matrix", str(err)) from None
+    if matrix.program is None:
+        return table
+    args = table.get("program_args", [])
+    joined = [*matrix.program_args, *(args if isinstance(args, list) else [args])]
+    return {**table, "program": matrix.program, "program_args": joined}

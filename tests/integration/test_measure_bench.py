@@ -101,7 +101,8 @@ def test_scripts_that_crash_end_early_never_measure_or_measure_wrongly_are_each_
     write_script(workdir)
     matrix = 'name = "odd"\nrepetitions = 1\nprogram = { script = "my_train.py" }\n'
     for how in ("well", "stop-early", "crash", "unmeasured", "wrongly"):
-        matrix += f'[[config]]\nname = "{how}"\nstrategy = "single"\n'
+        # mpiexec starts the one process (torchrun would import torch for a script without it)
+        matrix += f'[[config]]\nname = "{how}"\nstrategy = "single"\nlauncher = "mpiexec"\n'
         matrix += f'program_args = ["--how", "{how}"]\n'
     (workdir / "odd.toml").write_text(matrix)
     results = workdir / "runs" / "bench-odd"
@@ -145,9 +146,10 @@ with measure.run(model="swept", config={"lr": lr, **chosen}) as m:
 
 def test_a_sweep_of_a_user_script_reaches_it_as_arguments_and_settings_and_is_ranked(workdir):
     (workdir / "swept.py").write_text(textwrap.dedent(SWEPT_SCRIPT))
+    (workdir / "job.toml").write_text('[launcher]\nkind = "mpiexec"\n')  # no torch to import
     (workdir / "sweep.toml").write_text(
-        'name = "own"\nprogram = { script = "swept.py" }\nprogram_args = ["--lr", "{lr}"]\n'
-        "max_parallel = 1\n"
+        'name = "own"\njob = "job.toml"\nprogram = { script = "swept.py" }\n'
+        'program_args = ["--lr", "{lr}"]\nmax_parallel = 1\n'
         '[axes]\nlr = [0.01, 0.1, 0.5]\nlabel = ["it\'s quoted; $(id)"]\n'
     )
     results = workdir / "runs" / "sweep-own"

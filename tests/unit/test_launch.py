@@ -107,6 +107,18 @@ def fields(info: LaunchInfo) -> tuple:
             },
             ("submitit", 2, 3, 2, 3, 0),
         ),
+        (  # submitit's local tasks started inside an srun session: submitit's, not the session's
+            {
+                "SUBMITIT_LOCAL_GLOBALID": "1",
+                "SUBMITIT_LOCAL_NTASKS": "2",
+                "SUBMITIT_LOCAL_LOCALID": "1",
+                "SUBMITIT_LOCAL_NODEID": "0",
+                "SLURM_PROCID": "0",
+                "SLURM_NTASKS": "1",
+                "SLURM_STEP_ID": "0",
+            },
+            ("submitit", 1, 2, 1, 2, 0),
+        ),
         (  # torchrun inside an srun step: torchrun's variables win
             {
                 "RANK": "1",

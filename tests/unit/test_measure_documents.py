@@ -59,3 +59,51 @@ def test_nested_phases_count_in_their_own_total_and_only_the_outer_one_is_a_wind
     assert [w["phase"] for w in m.windows] == ["train", "val"]
     assert (m.steps, m.samples, m.first_batch, m.warnings) == (1, 5, 5, [])
     m.abandon()
+
+
+def test_a_rank_file_left_by_an_earlier_run_is_not_taken_as_this_runs(tmp_path):
+    import json
+    import time
+
+    from hpcbench.launch import LaunchInfo
+    from hpcbench.measure.exchange import SAME_RUN_S, gather
+
+    folder = tmp_path / ".measure"
+    folder.mkdir()
+    stale = {"rank": 1, "began_at": time.time() - SAME_RUN_S - 60, "totals": {"train": 999.0}}
+    (folder / "rank-1.json").write_text(json.dumps(stale))
+    mine = {"rank": 0, "began_at": time.time(), "warnings": []}
+    place = LaunchInfo(0, 2, 0, 2, 0, "openmpi", "h")
+    records = gather(mine, place, tmp_path, timeout=0.3)
+    assert [r["rank"] for r in records] == [0]  # the earlier run's rank 1 is left out
+    assert mine["warnings"] == ["finish: no record from rank(s) 1 within 0.3 s: left out"]
+    assert (folder / "rank-1.json").exists()  # not this run's: not removed either
+    fresh = {**stale, "began_at": time.time()}
+    (folder / "rank-1.json").write_text(json.dumps(fresh))
+    (folder / "link").symlink_to(folder / "rank-1.json")
+    assert [r["rank"] for r in gather({**mine, "warnings": []}, place, tmp_path, 0.3)] == [0, 1]
+
+
+def test_wrong_calls_keep_what_is_right_stay_bounded_and_never_raise(tmp_path):
+    import warnings
+    from pathlib import Path
+
+    m = Measurement(tmp_path / "run", config={"data": Path("/d"), "lr": 0.1}).start()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a loop run with warnings as errors: still no raise
+        m.step(samples="x")
+        for _ in range(500):
+            m.begin("Forward Pass")
+    m.step(samples=4)
+    m.epoch(val_accuracy=None, train_loss="low", epoch=0, lr=0.1)  # one epoch, lr kept
+    assert len(m.epochs) == 1 and m.epochs[0]["values"] == {"lr": 0.1}
+    assert len(m.warnings) == 101 and m.warnings[-1].startswith("more warnings left out")
+    assert m.meta["config"] == {"data": "/d", "lr": 0.1}  # JSON, a path as its text
+    m.abandon()
+    fresh = Measurement(tmp_path / "run2").start()
+    fresh.epoch(epoch=0, samples_per_s=5.0)
+    assert fresh.epochs[0]["values"] == {}  # hpcbench's own names are left out
+    assert any("'epoch' is hpcbench's own" in w for w in fresh.warnings)
+    fresh.begin("compute")
+    assert not fresh.is_open("compute") and any("train - data - comm" in w for w in fresh.warnings)
+    fresh.abandon()

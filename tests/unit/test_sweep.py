@@ -305,6 +305,31 @@ def test_a_task_of_any_program_gets_its_own_arguments_as_words_never_read_by_a_s
     assert not list(tmp.rglob("CANARY"))
     argv = json.loads(Path(env["HPCB_RECORD"]).read_text().splitlines()[0])
     assert argv[-5:] == ["prog.py", "--fixed", "--lr", "0.2", hostile], argv
+    # a task without arguments of its own (a sweep read through the settings file alone)
+    (where / "tasks" / "2.args").write_text("")
+    Path(env["HPCB_RECORD"]).unlink()
+    run = subprocess.run(["bash", str(script)], cwd=tmp / "work", env={**env, **TASK_ENV},
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    argv = json.loads(Path(env["HPCB_RECORD"]).read_text().splitlines()[0])
+    assert argv[-2:] == ["prog.py", "--fixed"], argv
+    (where / "tasks" / "2.args").unlink()  # missing: one line naming it, nothing started
+    run = subprocess.run(["bash", str(script)], cwd=tmp / "work", env={**env, **TASK_ENV},
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 2 and "2.args is missing" in run.stderr
+
+
+def test_a_sweep_of_a_matrixs_own_program_takes_its_axes_and_arguments(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    sweep = sweep_of(
+        matrix="jobs/own-training/matrix.toml",
+        program_args=["--width", "{hidden}"],
+        axes={"hidden": [8, 16]},
+    )
+    assert sweep.program == {"script": "jobs/own-training/train.py"}
+    [first, _] = sweep.tasks()
+    assert sweep.task_arguments(first.setting)[-2:] == ["--width", "8"]
+    assert sweep.task_arguments(first.setting)[:2] == ["--data", "data/own-images"]
 
 
 @pytest.mark.parametrize("name", ["../escape", ".hidden", "a b", "", "x/y"])

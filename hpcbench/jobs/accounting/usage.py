@@ -7,6 +7,7 @@ section. Where the batch system does not say a figure, nothing is guessed."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 #: below these shares of what was asked a job gets a hint (seff's own report flags such jobs)
@@ -17,10 +18,15 @@ HINT_MIN_CPUS = 3
 HINT_MIN_MEMORY_BYTES = 1 << 30
 
 
+def _number(value: Any) -> bool:
+    """A finite number (never a bool, NaN or infinity from a record)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def cpus_used(job: dict[str, Any]) -> float | None:
     """The CPUs the job kept busy on average: its CPU time over its elapsed time."""
     cpu, elapsed = job.get("cpu_time_s"), job.get("elapsed_s")
-    if not isinstance(cpu, (int, float)) or not isinstance(elapsed, (int, float)) or elapsed <= 0:
+    if not _number(cpu) or not _number(elapsed) or elapsed <= 0:
         return None
     return float(cpu) / float(elapsed)
 
@@ -41,7 +47,7 @@ def usage_lines(job: dict[str, Any]) -> list[str]:
             f"asked for {cpus} CPUs, used {used:.1f} on average ({100 * used / cpus:.0f} %)"
         )
     held, asked = job.get("memory_used_bytes"), job.get("memory_allocated_bytes")
-    if isinstance(held, (int, float)) and isinstance(asked, (int, float)) and asked > 0:
+    if _number(held) and _number(asked) and asked > 0:
         lines.append(
             f"asked for {_size(asked)} of memory, the ranks held {_size(held)} at their peak "
             f"({100 * held / asked:.0f} %)"
@@ -65,8 +71,8 @@ def hints(job: dict[str, Any]) -> list[str]:
         )
     held, asked = job.get("memory_used_bytes"), job.get("memory_allocated_bytes")
     if (
-        isinstance(held, (int, float))
-        and isinstance(asked, (int, float))
+        _number(held)
+        and _number(asked)
         and asked >= HINT_MIN_MEMORY_BYTES
         and held < LOW_MEMORY_SHARE * asked
     ):

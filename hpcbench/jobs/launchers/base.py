@@ -89,7 +89,8 @@ def program_args(spec: JobSpec) -> list[Word]:
     p = spec.program
     args: list[Word] = ["--config", path_word(p.config), *p.args] if p.config else list(p.args)
     if spec.array is not None and spec.array.task_args:
-        args.append(ShellVar('"${task_args[@]}"'))
+        # bash before 4.4 calls an empty array unbound under set -u: expand it only when set
+        args.append(ShellVar('${task_args[@]+"${task_args[@]}"}'))
     return args
 
 
