@@ -285,15 +285,19 @@ class Measurement:
                 continue
             if not _VALUE_NAME.fullmatch(key) or key in reserved:
                 why = "hpcbench's own" if key in reserved else "not a name"
-                self._fault(call, ValueError(f"{call}(): {key!r} is {why}: left out"))
+                self._fault(call, ValueError(f"{call}(): {key!r} is {why}: left out"), depth=4)
                 continue
             try:
                 out[key] = float(value)
             except (TypeError, ValueError):
-                self._fault(call, ValueError(f"{call}({key}=…): {value!r} is not a number"))
+                self._fault(
+                    call, ValueError(f"{call}({key}=…): {value!r} is not a number"), depth=4
+                )
         return out
 
-    def _fault(self, where: str, err: BaseException) -> None:
+    def _fault(self, where: str, err: BaseException, depth: int = 3) -> None:
+        """Record a fault (bounded) and warn once per kind, pointing at the user's call
+        (``depth``: frames from here to it)."""
         if len(self.warnings) < MAX_WARNINGS:
             self.warnings.append(f"{where}: {err}"[:300])
         elif len(self.warnings) == MAX_WARNINGS:
@@ -301,7 +305,7 @@ class Measurement:
         if where not in self._warned:
             self._warned.add(where)
             try:  # never an exception in the loop, even where warnings are made errors
-                warnings.warn(f"hpcbench.measure: {where}: {err}", MeasureWarning, stacklevel=3)
+                warnings.warn(f"hpcbench.measure: {where}: {err}", MeasureWarning, stacklevel=depth)
             except Exception:
                 pass
 

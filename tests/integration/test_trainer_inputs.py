@@ -282,21 +282,26 @@ def test_weights_the_user_provides_start_the_model_and_bad_ones_are_one_line(tin
     assert torch.equal(trained["layer3.1.conv2.weight"], imagenet["layer3.1.conv2.weight"])
     assert torch.allclose(trained["conv1.weight"], imagenet["conv1.weight"].sum(1, keepdim=True))
     assert trained["fc.weight"].shape == (9, 512)
-    torch.save(torchvision.models.resnet34().state_dict(), tmp_path / "r34.pth")
+    # a bad file, through the trainer's command line: one line, status 2, nothing trained
     (tmp_path / "junk.pth").write_bytes(b"not a weights file")
-    for weights, says in (
-        ("r34.pth", "does not fit this model"),
-        ("junk.pth", "not a PyTorch weights file"),
-        ("none.pth", "no such file"),
-    ):
-        r = run(
-            [sys.executable, *TRAIN, "--data", str(tiny), "--model", "resnet18", "--weights",
-             str(tmp_path / weights), *QUICK, "--output-dir", str(tmp_path / f"out-{weights}")],
-            tmp_path,
-        )  # fmt: skip
-        assert r.returncode == 2, r.stdout + r.stderr
-        line = one_line(r.stderr)
-        assert f"--weights {tmp_path / weights}: {says}" in line, line
+    r = run(
+        [sys.executable, *TRAIN, "--data", str(tiny), "--model", "resnet18", "--weights",
+         str(tmp_path / "junk.pth"), *QUICK, "--output-dir", str(tmp_path / "out-junk")],
+        tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = one_line(r.stderr)
+    assert f"--weights {tmp_path / 'junk.pth'}: not a PyTorch weights file" in line, line
+    # the others by the same reader, in this process (each a trainer's start-up saved)
+    from hpcbench.train.config import ConfigError
+    from hpcbench.train.models import build_model, load_weights
+
+    torch.save(build_model("small_cnn", (1, 12, 16), 9).state_dict(), tmp_path / "cnn.pth")
+    model = build_model("resnet18", (1, 12, 16), 9)
+    for weights, says in (("cnn.pth", "does not fit this model"), ("none.pth", "no such file")):
+        with pytest.raises(ConfigError) as err:
+            load_weights(model, str(tmp_path / weights), 9)
+        assert str(err.value).startswith(f"--weights {tmp_path / weights}: {says}"), err.value
 
 
 def test_a_fifo_or_a_device_as_resume_or_weights_is_one_line_not_a_hang(tiny, tmp_path):
@@ -304,17 +309,27 @@ def test_a_fifo_or_a_device_as_resume_or_weights_is_one_line_not_a_hang(tiny, tm
     --weights open regular files only, as the data files are opened."""
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    for flag, path in (("--weights", fifo), ("--resume", fifo), ("--weights", "/dev/zero"),
-                       ("--resume", "/dev/zero")):  # fmt: skip
-        r = run(
-            [sys.executable, *TRAIN, "--data", str(tiny), "--model", "mlp", flag, str(path),
-             *QUICK, "--output-dir", str(tmp_path / "out")],
-            tmp_path,
-            timeout=120,
-        )  # fmt: skip
-        assert r.returncode == 2, (flag, path, r.stdout + r.stderr)
-        line = one_line(r.stderr)
-        assert str(path) in line and "not a regular file" in line, line
+    # one of them through the trainer's command line: one line, status 2, no hang
+    r = run(
+        [sys.executable, *TRAIN, "--data", str(tiny), "--model", "mlp", "--resume", str(fifo),
+         *QUICK, "--output-dir", str(tmp_path / "out")],
+        tmp_path,
+        timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = one_line(r.stderr)
+    assert str(fifo) in line and "not a regular file" in line, line
+    # every one by the readers themselves, in this process
+    from hpcbench.train.checkpoint_file import CheckpointError, decode
+    from hpcbench.train.config import ConfigError
+    from hpcbench.train.models import build_model, load_weights
+
+    model = build_model("mlp", (1, 12, 16), 9)
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(ConfigError, match="not a regular file"):
+            load_weights(model, str(path), 9)
+        with pytest.raises(CheckpointError, match="not a regular file"):
+            decode(path)
 
 
 def test_resume_takes_a_run_directory_as_predict_takes_it(tiny, tmp_path):
