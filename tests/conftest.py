@@ -162,6 +162,21 @@ def hpcbench(*args: str, cwd: Path, env: dict | None = None, timeout: float = 30
 # Tests that start a trivial program under mpiexec run these stand-ins for true and false, which
 # live 0.1 s: none of 300 launches of either went wrong.
 QUICK_OK = "sleep 0.1"
+
+
+def own_training_example(workdir: Path, per_class: int) -> Path:
+    """jobs/own-training copied into ``workdir`` with a small folder of its images
+    (``data/own-images``, 16 × 16): the user's own script as the tests run it."""
+    example = workdir / "jobs" / "own-training"
+    shutil.copytree(REPO / "jobs" / "own-training", example)
+    made = subprocess.run(
+        [sys.executable, str(example / "make_images.py"), "data/own-images", "--per-class",
+         str(per_class), "--size", "16"], cwd=workdir, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    return example
+
+
 QUICK_FAIL = ("sh", "-c", "sleep 0.1; exit 1")
 
 

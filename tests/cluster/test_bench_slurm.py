@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
-import subprocess
-import sys
 
 import pytest
 
 from tests.cluster.conftest import TRAIN_ARGS, bench_on_slurm
-from tests.conftest import REPO, have_module, hpcbench, require
+from tests.conftest import have_module, hpcbench, own_training_example, require
 
 pytestmark = pytest.mark.slurm
 
@@ -75,13 +72,7 @@ def test_the_own_training_example_is_measured_across_two_nodes_under_srun(slurm_
     mpi4py loop's ranks srun's tasks on both nodes: each learns its place from srun (PMI-2 or
     SLURM's variables), and rank 0 gathers the others' records through mpi4py."""
     require(have_module("torch") and have_module("mpi4py"), "torch and mpi4py")
-    example = workdir / "jobs" / "own-training"
-    shutil.copytree(REPO / "jobs" / "own-training", example)
-    made = subprocess.run(
-        [sys.executable, str(example / "make_images.py"), "data/own-images", "--per-class", "20",
-         "--size", "16"], cwd=workdir, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
+    own_training_example(workdir, per_class=20)
     (workdir / "m.toml").write_text(
         'name = "own"\nrepetitions = 1\nprogram = { script = "jobs/own-training/train.py" }\n'
         'program_args = ["--data", "data/own-images", "--epochs", "1", "--size", "16"]\n'

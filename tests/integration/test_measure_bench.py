@@ -7,13 +7,10 @@ settings, ranked."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
-from tests.conftest import REPO, hpcbench, mpiexec_available, require
+from tests.conftest import hpcbench, mpiexec_available, own_training_example, require
 
 USER_SCRIPT = """
 import argparse, os, sys, time
@@ -54,13 +51,7 @@ def test_the_own_training_example_is_benchmarked_reported_and_recorded_like_the_
     form); then its report, the history and check, as for the trainer's results (compare reads
     the same analysis: tests/unit/test_bench_analysis.py)."""
     require(mpiexec_available(), "mpiexec (pip install mpich)")
-    example = workdir / "jobs" / "own-training"
-    shutil.copytree(REPO / "jobs" / "own-training", example)
-    made = subprocess.run(
-        [sys.executable, str(example / "make_images.py"), "data/own-images", "--per-class", "30",
-         "--size", "16"], cwd=workdir, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
+    own_training_example(workdir, per_class=30)
     results = workdir / "runs" / "bench-own"
     history = {"HPCBENCH_HISTORY": str(workdir / "history.sqlite")}
     done = hpcbench(

@@ -79,8 +79,12 @@ def test_a_rank_file_left_by_an_earlier_run_is_not_taken_as_this_runs(tmp_path):
     assert mine["warnings"] == ["finish: no record from rank(s) 1 within 0.3 s: left out"]
     assert (folder / "rank-1.json").exists()  # not this run's: not removed either
     fresh = {**stale, "began_at": time.time()}
-    (folder / "rank-1.json").write_text(json.dumps(fresh))
-    (folder / "link").symlink_to(folder / "rank-1.json")
+    (tmp_path / "elsewhere.json").write_text(json.dumps(fresh))
+    (folder / "rank-1.json").unlink()
+    (folder / "rank-1.json").symlink_to(tmp_path / "elsewhere.json")  # a link is never read
+    assert [r["rank"] for r in gather({**mine, "warnings": []}, place, tmp_path, 0.3)] == [0]
+    (folder / "rank-1.json").unlink()
+    (folder / "rank-1.json").write_text(json.dumps(fresh))  # this run's, a regular file: taken
     assert [r["rank"] for r in gather({**mine, "warnings": []}, place, tmp_path, 0.3)] == [0, 1]
 
 
