@@ -49,16 +49,17 @@ def measured(steps: int, step_s: float, run_dir: Path) -> float:
 
 def call_cost(calls: int) -> float:
     """Seconds per ``m.step()`` call beyond the loop itself."""
-    m = measure.start(tempfile.mkdtemp(prefix="hpcbench-measure-"))
-    began = time.perf_counter()
-    for _ in range(calls):
-        pass
-    empty = time.perf_counter() - began
-    began = time.perf_counter()
-    for _ in range(calls):
-        m.step(samples=32)
-    full = time.perf_counter() - began
-    m.abandon()
+    with tempfile.TemporaryDirectory(prefix="hpcbench-measure-") as run_dir:
+        m = measure.start(run_dir)
+        began = time.perf_counter()
+        for _ in range(calls):
+            pass
+        empty = time.perf_counter() - began
+        began = time.perf_counter()
+        for _ in range(calls):
+            m.step(samples=32)
+        full = time.perf_counter() - began
+        m.abandon()
     return max(0.0, full - empty) / calls
 
 

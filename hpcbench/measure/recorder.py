@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.launch import LaunchInfo, detect_launch, job_id
+from hpcbench.measure.telemetry import interval_from
 
 #: the names users give phases, as the documents name them
 PHASE_ALIASES = {
@@ -58,7 +59,11 @@ class Measurement:
     ``dataset``, ``strategy``, ``device``: how the documents name the run (the strategy by
     default from the launcher); ``config``: the run's settings, kept as the trainer keeps its
     options; ``energy``: sample the node's devices (local rank 0 of each node);
-    ``timeout``: how long rank 0 waits for the other ranks' records at the end."""
+    ``timeout``: how long rank 0 waits for the other ranks' records at the end;
+    ``telemetry``: seconds between this rank's telemetry records (0: none; default
+    ``$HPCBENCH_TELEMETRY``, else 5), ``total_steps``: the run's steps, for progress and ETA;
+    ``trace_steps``: ``"FIRST:LAST"``, the steps PyTorch's profiler traces (default
+    ``$HPCBENCH_TRACE_STEPS``, else none)."""
 
     def __init__(
         self,
@@ -72,6 +77,9 @@ class Measurement:
         energy: bool = False,
         energy_interval: float = 0.5,
         timeout: float = 300.0,
+        telemetry: float | None = None,
+        total_steps: int | None = None,
+        trace_steps: str | None = None,
     ) -> None:
         told = os.environ  # what a benchmark matrix's run says (hpcbench.bench.matrix_program)
         self.meta = {
@@ -85,6 +93,12 @@ class Measurement:
         self.energy = energy or told.get("HPCBENCH_ENERGY") == "on"
         self.energy_interval = _seconds(told.get("HPCBENCH_ENERGY_INTERVAL"), energy_interval)
         self.timeout = timeout
+        self.telemetry = (
+            interval_from(told.get("HPCBENCH_TELEMETRY")) if telemetry is None else telemetry
+        )
+        self.total_steps = total_steps
+        self.trace_steps = trace_steps or told.get("HPCBENCH_TRACE_STEPS")
+        self._live: Any = None
         self.launch: LaunchInfo | None = None
         self.run_dir: Path | None = None
         self.warnings: list[str] = []
@@ -116,6 +130,10 @@ class Measurement:
                 from hpcbench.measure.energy import start_sampler
 
                 self._sampler = start_sampler(self.launch, self.energy_interval)
+            if self.telemetry or self.trace_steps:
+                from hpcbench.measure.live import RunLive
+
+                self._live = RunLive(self, self.telemetry, self.trace_steps)
         except Exception as err:
             self._fault("start", err)
         return self
@@ -145,6 +163,7 @@ class Measurement:
             self._fault("finish", RuntimeError(f"phase {name!r} still open at the end: closed"))
             self.end(name)
         self.ended = time.perf_counter()
+        self._close_live()
         if not self.epochs and self.steps:  # a run without epochs is one epoch
             self.epoch()
         node = None
@@ -161,9 +180,18 @@ class Measurement:
     def abandon(self) -> None:
         """Stop without writing anything (the user's run failed)."""
         self._done = True
+        self._close_live()
         if self._sampler is not None:
             with contextlib.suppress(Exception):
                 self._sampler.stop()
+
+    def _close_live(self) -> None:
+        live, self._live = self._live, None
+        if live is not None:
+            try:
+                live.close(self)
+            except Exception as err:
+                self._fault("telemetry", err)
 
     def __enter__(self) -> Measurement:
         return self.start() if self.launch is None else self
@@ -181,7 +209,11 @@ class Measurement:
         own, lower case); phases may nest (data within train)."""
         self.begin(name)
         try:
-            yield
+            if self._live is not None and name in ("data", "comm"):
+                with self._live.part(name):
+                    yield
+            else:
+                yield
         finally:
             self.end(name)
 
@@ -221,6 +253,13 @@ class Measurement:
                 self.first_batch = samples.__index__()
         except Exception:
             self._fault("step", TypeError(f"samples must be a whole number, got {samples!r}"))
+            return
+        if self._live is not None:
+            try:
+                self._live.stepped(self)
+            except Exception as err:
+                self._live = None
+                self._fault("telemetry", err)
 
     def epoch(self, **values: float) -> None:
         """End an epoch: its values (``train_loss``, ``val_accuracy``, ``lr`` or the user's own

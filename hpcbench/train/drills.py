@@ -7,9 +7,12 @@ rank stops making progress; the hang watchdog, ``--hang-timeout``, ends the job)
 sends itself SIGUSR2, as the scheduler does before a time limit: the run checkpoints and stops for
 requeue), ``disk-full`` (rank 0's checkpoint write at that step fails with ENOSPC half-way),
 ``drift`` (from that step on the rank nudges its parameters after every step: a replica that departs)
-and ``other-device`` (the same, from a rank that counts as a device of its own kind, as a CPU rank
+``other-device`` (the same, from a rank that counts as a device of its own kind, as a CPU rank
 beside GPU ranks: :mod:`hpcbench.train.replicas`; under ``mpi`` that rank also copies its
-gradients in and out of host buckets, as a GPU rank without CUDA-aware MPI does).
+gradients in and out of host buckets, as a GPU rank without CUDA-aware MPI does) and ``slow``
+(from that step on the rank computes ``$HPCBENCH_SLOW_BY`` seconds longer each step, 0.05 when
+unset, before its collective: a straggler, as a node with a throttled GPU or a noisy neighbour
+makes one; :mod:`hpcbench.measure.stragglers` names it).
 
 The slow-step drill, ``HPCBENCH_STEP_DELAY=SECONDS``, makes every rank sleep that long before each
 training step: a tiny model then runs as long as a big one would, with its small checkpoints, so a
@@ -22,13 +25,16 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 FAIL_AT_VARIABLE = "HPCBENCH_FAIL_AT"
 STEP_DELAY_VARIABLE = "HPCBENCH_STEP_DELAY"
 MAX_STEP_DELAY_S = 60.0
-MODES = ("raise", "kill", "hang", "stop", "disk-full", "drift", "other-device")
-PASSIVE = ("disk-full", "drift", "other-device")  # acted on elsewhere, not before a step
+SLOW_BY_VARIABLE = "HPCBENCH_SLOW_BY"
+MODES = ("raise", "kill", "hang", "stop", "disk-full", "drift", "other-device", "slow")
+PASSIVE = ("disk-full", "drift", "other-device", "slow")  # acted on elsewhere, not before a step
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,32 @@ def step_delay() -> float:
     except ValueError:
         return 0.0
     return seconds if 0 < seconds <= MAX_STEP_DELAY_S else 0.0
+
+
+def slow_by() -> float:
+    """Seconds the ``slow`` drill adds to each step (``$HPCBENCH_SLOW_BY``, 0.05 when unset or
+    not a number from 0 to :data:`MAX_STEP_DELAY_S`)."""
+    try:
+        seconds = float(os.environ.get(SLOW_BY_VARIABLE, "") or 0.05)
+    except ValueError:
+        return 0.05
+    return seconds if 0 < seconds <= MAX_STEP_DELAY_S else 0.05
+
+
+def install_slow(model: Any, drill: Drill | None, steps_done: Callable[[], int]) -> None:
+    """The ``slow`` drill: from its step on, this rank's training forward pass takes
+    :func:`slow_by` seconds longer (a hook after the forward: after any collective that opens
+    the step, such as DDP's buffer broadcast, and before the gradients' collective, where the
+    other ranks then wait for it)."""
+    if drill is None or drill.mode != "slow":
+        return
+    delay = slow_by()
+
+    def hook(module: Any, inputs: Any, output: Any) -> None:
+        if module.training and steps_done() >= drill.step:
+            time.sleep(delay)
+
+    model.register_forward_hook(hook)
 
 
 def act(drill: Drill, steps_done: int, noun: str = "step", program: str = "hpcbench train") -> None:

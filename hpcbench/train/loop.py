@@ -23,7 +23,6 @@ gradients are not finite, or an epoch whose all-reduced loss is not, stops every
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from hpcbench.measure.traces import traced
 from hpcbench.train import checkpoint_file as ckpt
 from hpcbench.train import checkpointing
 from hpcbench.train.agreement import agree_after_step, check_verdicts, loss_values, resync, stopped
@@ -43,6 +43,7 @@ from hpcbench.train.documents import EpochTimes, epoch_row, final_results
 from hpcbench.train.drills import act, step_delay
 from hpcbench.train.failures import diverged_in_epoch
 from hpcbench.train.finite import nonfinite_flag
+from hpcbench.train.live import progress_bar
 from hpcbench.train.metrics import Meter
 from hpcbench.train.normalize import Normalizer
 from hpcbench.train.precision import Precision
@@ -84,7 +85,7 @@ def train_step(
     with timed.part("backward"):
         scaled = loss * strategy.loss_scale if strategy.loss_scale != 1.0 else loss
         precision.scale(scaled).backward()
-    with timed.part("allreduce_wait"):
+    with timed.part("allreduce_wait"), traced("comm"):
         comm = strategy.finish_gradients()
     with timed.part("finite_check"):
         precision.unscale(optimizer)
@@ -154,6 +155,7 @@ def run(
         return results
     finally:
         t.watchdog.at(None, t.steps_done)
+        t.live.close()
         t.board.close()
 
 
@@ -196,16 +198,6 @@ def save_checkpoint(
     return path
 
 
-def _progress_bar(t: Training, epoch: int) -> Progress | None:
-    """Rank 0's bar for the epoch's steps (``--progress bar``, or auto on a terminal)."""
-    mode = t.config.progress
-    if t.runtime.rank != 0 or not (mode == "bar" or (mode == "auto" and sys.stderr.isatty())):
-        return None
-    from hpcbench.progress import Progress
-
-    return Progress(t.data.steps, f"epoch {epoch + 1}/{t.config.epochs}", unit="step")
-
-
 def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
     """The epoch's training steps on this rank: (the meter, train, data and communication
     seconds), from the resumed step on. Stops every rank at a step whose synchronised gradients
@@ -220,7 +212,7 @@ def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
         meter.loss_sum += float(saved[0])
         meter.confusion += torch.from_numpy(saved[1:].astype(np.int64)).to(meter.confusion.device)
     before = t.partial["times"].numpy() if first and t.partial is not None else np.zeros(3)
-    progress = _progress_bar(t, epoch)
+    progress = progress_bar(t, epoch)
     read = iter(t.data.train_batches(epoch, index if index is None else index[first:]))
     if t.data.sharded is not None:  # the shard order has no index: pass the steps done
         for _ in range(first):
@@ -236,11 +228,13 @@ def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
 
 def _step(
     t: Training, epoch: int, step: int, batches: Iterator[Any], timed: Any
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float, float]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float, float, float]:
     """One step's batch (its wait timed) and its forward, backward and update; the step's loss,
-    logits and targets, the seconds waited for data and spent communicating."""
+    logits and targets, the seconds waited for data, spent communicating, and in the step
+    besides its data wait."""
+    t.live.before(t.steps_done)
     d0 = time.perf_counter()
-    with timed.part("data"):
+    with timed.part("data"), t.live.part("data"):
         x, y = t.norm.normalize(*next(batches))
     waited = time.perf_counter() - d0
     t.watchdog.at("step", t.steps_done)
@@ -250,7 +244,7 @@ def _step(
         if t.runtime.world_size == 1 and t.verdicts.maybe_bad():
             check_verdicts(t)
     nudge(t.strategy.eval_model, t.drill, t.steps_done)
-    return loss, logits, y, waited, comm
+    return loss, logits, y, waited, comm, time.perf_counter() - d0 - waited
 
 
 def _train_steps(
@@ -276,9 +270,8 @@ def _train_steps(
         t.watchdog.at("batch", t.steps_done)
         if t.drill is not None:
             act(t.drill, t.steps_done)
-        loss, logits, y, waited, comm = _step(t, epoch, step, batches, timed)
-        data_s += waited
-        comm_s += comm
+        loss, logits, y, waited, comm, busy = _step(t, epoch, step, batches, timed)
+        data_s, comm_s = data_s + waited, comm_s + comm
         with timed.part("optimizer"):
             t.schedule.step()
         t.steps_done += 1
@@ -289,6 +282,7 @@ def _train_steps(
             stop, global_loss = agree_after_step(t, loss, weight)
         timed.step_done()
         t.losses.append(global_loss)
+        t.live.after(t.steps_done, y.shape[0], (busy - comm, waited, comm), global_loss, epoch)
         if progress is not None:
             progress.update(step + 1)
         last = step + 1 == t.data.steps

@@ -205,6 +205,25 @@ class OutputOptions:
         "all-reduce start and wait, optimiser, …; the device synchronised at every bound) and "
         "write the per-step means to metrics.json's epochs (step_breakdown_ms)",
     )
+    telemetry: float = option(
+        5.0,
+        group="output",
+        rule=finite_in("that is 0 (off) or in [0.1, 3600]", lambda v: v == 0 or 0.1 <= v <= 3600),
+        help="every rank appends a record of its progress, compute, data and communication time "
+        "per step, loss and device use to <results directory>/telemetry every SECONDS (what "
+        "hpcbench watch shows; rank 0 names a straggler in the log; 0: off)",
+        metavar="SECONDS",
+    )
+    trace_steps: str | None = option(
+        None,
+        group="output",
+        rule=lambda v: _trace_steps_error(v),
+        help="PyTorch's profiler on every rank for these global steps (from 0) only: "
+        "<results directory>/traces/rank-N.pt.trace.json (Chrome trace, TensorBoard's profiler "
+        "plugin) and a summary the report reads",
+        unset="no traces",
+        metavar="FIRST:LAST",
+    )
     energy: str = option(
         "off",
         group="output",
@@ -219,3 +238,13 @@ class OutputOptions:
         rule=finite_in("in [0.01, 60]", lambda v: 0.01 <= v <= 60),
         help="seconds between energy readings (--energy on)",
     )
+
+
+def _trace_steps_error(text: str) -> str | None:
+    from hpcbench.measure.traces import parse_steps
+
+    try:
+        parse_steps(text)
+    except ValueError as err:
+        return str(err).split(": ", 1)[-1]
+    return None

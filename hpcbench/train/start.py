@@ -33,9 +33,10 @@ from hpcbench.train.breakdown import StepBreakdown
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData, ensure_dataset, wait_for_dataset
 from hpcbench.train.documents import prepare_run_dir
-from hpcbench.train.drills import Drill, drill_for
+from hpcbench.train.drills import Drill, drill_for, install_slow
 from hpcbench.train.failures import agree
 from hpcbench.train.finite import Verdicts
+from hpcbench.train.live import Live, open_live
 from hpcbench.train.metrics import Clock, PhaseWindows
 from hpcbench.train.models import build_model, load_weights
 from hpcbench.train.normalize import Normalizer
@@ -85,6 +86,7 @@ class Training:
     checkpoint_s: list[float] = field(default_factory=list)  # each checkpoint's seconds
     resumed_from: str | None = None
     verdicts: Verdicts = field(default_factory=Verdicts)  # steps' finite flags not yet read
+    live: Live = field(default_factory=Live)  # telemetry and traces (--telemetry, --trace-steps)
 
     @property
     def lr(self) -> float:
@@ -187,6 +189,7 @@ def start(
         )
         if config.step_breakdown:
             strategy.breakdown = StepBreakdown(runtime.synchronize)
+        install_slow(strategy.model, t.drill, lambda: t.steps_done)
         agree(strategy, lambda: resume(t))
         strategy.barrier()
         t.setup_s = float(strategy.all_reduce(np.array([clock() - t0]), "max")[0])
@@ -194,6 +197,7 @@ def start(
         mark("ready", {"steps_done": t.steps_done})
         stop.read_request_file()
     t.board = open_board(config, runtime.rank, run_dir[0] if run_dir else None)
+    t.live = open_live(t, strategy.broadcast_object(run_dir[0] if run_dir else None))
     return t
 
 

@@ -1,0 +1,102 @@
+"""A measured run's telemetry and traces (:class:`RunLive`), fed by
+:class:`~hpcbench.measure.recorder.Measurement`: its steps give the records' progress, its
+phases the times. A record's compute time per step is the wall time between the steps less the
+time in the phases ``data``, ``comm``, ``val`` and ``test`` (the user's own phases inside a step
+count as computation)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+from hpcbench.measure.telemetry import Telemetry
+
+Measurement = Any  # hpcbench.measure.recorder's, which imports this module
+
+#: phases whose time is not the steps' computation
+NOT_COMPUTE = ("data", "comm", "val", "test")
+
+
+class RunLive:
+    """One rank's telemetry (``interval`` seconds; 0: none) and tracer (``trace_steps``)."""
+
+    def __init__(self, m: Measurement, interval: float, trace_steps: str | None) -> None:
+        launch = m.launch
+        assert launch is not None and m.run_dir is not None
+        self.telemetry: Telemetry | None = None
+        self.tracer: Any = None
+        if interval:
+            self.telemetry = Telemetry(
+                m.run_dir,
+                rank=launch.rank,
+                world_size=launch.world_size,
+                host=launch.hostname,
+                interval=interval,
+                total_steps=m.total_steps,
+            )
+        if trace_steps:
+            from hpcbench.measure.traces import StepTracer, parse_steps
+
+            self.tracer = StepTracer(
+                m.run_dir, launch.rank, launch.world_size, parse_steps(trace_steps),
+                host=launch.hostname, cuda=_on_gpu(),
+            )  # fmt: skip
+            self.tracer.before_step(0)
+        self._mark = (m.steps, m.samples, time.perf_counter(), self._aside(m))
+
+    @staticmethod
+    def _aside(m: Measurement) -> tuple[float, float, float]:
+        """Seconds so far in data, comm, and val + test."""
+        totals = m.totals
+        return (
+            totals.get("data", 0.0),
+            totals.get("comm", 0.0),
+            totals.get("val", 0.0) + totals.get("test", 0.0),
+        )
+
+    def stepped(self, m: Measurement) -> None:
+        """After each ``m.step()``: the tracer's step bounds; a record when one is due."""
+        if self.tracer is not None:
+            self.tracer.after_step(m.steps - 1)
+            self.tracer.before_step(m.steps)
+        tel = self.telemetry
+        if tel is not None and time.monotonic() >= tel.next_at:
+            self.record(m)
+
+    def record(self, m: Measurement) -> None:
+        """Hand the steps since the last record to the telemetry, which writes one."""
+        tel = self.telemetry
+        if tel is None:
+            return
+        steps0, samples0, t0, before = self._mark
+        now = time.perf_counter()
+        aside = self._aside(m)
+        data, comm, other = (a - b for a, b in zip(aside, before, strict=True))
+        steps = m.steps - steps0
+        self._mark = (m.steps, m.samples, now, aside)
+        if not steps:
+            tel.next_at = time.monotonic() + tel.interval
+            return
+        last = m.epochs[-1]["values"] if m.epochs else {}
+        tel.add(steps, m.samples - samples0, (now - t0) - data - comm - other, data, comm,
+                loss=last.get("train_loss"), epoch=len(m.epochs))  # fmt: skip
+        tel.flush()
+
+    def part(self, name: str) -> Any:
+        return self.tracer.part(name) if self.tracer is not None else contextlib.nullcontext()
+
+    def close(self, m: Measurement) -> None:
+        if self.tracer is not None:
+            self.tracer.close()
+        self.record(m)
+
+
+def _on_gpu() -> bool:
+    import sys
+
+    torch = sys.modules.get("torch")  # the user's run imported it if it computes on a GPU
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized())
+    except Exception:
+        return False

@@ -1,0 +1,225 @@
+"""Per-rank telemetry: every few seconds, one small record of what this rank did since the last
+one, appended to ``RUN_DIR/telemetry/rank-N.jsonl`` (one JSON object a line), for
+``hpcbench watch`` while the run goes on and for the report's straggler section afterwards.
+
+A record (format :data:`FORMAT`): ``rank``, ``host``, ``world``, ``t`` (Unix time), ``epoch``,
+``step`` (training steps so far, all epochs), ``of`` (steps in the whole run, when known),
+``samples`` (so far, this rank), then over the interval: ``steps``, ``wall_s``, and per step
+``compute_s`` (the time before the collective: the step less its data wait and its
+communication, which is where the other ranks wait for a slow one), ``data_s`` and ``comm_s``;
+``loss`` (the last one, read once per record: no host–device synchronisation per step),
+``cpu_cores``, ``rss_mb``, ``gpu_util``, ``gpu_mem_mb`` (:mod:`.device_use`; ``None`` where not
+readable).
+
+Bounded for a run of days: at :data:`MAX_RECORDS` records the file is rewritten with each pair of
+neighbours merged into one (sums summed, per-step means weighted by steps) and the interval
+doubled, so a file never holds more than :data:`MAX_RECORDS` lines (about 0.5 MB).
+
+Rank 0 also reads every rank's latest record (bounded tail reads) and names a straggler in the
+job's log (:mod:`.stragglers`). Nothing here raises into the training loop: a failure stops the
+telemetry with one warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hpcbench.measure.device_use import DeviceUse
+from hpcbench.measure.telemetry_files import MAX_RECORDS, latest_records, rank_file, read_records
+
+FORMAT = 1
+DEFAULT_INTERVAL_S = 5.0
+#: the fields that are per-step means over a record's interval (merged weighted by steps)
+PER_STEP = ("compute_s", "data_s", "comm_s")
+
+
+def interval_from(text: str | None, default: float = DEFAULT_INTERVAL_S) -> float:
+    """Seconds between records from a setting's text: 0 turns telemetry off; a value that is
+    not a number from 0.1 to 3600 gives ``default``."""
+    try:
+        value = float(text or "")
+    except ValueError:
+        return default
+    return value if value == 0 or 0.1 <= value <= 3600 else default
+
+
+def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """One record for two neighbours ``a`` then ``b``: ``b``'s position, both intervals."""
+    out = dict(b)
+    steps = (a.get("steps") or 0) + (b.get("steps") or 0)
+    out["steps"] = steps
+    out["wall_s"] = round((a.get("wall_s") or 0) + (b.get("wall_s") or 0), 6)
+    for key in PER_STEP:
+        va, vb = a.get(key), b.get(key)
+        if va is None or vb is None or not steps:
+            out[key] = vb if va is None else va
+        else:
+            out[key] = (va * (a.get("steps") or 0) + vb * (b.get("steps") or 0)) / steps
+    wa, wb = a.get("wall_s") or 0, b.get("wall_s") or 0
+    for key in ("cpu_cores", "gpu_util"):
+        va, vb = a.get(key), b.get(key)
+        if va is not None and vb is not None and wa + wb > 0:
+            out[key] = round((va * wa + vb * wb) / (wa + wb), 2)
+    for key in ("rss_mb", "gpu_mem_mb"):
+        values = [v for v in (a.get(key), b.get(key)) if v is not None]
+        out[key] = max(values) if values else None
+    return out
+
+
+class Telemetry:
+    """One rank's telemetry writer. ``total_steps``: the run's steps when known (progress and
+    ETA); ``cuda_index``: the GPU this rank computes on; ``log``: where rank 0 names stragglers
+    (None: standard error)."""
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        *,
+        rank: int,
+        world_size: int,
+        host: str,
+        interval: float = DEFAULT_INTERVAL_S,
+        total_steps: int | None = None,
+        cuda_index: int | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.path = rank_file(run_dir, rank)
+        self.run_dir = Path(run_dir)
+        self.rank, self.world, self.host = rank, world_size, host
+        self.interval = interval
+        self.total_steps = total_steps
+        self.log = log
+        self.next_at = time.monotonic() + interval
+        self.records = 0
+        self.step = self.samples = 0
+        self.epoch: int | None = None
+        self._loss: Any = None
+        self._sums = [0, 0.0, 0.0, 0.0]  # steps, compute, data, comm since the last record
+        self._since = time.monotonic()
+        self._use = DeviceUse(cuda_index)
+        self._watch: Any = None
+        self.broken = False
+        if rank == 0 and world_size > 1:
+            from hpcbench.measure.stragglers import StragglerWatch
+
+            self._watch = StragglerWatch()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():  # a resumed run goes on in the same file, as its records
+                self.records = sum(1 for _ in self.path.open("rb"))
+        except OSError as err:
+            self._fail(err)
+
+    def add(
+        self,
+        steps: int,
+        samples: int,
+        compute_s: float,
+        data_s: float = 0.0,
+        comm_s: float = 0.0,
+        loss: Any = None,
+        epoch: int | None = None,
+    ) -> None:
+        """Count ``steps`` more steps (the step position, samples and per-step times); write a
+        record when one is due. ``loss`` may be a tensor: it is read once per record."""
+        sums = self._sums
+        sums[0] += steps
+        sums[1] += compute_s
+        sums[2] += data_s
+        sums[3] += comm_s
+        self.step += steps
+        self.samples += samples
+        if loss is not None:
+            self._loss = loss
+        if epoch is not None:
+            self.epoch = epoch
+        if time.monotonic() >= self.next_at:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the record of the interval now ending (none when no step was made)."""
+        if self.broken:
+            return
+        now = time.monotonic()
+        self.next_at = now + self.interval
+        steps, compute, data, comm = self._sums
+        if not steps:
+            return
+        try:
+            record = self._record(now, steps, compute, data, comm)
+            self._sums = [0, 0.0, 0.0, 0.0]
+            self._since = now
+            self._append(record)
+            if self._watch is not None:
+                self._name_stragglers()
+        except Exception as err:
+            self._fail(err)
+
+    def _record(self, now: float, steps: int, compute: float, data: float, comm: float) -> dict:
+        loss = self._loss
+        if loss is not None and hasattr(loss, "item"):
+            loss = loss.item()  # one host read per record
+        return {
+            "v": FORMAT,
+            "rank": self.rank,
+            "host": self.host,
+            "world": self.world,
+            "t": round(time.time(), 3),
+            "epoch": self.epoch,
+            "step": self.step,
+            "of": self.total_steps,
+            "samples": self.samples,
+            "steps": steps,
+            "wall_s": round(now - self._since, 6),
+            "compute_s": max(0.0, compute) / steps,
+            "data_s": data / steps,
+            "comm_s": comm / steps,
+            "loss": None if loss is None else float(loss),
+            **self._use.read(),
+        }
+
+    def _append(self, record: dict[str, Any]) -> None:
+        if self.records >= MAX_RECORDS:
+            self._compact()
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self.records += 1
+
+    def _compact(self) -> None:
+        """Merge each pair of neighbours (temporary file, then rename) and double the interval."""
+        old = read_records(self.path, max_records=MAX_RECORDS + 1)
+        merged = [merge(old[i], old[i + 1]) for i in range(0, len(old) - 1, 2)]
+        if len(old) % 2:
+            merged.append(old[-1])
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in merged)
+        os.replace(tmp, self.path)
+        self.records = len(merged)
+        self.interval *= 2
+
+    def _name_stragglers(self) -> None:
+        for line in self._watch.update(latest_records(self.run_dir)):
+            message = f"hpcbench: {line}"
+            if self.log is not None:
+                self.log(message)
+            else:
+                print(message, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        """The last record (the steps since the previous one)."""
+        self.flush()
+
+    def _fail(self, err: BaseException) -> None:
+        self.broken = True
+        try:
+            warnings.warn(f"hpcbench telemetry stopped: {err}", RuntimeWarning, stacklevel=3)
+        except Exception:
+            pass

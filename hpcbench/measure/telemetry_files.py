@@ -1,0 +1,110 @@
+"""Where the ranks' telemetry files (:mod:`.telemetry`) are, and reading those of a run directory that may be anyone's
+(``hpcbench watch`` and the report read other people's results too): regular files only, never
+through a symbolic link, a bounded number of bytes and of files, and only lines that parse as a
+record of the rank the file is named after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from hpcbench.files import open_regular
+
+DIRECTORY = "telemetry"
+#: records a rank's file holds at most (:mod:`.telemetry` merges neighbours beyond)
+MAX_RECORDS = 2000
+
+_RANK_FILE = re.compile(r"rank-(\d{1,6})\.jsonl")
+MAX_RANKS = 4096
+TAIL_BYTES = 16_384
+WHOLE_BYTES = 4 * 2**20  # a whole file: MAX_RECORDS lines of a few hundred bytes, and room
+
+
+def telemetry_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / DIRECTORY
+
+
+def rank_file(run_dir: str | Path, rank: int) -> Path:
+    return telemetry_dir(run_dir) / f"rank-{rank}.jsonl"
+
+
+def _read(path: Path, max_bytes: int) -> str:
+    """The last ``max_bytes`` of the regular file at ``path`` (from a line's start)."""
+    fd = open_regular(path, follow_symlinks=False)
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > max_bytes:
+            f.seek(size - max_bytes)
+            data = f.read(max_bytes)
+            data = data[data.find(b"\n") + 1 :]
+        else:
+            data = f.read(max_bytes)
+    return data.decode("utf-8", "replace")
+
+
+def _records(text: str, rank: int | None) -> list[dict[str, Any]]:
+    out = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line being written, or not ours
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            continue
+        if rank is not None and record.get("rank") != rank:
+            continue
+        out.append(record)
+    return out
+
+
+def read_records(path: Path, max_records: int = MAX_RECORDS * 2) -> list[dict[str, Any]]:
+    """The records of one rank's file, oldest first (at most ``max_records``, the newest)."""
+    match = _RANK_FILE.fullmatch(path.name)
+    rank = int(match.group(1)) if match else None
+    try:
+        return _records(_read(path, WHOLE_BYTES), rank)[-max_records:]
+    except (OSError, ValueError):
+        return []
+
+
+def rank_files(run_dir: str | Path) -> dict[int, Path]:
+    """Rank -> its telemetry file in ``run_dir`` (at most :data:`MAX_RANKS`)."""
+    found: dict[int, Path] = {}
+    try:
+        with os.scandir(telemetry_dir(run_dir)) as entries:
+            for entry in entries:
+                match = _RANK_FILE.fullmatch(entry.name)
+                if match and entry.is_file(follow_symlinks=False):
+                    found[int(match.group(1))] = Path(entry.path)
+                    if len(found) >= MAX_RANKS:
+                        break
+    except OSError:
+        return {}
+    return dict(sorted(found.items()))
+
+
+def latest_records(run_dir: str | Path) -> dict[int, dict[str, Any]]:
+    """Rank -> its newest record (a bounded read of each file's end)."""
+    out = {}
+    for rank, path in rank_files(run_dir).items():
+        try:
+            records = _records(_read(path, TAIL_BYTES), rank)
+        except (OSError, ValueError):
+            continue
+        if records:
+            out[rank] = records[-1]
+    return out
+
+
+def all_records(run_dir: str | Path) -> dict[int, list[dict[str, Any]]]:
+    """Rank -> its records, oldest first."""
+    out = {}
+    for rank, path in rank_files(run_dir).items():
+        records = read_records(path)
+        if records:
+            out[rank] = records
+    return out

@@ -1,0 +1,92 @@
+"""What the trainer shows while it runs: rank 0's progress bar, every rank's telemetry records
+(``--telemetry``: :mod:`hpcbench.measure.telemetry`, which ``hpcbench watch`` reads and which
+names stragglers in rank 0's log) and its profiler traces (``--trace-steps``:
+:mod:`hpcbench.measure.traces`)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hpcbench.progress import Progress
+
+Training = Any  # hpcbench.train.start's, which imports this module
+
+
+class Live:
+    """One rank's telemetry and tracer (either may be None: off)."""
+
+    def __init__(self, telemetry: Any = None, tracer: Any = None) -> None:
+        self.telemetry, self.tracer = telemetry, tracer
+
+    def before(self, steps_done: int) -> None:
+        if self.tracer is not None:
+            self.tracer.before_step(steps_done)
+
+    def part(self, name: str) -> Any:
+        """A traced range of the step (``data``, ``comm``) while the profiler is on."""
+        return self.tracer.part(name) if self.tracer is not None else contextlib.nullcontext()
+
+    def after(self, steps_done: int, samples: int, times: tuple[float, float, float],
+              loss: Any, epoch: int) -> None:  # fmt: skip
+        """A step done: ``times`` its (compute, data wait, communication) seconds."""
+        if self.tracer is not None:
+            self.tracer.after_step(steps_done - 1)
+        if self.telemetry is not None:
+            self.telemetry.add(1, samples, *times, loss=loss, epoch=epoch)
+
+    def close(self) -> None:
+        if self.tracer is not None:
+            self.tracer.close()
+        if self.telemetry is not None:
+            self.telemetry.close()
+
+
+def open_live(t: Training, run_path: Path | None) -> Live:
+    """This rank's telemetry and tracer, in the run directory every rank was told
+    (``run_path``: None where rank 0 has none: then neither)."""
+    config, runtime = t.config, t.runtime
+    if run_path is None:
+        return Live()
+    device = runtime.device
+    cuda_index = device.index if device.type == "cuda" else None
+    telemetry = tracer = None
+    if config.telemetry:
+        from hpcbench.measure.telemetry import Telemetry
+
+        telemetry = Telemetry(
+            run_path,
+            rank=runtime.rank,
+            world_size=runtime.world_size,
+            host=runtime.launch.hostname,
+            interval=config.telemetry,
+            total_steps=t.data.steps * config.epochs,
+            cuda_index=cuda_index,
+            log=t.log,
+        )
+        telemetry.step = t.steps_done  # a resumed run counts on from where it stopped
+    if config.trace_steps:
+        from hpcbench.measure.traces import StepTracer, parse_steps
+
+        tracer = StepTracer(
+            run_path,
+            rank=runtime.rank,
+            world_size=runtime.world_size,
+            steps=parse_steps(config.trace_steps),
+            host=runtime.launch.hostname,
+            cuda=device.type == "cuda",
+        )
+    return Live(telemetry, tracer)
+
+
+def progress_bar(t: Training, epoch: int) -> Progress | None:
+    """Rank 0's bar for the epoch's steps (``--progress bar``, or auto on a terminal)."""
+    mode = t.config.progress
+    if t.runtime.rank != 0 or not (mode == "bar" or (mode == "auto" and sys.stderr.isatty())):
+        return None
+    from hpcbench.progress import Progress
+
+    return Progress(t.data.steps, f"epoch {epoch + 1}/{t.config.epochs}", unit="step")
