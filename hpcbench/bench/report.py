@@ -36,6 +36,7 @@ from hpcbench.bench.formatting import num, when
 from hpcbench.bench.power_traces import power_traces
 from hpcbench.bench.report_accounting import accounting_blocks, estimate_blocks
 from hpcbench.bench.report_energy import energy_blocks
+from hpcbench.bench.report_ranks import rank_blocks
 from hpcbench.bench.report_tables import (
     accuracy_table,
     config_table,
@@ -294,6 +295,7 @@ def build_blocks(
     ]
     if estimated := estimate_blocks(analysis, factors_of(results)):
         blocks += [Heading(2, "Carbon and cost (estimates)", "estimates"), *estimated]
+    blocks += [Heading(2, "Ranks: stragglers and traces", "ranks"), *rank_blocks(results, out_dir)]
 
     return blocks + _closing_blocks(results, tables, out_dir)
 

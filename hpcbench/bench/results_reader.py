@@ -19,6 +19,9 @@ from typing import Any
 from hpcbench.files import printable
 from hpcbench.jobs.accounting.records import load as load_accounting
 from hpcbench.jsonfile import JsonFileError, read_json
+from hpcbench.measure.stragglers import analyse as analyse_ranks
+from hpcbench.measure.telemetry_files import all_records
+from hpcbench.measure.traces import read_summaries
 from hpcbench.run_documents import METRICS_FORMAT
 
 BENCH_FORMAT = "hpcbench-bench/1"
@@ -51,6 +54,10 @@ class Run:
     record: dict[str, Any] = field(default_factory=dict)  # as runs.json holds it
     #: the scheduler's accounting of the run's job (``accounting.json``; None when not kept)
     accounting: dict[str, Any] | None = None
+    #: its ranks' telemetry read for stragglers (:func:`hpcbench.measure.stragglers.analyse`)
+    stragglers: dict[str, Any] | None = None
+    #: its ranks' profiler trace summaries (:func:`hpcbench.measure.traces.read_summaries`)
+    traces: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -196,6 +203,8 @@ def load_results(results_dir: str | Path) -> Results:
         )
         if run_dir:  # an unreadable accounting.json is as good as none: it never fails a report
             run.accounting = load_accounting(run.run_dir)
+            run.stragglers = analyse_ranks(all_records(run.run_dir))  # none read: None
+            run.traces = read_summaries(run.run_dir)
         if run.status == "completed":
             _read_run_files(directory, run_dir, run)
         results.runs.append(run)

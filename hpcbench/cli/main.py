@@ -9,7 +9,7 @@ import sys
 
 from hpcbench import __version__
 from hpcbench.argparsing import Parser
-from hpcbench.cli import bench, history, jobs, prep, profile, sweep
+from hpcbench.cli import bench, history, jobs, prep, profile, sweep, watch
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parsers(sub)
     history.add_parsers(sub)
     sweep.add_parsers(sub)
+    watch.add_parsers(sub)
     profile.add_parsers(sub)
     return parser
 

@@ -3,7 +3,8 @@ one, appended to ``RUN_DIR/telemetry/rank-N.jsonl`` (one JSON object a line), fo
 ``hpcbench watch`` while the run goes on and for the report's straggler section afterwards.
 
 A record (format :data:`FORMAT`): ``rank``, ``host``, ``world``, ``t`` (Unix time), ``epoch``,
-``step`` (training steps so far, all epochs), ``of`` (steps in the whole run, when known),
+``step`` (training steps so far, all epochs), ``of`` and ``epochs`` (steps and epochs in the
+whole run, when known),
 ``samples`` (so far, this rank), then over the interval: ``steps``, ``wall_s``, and per step
 ``compute_s`` (the time before the collective: the step less its data wait and its
 communication, which is where the other ranks wait for a slow one), ``data_s`` and ``comm_s``;
@@ -87,6 +88,7 @@ class Telemetry:
         host: str,
         interval: float = DEFAULT_INTERVAL_S,
         total_steps: int | None = None,
+        total_epochs: int | None = None,
         cuda_index: int | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
@@ -94,7 +96,7 @@ class Telemetry:
         self.run_dir = Path(run_dir)
         self.rank, self.world, self.host = rank, world_size, host
         self.interval = interval
-        self.total_steps = total_steps
+        self.total_steps, self.total_epochs = total_steps, total_epochs
         self.log = log
         self.next_at = time.monotonic() + interval
         self.records = 0
@@ -175,6 +177,7 @@ class Telemetry:
             "epoch": self.epoch,
             "step": self.step,
             "of": self.total_steps,
+            "epochs": self.total_epochs,
             "samples": self.samples,
             "steps": steps,
             "wall_s": round(now - self._since, 6),

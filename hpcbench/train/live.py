@@ -64,6 +64,7 @@ def open_live(t: Training, run_path: Path | None) -> Live:
             host=runtime.launch.hostname,
             interval=config.telemetry,
             total_steps=t.data.steps * config.epochs,
+            total_epochs=config.epochs,
             cuda_index=cuda_index,
             log=t.log,
         )

@@ -1,0 +1,168 @@
+"""One look at what ``hpcbench watch`` follows (:class:`Watcher`): each run's queue state (one
+``statuses`` call per scheduler for every job shown, and none for runs that have ended), its
+progress and ETA from the ranks' telemetry records, and the stragglers named so far (the rule of
+:mod:`hpcbench.measure.stragglers`, applied to the records as they arrive)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcbench.measure.stragglers import StragglerWatch
+from hpcbench.measure.telemetry_files import latest_records
+from hpcbench.watch.targets import Item, Target
+
+METRICS_FILE = "metrics.json"
+QUEUE_WORDS = {"PENDING": "queued", "RUNNING": "running", "REQUEUED": "queued"}
+
+
+@dataclass
+class RankRow:
+    rank: int
+    record: dict[str, Any]
+    samples_per_s: float | None
+    straggler: dict[str, Any] | None = None  # what the rule said when it named this rank
+
+
+@dataclass
+class ItemRow:
+    item: Item
+    state: str  # completed, failed, running, queued, to do, waiting
+    done: bool
+    reason: str = ""
+    ranks: list[RankRow] = field(default_factory=list)
+
+    @property
+    def lead(self) -> dict[str, Any] | None:
+        """The record that gives the run's progress: the least advanced rank's."""
+        return min((r.record for r in self.ranks), key=lambda r: r["step"], default=None)
+
+    @property
+    def samples_per_s(self) -> float | None:
+        rates = [r.samples_per_s for r in self.ranks if r.samples_per_s is not None]
+        return sum(rates) if rates else None
+
+    @property
+    def eta_s(self) -> float | None:
+        lead = self.lead
+        if not lead or not lead.get("of") or not lead.get("steps") or not lead.get("wall_s"):
+            return None
+        return max(0, lead["of"] - lead["step"]) * lead["wall_s"] / lead["steps"]
+
+
+@dataclass
+class Snapshot:
+    target: Target
+    items: list[ItemRow]
+    at: float
+
+    @property
+    def done(self) -> bool:
+        """Whether what is watched has ended: every run has (a sweep: none is queued or
+        running; tasks never submitted stay to do)."""
+        if not self.items:
+            return False
+        if self.target.kind == "sweep":
+            return all(r.done or r.state == "to do" for r in self.items)
+        return all(r.done for r in self.items)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for row in self.items:
+            out[row.state] = out.get(row.state, 0) + 1
+        return out
+
+
+def _rate(rec: dict[str, Any]) -> float | None:
+    steps, wall, step = rec.get("steps"), rec.get("wall_s"), rec.get("step")
+    if not steps or not wall or not step or not isinstance(rec.get("samples"), int):
+        return None
+    return steps / wall * rec["samples"] / step
+
+
+class Watcher:
+    """Looks at a :class:`Target` (:meth:`look`); ``queries`` counts the scheduler calls."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.queries = 0
+        self._stragglers: dict[str, StragglerWatch] = {}
+        self._ended: dict[str, ItemRow] = {}  # runs seen to end: not asked about again
+
+    def look(self) -> Snapshot:
+        items = self.target.items()
+        asked: dict[str, list[Item]] = {}
+        rows: dict[str, ItemRow] = {}
+        for item in items:
+            if item.label in self._ended:
+                rows[item.label] = self._ended[item.label]
+            elif _has_metrics(item.run_dir) and self.target.kind != "job":
+                rows[item.label] = ItemRow(item, "completed", True)
+            elif item.state in ("completed", "failed"):  # what a matrix's runs.json says
+                rows[item.label] = ItemRow(item, item.state, True)
+            elif item.job_id and item.scheduler:
+                asked.setdefault(item.scheduler, []).append(item)
+            else:
+                rows[item.label] = ItemRow(item, item.state or "waiting", False)
+        for name, group in asked.items():
+            statuses = self._statuses(name, [i.job_id or "" for i in group])
+            for item in group:
+                rows[item.label] = self._row(item, statuses.get(item.job_id or ""))
+        out = [rows[i.label] for i in items]
+        for row in out:
+            if row.done:
+                self._ended[row.item.label] = row
+            elif row.item.run_dir is not None:
+                self._add_ranks(row)
+        return Snapshot(self.target, out, time.time())
+
+    def _statuses(self, name: str, job_ids: list[str]) -> dict[str, Any]:
+        from hpcbench.jobs import schedulers
+
+        if name not in schedulers.SCHEDULER_CLASSES:
+            return {}
+        self.queries += 1
+        try:
+            return schedulers.get(name).statuses(job_ids)
+        except Exception as err:  # the scheduler did not answer this time: ask again next time
+            return {j: _Unknown(str(err)) for j in job_ids}
+
+    def _row(self, item: Item, status: Any) -> ItemRow:
+        if _has_metrics(item.run_dir) and self.target.kind != "job":  # a job: until it ends
+            return ItemRow(item, "completed", True)
+        if status is None:
+            return ItemRow(item, "waiting", False, "the scheduler does not know it (yet)")
+        if status.state in QUEUE_WORDS:
+            return ItemRow(item, QUEUE_WORDS[status.state], False, status.reason)
+        if status.state == "UNKNOWN":
+            return ItemRow(item, "waiting", False, status.reason)
+        if status.state == "COMPLETED":
+            if self.target.kind in ("job", "run"):
+                return ItemRow(item, "completed", True)
+            return ItemRow(item, "failed", True, f"ended without {METRICS_FILE}")
+        code = "" if status.exit_code is None else f" (exit {status.exit_code})"
+        return ItemRow(item, "failed", True, f"{status.state.lower()}{code}")
+
+    def _add_ranks(self, row: ItemRow) -> None:
+        assert row.item.run_dir is not None
+        latest = latest_records(row.item.run_dir)
+        if not latest:
+            return
+        watch = self._stragglers.setdefault(row.item.label, StragglerWatch())
+        watch.update(latest)
+        row.ranks = [RankRow(r, rec, _rate(rec), watch.named.get(r)) for r, rec in latest.items()]
+        if row.state == "waiting":
+            row.state = "running"
+
+
+@dataclass
+class _Unknown:
+    reason: str
+    state: str = "UNKNOWN"
+    exit_code: int | None = None
+
+
+def _has_metrics(run_dir: Path | None) -> bool:
+    return run_dir is not None and (run_dir / METRICS_FILE).is_file()

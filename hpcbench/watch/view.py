@@ -1,0 +1,117 @@
+"""How ``hpcbench watch`` shows a :class:`~.snapshot.Snapshot`: plain lines (a log, a pipe:
+no cursor movement, one block per refresh) or rich tables redrawn in place on a terminal (the
+``rich`` library). Both say the same: per run its state, progress, samples/s, ETA and last
+loss; per rank of a running run its step, compute, data and communication time per step, CPU
+cores or GPU busy, and the straggler flag."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from hpcbench.files import printable
+from hpcbench.watch.snapshot import ItemRow, RankRow, Snapshot
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def _ms(value: Any) -> str:
+    return "-" if not isinstance(value, (int, float)) else f"{value * 1000:.1f} ms"
+
+
+def heading(snap: Snapshot) -> str:
+    counts = ", ".join(f"{n} {state}" for state, n in sorted(snap.counts().items()))
+    when = time.strftime("%H:%M:%S", time.localtime(snap.at))
+    return f"{when} {snap.target.kind} {printable(snap.target.name)}: {counts or 'nothing yet'}"
+
+
+def progress(row: ItemRow) -> str:
+    """The run's position: epoch, step of steps, samples/s, ETA, last loss."""
+    lead = row.lead
+    if lead is None:
+        return ""
+    parts = []
+    if isinstance(lead.get("epoch"), int):
+        of = f"/{lead['epochs']}" if isinstance(lead.get("epochs"), int) else ""
+        parts.append(f"epoch {lead['epoch'] + 1}{of}")
+    of = lead.get("of")
+    share = f" ({lead['step'] / of:.0%})" if isinstance(of, int) and of else ""
+    parts.append(f"step {lead['step']}{'/' + str(of) if of else ''}{share}")
+    rate = row.samples_per_s
+    if rate is not None:
+        parts.append(f"{rate:,.0f} samples/s")
+    if row.eta_s is not None:
+        parts.append(f"ETA {duration(row.eta_s)}")
+    if isinstance(lead.get("loss"), (int, float)):
+        parts.append(f"loss {lead['loss']:.4g}")
+    return "  ".join(parts)
+
+
+def use(rec: dict[str, Any]) -> str:
+    if isinstance(rec.get("gpu_util"), (int, float)):
+        return f"gpu {rec['gpu_util']:.0f}%"
+    return f"cpu {rec['cpu_cores']:.1f}" if isinstance(rec.get("cpu_cores"), (int, float)) else "-"
+
+
+def flag(rank: RankRow) -> str:
+    s = rank.straggler
+    if not s:
+        return ""
+    return f"STRAGGLER {s['ratio']:.1f}x since step {s['since_step']}"
+
+
+def lines(snap: Snapshot) -> list[str]:
+    """The plain form: a heading, a line per run, a line per rank of each running run."""
+    out = [heading(snap)]
+    for row in snap.items:
+        job = f"  job {row.item.job_id}" if row.item.job_id else ""
+        why = f" ({printable(row.reason)})" if row.reason and row.state != "running" else ""
+        out.append(
+            f"  {printable(row.item.label)}: {row.state}{why}{job}  {progress(row)}".rstrip()
+        )
+        for rank in row.ranks if not row.done else []:
+            rec = rank.record
+            out.append(
+                f"    rank {rank.rank} {printable(rec.get('host') or '?')}: step {rec['step']}  "
+                f"compute {_ms(rec.get('compute_s'))}  data {_ms(rec.get('data_s'))}  "
+                f"comm {_ms(rec.get('comm_s'))}  {use(rec)}  {flag(rank)}".rstrip()
+            )
+    return out
+
+
+def tables(snap: Snapshot) -> Any:
+    """The terminal form: rich tables (runs, then the ranks of each running run)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    runs = Table(title=heading(snap), title_justify="left", expand=False)
+    for name in ("run", "state", "job", "progress"):
+        runs.add_column(name)
+    parts: list[Any] = [runs]
+    for row in snap.items:
+        state = Text(row.state, style={"failed": "red", "completed": "green"}.get(row.state, ""))
+        runs.add_row(Text(printable(row.item.label)), state, row.item.job_id or "", progress(row))
+        if row.done or not row.ranks:
+            continue
+        ranks = Table(title=f"{printable(row.item.label)}: ranks", title_justify="left")
+        for name in ("rank", "host", "step", "compute", "data", "comm", "use", "loss", ""):
+            ranks.add_column(name, justify="right" if name in ("step", "rank") else "left")
+        for rank in row.ranks:
+            rec = rank.record
+            loss = rec.get("loss")
+            ranks.add_row(
+                str(rank.rank), Text(printable(rec.get("host") or "?")), str(rec["step"]),
+                _ms(rec.get("compute_s")), _ms(rec.get("data_s")), _ms(rec.get("comm_s")),
+                use(rec), f"{loss:.4g}" if isinstance(loss, (int, float)) else "-",
+                Text(flag(rank), style="bold red"),
+            )  # fmt: skip
+        parts.append(ranks)
+    return Group(*parts)
