@@ -5,7 +5,9 @@ each take ``--step-ms`` of CPU work, bare and with ``m.step(samples=…)`` after
 against the same loop without them.
 
 Prints the medians, the ratio measured ÷ bare loop (target: under 1.01 for 5 ms steps), and the
-per-step cost in microseconds against the step.
+per-step cost in microseconds against the step. The measured loop runs with telemetry off, and
+again with a telemetry record every ``--telemetry`` seconds (0.1: fifty times as often as the
+default), so the ratio of the two is the telemetry's own cost.
 
     python benchmarks/measure_overhead.py [--step-ms 5] [--steps 200] [--repeats 7]
 """
@@ -36,9 +38,9 @@ def bare(steps: int, step_s: float) -> float:
     return time.perf_counter() - began
 
 
-def measured(steps: int, step_s: float, run_dir: Path) -> float:
+def measured(steps: int, step_s: float, run_dir: Path, telemetry: float = 0.0) -> float:
     began = time.perf_counter()
-    with measure.run(run_dir, model="loop") as m:
+    with measure.run(run_dir, model="loop", telemetry=telemetry) as m:
         with m.phase("train"):
             for _ in range(steps):
                 work(step_s)
@@ -50,7 +52,7 @@ def measured(steps: int, step_s: float, run_dir: Path) -> float:
 def call_cost(calls: int) -> float:
     """Seconds per ``m.step()`` call beyond the loop itself."""
     with tempfile.TemporaryDirectory(prefix="hpcbench-measure-") as run_dir:
-        m = measure.start(run_dir)
+        m = measure.start(run_dir, telemetry=0)
         began = time.perf_counter()
         for _ in range(calls):
             pass
@@ -69,14 +71,18 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--calls", type=int, default=1_000_000)
+    p.add_argument("--telemetry", type=float, default=0.1, help="seconds between records")
     a = p.parse_args()
     step_s = a.step_ms / 1000
     warnings.simplefilter("error")  # a fault in the measurement is a failed benchmark
     with tempfile.TemporaryDirectory() as tmp:
-        times: dict[str, list[float]] = {"bare": [], "measured": []}
+        times: dict[str, list[float]] = {"bare": [], "measured": [], "telemetry": []}
         for i in range(a.repeats):
             times["bare"].append(bare(a.steps, step_s))
             times["measured"].append(measured(a.steps, step_s, Path(tmp) / f"run{i}"))
+            times["telemetry"].append(
+                measured(a.steps, step_s, Path(tmp) / f"tel{i}", telemetry=a.telemetry)
+            )
         costs = sorted(call_cost(a.calls) for _ in range(5))
     med = {k: statistics.median(v) for k, v in times.items()}
     per_call = costs[len(costs) // 2]
@@ -85,7 +91,9 @@ def main() -> None:
     )
     print(f"bare loop          {med['bare']:.4f} s")
     print(f"measured loop      {med['measured']:.4f} s")
+    print(f"with telemetry     {med['telemetry']:.4f} s (a record every {a.telemetry:g} s)")
     print(f"measured / bare  = {med['measured'] / med['bare']:.4f}")
+    print(f"telemetry / measured = {med['telemetry'] / med['measured']:.4f}")
     print(f"m.step() costs     {per_call * 1e6:.3f} µs a call (median of 5 × {a.calls:,} calls)")
     print(f"m.step() / step  = {per_call / step_s:.6f} (target under 0.01)")
 

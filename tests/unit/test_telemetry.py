@@ -1,0 +1,143 @@
+"""Per-rank telemetry, stragglers and ``hpcbench watch`` from records written here: the file
+stays bounded for a run of days, a merged record keeps the totals, a broken directory never
+raises into the loop, the straggler rule names a slow rank and not noise, and watch's plain
+lines and its reading of hostile directories."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+
+from hpcbench.measure import stragglers
+from hpcbench.measure import telemetry as tm
+from hpcbench.measure.telemetry_files import all_records, latest_records, rank_file
+from hpcbench.watch import Watcher, WatchError, resolve, watch
+from hpcbench.watch.view import lines
+
+
+def rec(rank: int, step: int, compute: float, steps: int = 10, t: float = 0.0) -> dict:
+    return {"v": 1, "rank": rank, "host": f"n{rank}", "world": 4, "t": t, "epoch": 0,
+            "step": step, "of": 100, "epochs": 1, "samples": step * 8, "steps": steps,
+            "wall_s": steps * (compute + 0.01), "compute_s": compute, "data_s": 0.001,
+            "comm_s": 0.01, "loss": 1.0}  # fmt: skip
+
+
+def write(run_dir: Path, records: list[dict]) -> None:
+    for r in records:
+        path = rank_file(run_dir, r["rank"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            f.write(json.dumps(r) + "\n")
+
+
+def test_records_stay_bounded_and_merged_pairs_keep_the_totals(tmp_path, monkeypatch):
+    monkeypatch.setattr(tm, "MAX_RECORDS", 8)
+    t = tm.Telemetry(tmp_path, rank=0, world_size=1, host="h", interval=0.0, total_steps=1000)
+    for i in range(40):
+        t.add(2, 16, 0.02 * (1 + i % 2), 0.002, 0.004, loss=float(i))
+    records = all_records(tmp_path)[0]
+    assert len(records) <= 8  # 20 records written, pairs merged twice
+    assert sum(r["steps"] for r in records) == 80 and records[-1]["step"] == 80
+    mean = sum(r["compute_s"] * r["steps"] for r in records) / 80
+    assert mean == pytest.approx(0.015)  # 0.02 then 0.04 s for two steps each
+    assert records[-1]["loss"] == 39.0 and records[-1]["samples"] == 640
+
+
+def test_merge_weights_per_step_means_by_steps():
+    a, b = rec(0, 10, 0.1, steps=10), rec(0, 40, 0.2, steps=30)
+    m = tm.merge(a, b)
+    assert m["steps"] == 40 and m["step"] == 40
+    assert m["compute_s"] == pytest.approx((0.1 * 10 + 0.2 * 30) / 40)
+
+
+def test_a_directory_that_cannot_be_written_stops_telemetry_with_one_warning(tmp_path):
+    blocker = tmp_path / "run"
+    blocker.write_text("a file, not a directory")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = tm.Telemetry(blocker, rank=0, world_size=1, host="h", interval=0.0)
+        for _ in range(5):
+            t.add(1, 8, 0.01)
+    assert t.broken and len(caught) == 1 and "telemetry stopped" in str(caught[0].message)
+
+
+def test_the_rule_names_a_slow_rank_once_and_not_the_noise():
+    watch = stragglers.StragglerWatch()
+    said = []
+    for k in range(1, 6):
+        step = 10 * k
+        latest = {r: rec(r, step, 0.050 * (1 + 0.1 * (r % 2))) for r in range(4)}
+        latest[2] = rec(2, step, 0.100)
+        said += watch.update(latest)
+    assert len(said) == 1 and said[0].startswith("straggler: rank 2 on n2 is 1.8x slower")
+    assert "since step 0" in said[0]
+    # the same records again say nothing; back to normal: it is said once
+    assert watch.update(latest) == []
+    back = {r: rec(r, 70, 0.05) for r in range(4)}
+    assert watch.update(back) == ["rank 2 (n2) is no longer a straggler at step 70"]
+
+
+def test_a_short_slow_spell_and_tiny_differences_are_not_stragglers():
+    watch = stragglers.StragglerWatch()
+    said = watch.update({r: rec(r, 10, 0.05 if r else 0.2) for r in range(3)})  # one record
+    said += watch.update({r: rec(r, 20, 0.05) for r in range(3)})
+    said += watch.update({r: rec(r, 30, 0.0001 if r else 0.001) for r in range(3)})  # < FLOOR
+    said += watch.update({r: rec(r, 40, 0.0001 if r else 0.001) for r in range(3)})
+    assert said == []
+
+
+def test_analyse_finds_the_slowest_rank_and_the_time_the_others_waited(tmp_path):
+    records = {r: [rec(r, 10 * k, 0.1 if r == 1 else 0.05, t=k) for k in range(1, 5)]
+               for r in range(3)}  # fmt: skip
+    a = stragglers.analyse(records)
+    assert a["slowest"] == {"rank": 1, "host": "n1", "ratio": pytest.approx(2.0)}
+    assert a["others_waited_s"] == pytest.approx(2 * 40 * 0.05)
+    assert set(a["named"]) == {1}
+    assert stragglers.analyse({0: records[0]}) is None  # one rank: nothing to compare
+
+
+def test_latest_records_skip_links_garbage_and_other_ranks_lines(tmp_path):
+    write(tmp_path, [rec(0, 10, 0.05), rec(1, 10, 0.05)])
+    with rank_file(tmp_path, 1).open("a") as f:
+        f.write('{"half a line')
+    os.symlink("/etc/passwd", rank_file(tmp_path, 2))
+    rank_file(tmp_path, 3).write_text(json.dumps(rec(0, 99, 0.1)) + "\n")  # rank 0's in 3's file
+    latest = latest_records(tmp_path)
+    assert sorted(latest) == [0, 1] and latest[1]["step"] == 10
+
+
+def test_watch_of_a_run_directory_in_plain_lines(tmp_path):
+    run = tmp_path / "run"
+    write(run, [rec(r, 50, 0.05 if r != 3 else 0.2) for r in range(4)])
+    target = resolve(str(run))
+    watcher = Watcher(target)
+    snap = watcher.look()
+    text = "\n".join(lines(snap))
+    assert "run: running" in text and "epoch 1/1" in text and "step 50/100 (50%)" in text
+    assert "ETA" in text and "rank 3 n3: step 50  compute 200.0 ms" in text
+    assert watcher.queries == 0  # no job: no scheduler asked
+    (run / "metrics.json").write_text("{}")
+    out = io.StringIO()
+    assert watch(target, interval=0.2, out=out) == 0
+    assert out.getvalue().rstrip().endswith("run " + str(run) + ": 1 completed")
+
+
+def test_watch_names_what_it_cannot_follow(tmp_path):
+    with pytest.raises(WatchError, match="neither a directory"):
+        resolve(str(tmp_path / "absent"))
+
+
+def test_a_matrix_run_directory_outside_its_results_is_not_followed(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "runs.json").write_text(json.dumps({"format": "x", "runs": [
+        {"config": "a", "kind": "timing", "rep": 1, "status": "running", "run_dir": "../../etc"},
+        {"config": "b", "kind": "timing", "rep": 1, "status": "completed", "run_dir": "runs/b"},
+    ]}))  # fmt: skip
+    items = resolve(str(results)).items()
+    assert [i.run_dir for i in items] == [None, results / "runs" / "b"]
