@@ -99,8 +99,8 @@ def rank_blocks(results: Results, out_dir: Path) -> list[Block]:
         (fig_dir / f"{FIGURE_KEY}.png").unlink(missing_ok=True)
     blocks: list[Block] = []
     if not with_ranks:
-        blocks.append(Para("No run has telemetry of two ranks or more (--telemetry 0, or one "
-                           "rank each): no straggler analysis.", "note"))  # fmt: skip
+        blocks.append(Para("Stragglers: none to look for, as no run has telemetry of two ranks "
+                           "or more (--telemetry 0, or one rank each).", "note"))  # fmt: skip
     else:
         blocks += [
             Para(

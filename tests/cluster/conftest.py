@@ -207,9 +207,15 @@ def bench_on_slurm(cwd: Path, *args: str, timeout: float = 1500) -> Path:
 
 
 def train_on(
-    scheduler: str, workdir: Path, data: Path, *flags: str, trainer: tuple[str, ...] = ()
+    scheduler: str,
+    workdir: Path,
+    data: Path,
+    *flags: str,
+    trainer: tuple[str, ...] = (),
+    env: dict | None = None,
 ) -> tuple[str, dict]:
-    """Submit the trainer with ``--wait``; return (job id, its metrics.json as a dict)."""
+    """Submit the trainer with ``--wait`` (``env``: more of the job's environment, which sbatch
+    passes on); return (job id, its metrics.json as a dict)."""
     r = hpcbench(
         "submit",
         "--scheduler",
@@ -221,9 +227,10 @@ def train_on(
         "--",
         "--data",
         str(data),
-        *trainer,
         *TRAIN_ARGS,
+        *trainer,  # after the defaults: the test's own win
         cwd=workdir,
+        env=env,
         timeout=400,
     )
     assert r.returncode == 0, r.stdout + r.stderr

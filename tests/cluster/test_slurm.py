@@ -33,12 +33,27 @@ def test_two_nodes_two_gpus_torchrun_trains_and_writes_metrics(
     slurm_cluster, workdir, cluster_data
 ):
     require(have_module("torch"), "torch")
-    job, metrics = train_on("slurm", workdir, cluster_data, "--nodes", "2", "--gpus-per-node", "2")
+    # with rank 2 slowed by the drill: its node's telemetry, on the shared filesystem, names it
+    job, metrics = train_on(
+        "slurm", workdir, cluster_data, "--nodes", "2", "--gpus-per-node", "2",
+        trainer=("--epochs", "3", "--max-steps", "12", "--telemetry", "0.2"),
+        env={"HPCBENCH_FAIL_AT": "2:2:slow"},
+    )  # fmt: skip
     assert metrics["run"]["world_size"] == 4 and metrics["run"]["strategy"] == "ddp"
     assert metrics["provenance"]["launcher"] == "torchrun"
     assert metrics["provenance"]["job_id"] == job
     assert metrics["provenance"]["nodelist"] == "node[1-2]"
     assert metrics["test"]["samples"] == TEST_SAMPLES  # every test sample once over 4 ranks
+    log = api.job(job).stdout()
+    assert re.search(r"straggler: rank 2 on \S+ is [\d.]+x slower", log), log
+    assert not re.search(r"straggler: rank [013] ", log), log
+    from hpcbench.measure.stragglers import analyse
+    from hpcbench.measure.telemetry_files import all_records
+
+    run_dir = api.job(job).record.run_dir
+    found = analyse(all_records(run_dir))
+    assert found["slowest"]["rank"] == 2 and set(found["named"]) == {2}
+    assert sorted(found["ranks"]) == [0, 1, 2, 3]
 
 
 def test_mpi_strategy_over_srun_on_two_nodes(slurm_cluster, workdir, cluster_data):
