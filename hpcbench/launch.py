@@ -167,6 +167,18 @@ def first_node(env: Mapping[str, str] | None = None) -> str | None:
     return next((h for e in environments() if (h := e.first_node(env))), None)
 
 
+def node_name(env: Mapping[str, str] | None = None) -> str:
+    """This process's node as the batch system names it (its host name where it does not); on
+    the local scheduler's emulated nodes, ``host:nodeN``."""
+    env = os.environ if env is None else env
+    named = next(
+        (env[v] for e in environments() if (v := e.node_name_variable) and env.get(v)), None
+    )
+    host = named or socket.gethostname()
+    emulated = env.get("HPCBENCH_NODE", "")
+    return f"{host}:node{emulated}" if emulated.isdigit() else host
+
+
 def node_list(env: Mapping[str, str] | None = None) -> str | None:
     """The job's hosts as the batch system writes them (None where it does not)."""
     env = os.environ if env is None else env

@@ -57,6 +57,8 @@ class Environment:
     task_local: ClassVar[tuple[str, ...]] = ()
     task_node: ClassVar[tuple[str, ...]] = ()
     tasks_per_node: ClassVar[tuple[str, ...]] = ()
+    #: the variable naming the node a task runs on, as the batch system names it
+    node_name_variable: ClassVar[str] = ""
 
     @classmethod
     def first_node(cls, env: Mapping[str, str]) -> str | None:

@@ -27,6 +27,7 @@ class Slurm(Environment):
     task_local = ("SLURM_LOCALID",)
     task_node = ("SLURM_NODEID",)
     tasks_per_node = ("SLURM_NTASKS_PER_NODE",)
+    node_name_variable = "SLURMD_NODENAME"
 
     @classmethod
     def node_list(cls, env: Mapping[str, str]) -> str | None:

@@ -10,6 +10,7 @@ import contextlib
 import time
 from typing import Any
 
+from hpcbench.launch import node_name
 from hpcbench.measure.telemetry import Telemetry
 
 Measurement = Any  # hpcbench.measure.recorder's, which imports this module
@@ -31,7 +32,7 @@ class RunLive:
                 m.run_dir,
                 rank=launch.rank,
                 world_size=launch.world_size,
-                host=launch.hostname,
+                host=node_name(),
                 interval=interval,
                 total_steps=m.total_steps,
             )
@@ -40,7 +41,7 @@ class RunLive:
 
             self.tracer = StepTracer(
                 m.run_dir, launch.rank, launch.world_size, parse_steps(trace_steps),
-                host=launch.hostname, cuda=_on_gpu(),
+                host=node_name(), cuda=_on_gpu(),
             )  # fmt: skip
             self.tracer.before_step(0)
         self._mark = (m.steps, m.samples, time.perf_counter(), self._aside(m))

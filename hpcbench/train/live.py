@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpcbench.launch import node_name
+
 if TYPE_CHECKING:
     from hpcbench.progress import Progress
 
@@ -61,7 +63,7 @@ def open_live(t: Training, run_path: Path | None) -> Live:
             run_path,
             rank=runtime.rank,
             world_size=runtime.world_size,
-            host=runtime.launch.hostname,
+            host=node_name(),
             interval=config.telemetry,
             total_steps=t.data.steps * config.epochs,
             total_epochs=config.epochs,
@@ -77,7 +79,7 @@ def open_live(t: Training, run_path: Path | None) -> Live:
             rank=runtime.rank,
             world_size=runtime.world_size,
             steps=parse_steps(config.trace_steps),
-            host=runtime.launch.hostname,
+            host=node_name(),
             cuda=device.type == "cuda",
         )
     return Live(telemetry, tracer)

@@ -141,3 +141,11 @@ def test_a_matrix_run_directory_outside_its_results_is_not_followed(tmp_path):
     ]}))  # fmt: skip
     items = resolve(str(results)).items()
     assert [i.run_dir for i in items] == [None, results / "runs" / "b"]
+
+
+def test_a_rank_names_its_node_as_the_batch_system_does():
+    from hpcbench.launch import node_name
+
+    assert node_name({"SLURMD_NODENAME": "gpu017"}) == "gpu017"
+    host = node_name({})
+    assert host and node_name({"HPCBENCH_NODE": "1"}) == f"{host}:node1"  # the local scheduler's
