@@ -244,6 +244,31 @@ def _epoch2(run_dir: Path) -> float | None:
     return m["epochs"][-1]["samples_per_s"]
 
 
+def _telemetry_and_trace(run_dir: Path) -> dict[str, Any]:
+    """The GPU run's last telemetry record (NVML's utilisation and memory readable?) and its
+    trace summary (the CUDA activity recorded?)."""
+    found: dict[str, Any] = {}
+    try:
+        lines = (run_dir / "telemetry" / "rank-0.jsonl").read_text().splitlines()
+        found["last_record"] = json.loads(lines[-1]) if lines else None
+        found["records"] = len(lines)
+    except (OSError, ValueError) as err:
+        found["telemetry_error"] = repr(err)
+    try:
+        found["trace"] = json.loads((run_dir / "traces" / "rank-0.summary.json").read_text())
+    except (OSError, ValueError) as err:
+        found["trace_error"] = repr(err)
+    return found
+
+
+def _last_compute(run_dir: Path, rank: int) -> float | None:
+    try:
+        lines = (run_dir / "telemetry" / f"rank-{rank}.jsonl").read_text().splitlines()
+        return json.loads(lines[-1]).get("compute_s") if lines else None
+    except (OSError, ValueError):
+        return None
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
 
@@ -322,9 +347,11 @@ def run_all(a: argparse.Namespace, runner: Runner) -> None:
         "ratio_to_default": _ratio(_epoch2(run_dir), _epoch2(work / "r" / "trainer-fp32")),
     })  # fmt: skip
     run_dir = train("breakdown", 60, "--no-checkpoint", "--epochs", "1", "--max-steps", "30",
-                    "--step-breakdown", *dev)  # fmt: skip
+                    "--step-breakdown", "--telemetry", "0.5", "--trace-steps", "10:12",
+                    *dev)  # fmt: skip
     m = _metrics(run_dir)
     runner.note("step_breakdown_ms", m["epochs"][-1].get("step_breakdown_ms") if m else None)
+    runner.note("telemetry_and_trace", _telemetry_and_trace(run_dir))
 
     # the namesake: a matrix through the local scheduler, with energy, and its report
     matrix = out / "matrix.toml"
@@ -361,7 +388,7 @@ def run_all(a: argparse.Namespace, runner: Runner) -> None:
     # step 11 (a checkpoint), then resumed to the end (small_cnn: the CPU rank also evaluates its
     # half of the validation and test sets, which for ResNet-34 would take minutes)
     hybrid = ["--epochs", "2", "--max-steps", "10", "--checkpoint-every", "4",
-              "--rank-weights", "40,1", "--resync-every", "5"]  # fmt: skip
+              "--rank-weights", "40,1", "--resync-every", "5", "--telemetry", "0.2"]  # fmt: skip
     for strategy, launcher in (
         ("mpi", ["mpiexec", "-n", "2", py]),
         ("ddp", [py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]),
@@ -375,6 +402,8 @@ def run_all(a: argparse.Namespace, runner: Runner) -> None:
         m = _metrics(run_dir)
         runner.note(f"hybrid_{strategy}", {
             "stopped_rc": stopped, "resumed_rc": resumed, "completed": m is not None,
+            # the GPU rank's compute from device events under ddp, the CPU rank's from its clock
+            "telemetry_compute_s": {r: _last_compute(run_dir, r) for r in (0, 1)},
             "replicas": m.get("replicas") if m else None,
             "test_accuracy": (m.get("test") or {}).get("accuracy") if m else None,
         })  # fmt: skip

@@ -28,6 +28,7 @@ import os
 import sys
 import time
 import warnings
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from hpcbench.measure.telemetry_files import MAX_RECORDS, latest_records, rank_f
 
 FORMAT = 1
 DEFAULT_INTERVAL_S = 5.0
+MAX_PENDING = 4096  # device-timed steps not yet read (a device far behind: the oldest dropped)
 #: the fields that are per-step means over a record's interval (merged weighted by steps)
 PER_STEP = ("compute_s", "data_s", "comm_s")
 
@@ -104,6 +106,7 @@ class Telemetry:
         self.epoch: int | None = None
         self._loss: Any = None
         self._sums = [0, 0.0, 0.0, 0.0]  # steps, compute, data, comm since the last record
+        self._pending: deque[tuple[Any, Any]] = deque(maxlen=MAX_PENDING)  # device events
         self._since = time.monotonic()
         self._use = DeviceUse(cuda_index)
         self._watch: Any = None
@@ -123,17 +126,22 @@ class Telemetry:
         self,
         steps: int,
         samples: int,
-        compute_s: float,
+        compute_s: float | tuple[Any, Any],
         data_s: float = 0.0,
         comm_s: float = 0.0,
         loss: Any = None,
         epoch: int | None = None,
     ) -> None:
         """Count ``steps`` more steps (the step position, samples and per-step times); write a
-        record when one is due. ``loss`` may be a tensor: it is read once per record."""
+        record when one is due. ``loss`` may be a tensor: it is read once per record.
+        ``compute_s`` may be a (start, end) pair of CUDA events of one step: read when the
+        device has passed both (``query``), never waited for."""
         sums = self._sums
         sums[0] += steps
-        sums[1] += compute_s
+        if isinstance(compute_s, tuple):
+            self._pending.append(compute_s)
+        else:
+            sums[1] += compute_s
         sums[2] += data_s
         sums[3] += comm_s
         self.step += steps
@@ -164,7 +172,17 @@ class Telemetry:
         except Exception as err:
             self._fail(err)
 
+    def _device_compute(self) -> float | None:
+        """Seconds per step of the device-timed steps whose events have completed (the rest
+        wait for the next record); None when none are."""
+        done, seconds = 0, 0.0
+        while self._pending and self._pending[0][1].query():
+            start, end = self._pending.popleft()
+            done, seconds = done + 1, seconds + start.elapsed_time(end) / 1000
+        return seconds / done if done else None
+
     def _record(self, now: float, steps: int, compute: float, data: float, comm: float) -> dict:
+        device = self._device_compute() if self._pending else None
         loss = self._loss
         if loss is not None and hasattr(loss, "item"):
             loss = loss.item()  # one host read per record
@@ -181,7 +199,7 @@ class Telemetry:
             "samples": self.samples,
             "steps": steps,
             "wall_s": round(now - self._since, 6),
-            "compute_s": max(0.0, compute) / steps,
+            "compute_s": device if device is not None else max(0.0, compute) / steps,
             "data_s": data / steps,
             "comm_s": comm / steps,
             "loss": None if loss is None else float(loss),

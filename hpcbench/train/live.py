@@ -19,10 +19,23 @@ Training = Any  # hpcbench.train.start's, which imports this module
 
 
 class Live:
-    """One rank's telemetry and tracer (either may be None: off)."""
+    """One rank's telemetry and tracer (either may be None: off). ``strategy``: on a GPU, the
+    one whose :meth:`~hpcbench.train.strategies.base.Strategy.compute_done_event` ends a
+    step's device-timed computation (from :meth:`started`)."""
 
-    def __init__(self, telemetry: Any = None, tracer: Any = None) -> None:
+    def __init__(self, telemetry: Any = None, tracer: Any = None, strategy: Any = None) -> None:
         self.telemetry, self.tracer = telemetry, tracer
+        self.strategy = strategy
+        self._start: Any = None
+
+    def started(self) -> None:
+        """The step's computation starts (its batch is on the device): on a GPU with telemetry,
+        an event marks it on the device's stream (no synchronisation)."""
+        if self.strategy is not None and self.telemetry is not None:
+            import torch
+
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._start.record()
 
     def before(self, steps_done: int) -> None:
         if self.tracer is not None:
@@ -38,7 +51,11 @@ class Live:
         if self.tracer is not None:
             self.tracer.after_step(steps_done - 1)
         if self.telemetry is not None:
-            self.telemetry.add(1, samples, *times, loss=loss, epoch=epoch)
+            compute: Any = times[0]
+            end = self.strategy.compute_done_event() if self._start is not None else None
+            if end is not None:
+                compute = (self._start, end)  # device time, read when both have passed
+            self.telemetry.add(1, samples, compute, *times[1:], loss=loss, epoch=epoch)
 
     def close(self) -> None:
         if self.tracer is not None:
@@ -82,7 +99,7 @@ def open_live(t: Training, run_path: Path | None) -> Live:
             host=node_name(),
             cuda=device.type == "cuda",
         )
-    return Live(telemetry, tracer)
+    return Live(telemetry, tracer, t.strategy if device.type == "cuda" else None)
 
 
 def progress_bar(t: Training, epoch: int) -> Progress | None:

@@ -237,6 +237,7 @@ def _step(
     with timed.part("data"), t.live.part("data"):
         x, y = t.norm.normalize(*next(batches))
     waited = time.perf_counter() - d0
+    t.live.started()
     t.watchdog.at("step", t.steps_done)
     loss, logits, comm, flag = train_step(t.strategy, t.optimizer, x, y, t.criterion, t.precision)
     if t.precision.diverges:

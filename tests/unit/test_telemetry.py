@@ -149,3 +149,33 @@ def test_a_rank_names_its_node_as_the_batch_system_does():
     assert node_name({"SLURMD_NODENAME": "gpu017"}) == "gpu017"
     host = node_name({})
     assert host and node_name({"HPCBENCH_NODE": "1"}) == f"{host}:node1"  # the local scheduler's
+
+
+class StandInEvent:
+    """A stand-in for torch.cuda.Event (no GPU here): ``at`` milliseconds on the device's
+    clock once the device has passed it, None before."""
+
+    def __init__(self, at: float | None) -> None:
+        self.at = at
+
+    def query(self) -> bool:
+        return self.at is not None
+
+    def elapsed_time(self, end: StandInEvent) -> float:
+        assert self.at is not None and end.at is not None, "read before the device passed it"
+        return end.at - self.at
+
+
+def test_device_timed_steps_are_read_once_passed_and_never_waited_for(tmp_path):
+    t = tm.Telemetry(tmp_path, rank=0, world_size=2, host="h", interval=3600)
+    t.add(1, 8, (StandInEvent(0.0), StandInEvent(40.0)), 0.001, 0.002)
+    t.add(1, 8, (StandInEvent(50.0), StandInEvent(110.0)), 0.001, 0.002)
+    late_end = StandInEvent(None)  # the device has not reached this step's end yet
+    t.add(1, 8, (StandInEvent(120.0), late_end), 0.001, 0.002)
+    t.flush()
+    first = all_records(tmp_path)[0][-1]
+    assert first["steps"] == 3 and first["compute_s"] == pytest.approx(0.050)  # (40 + 60) / 2
+    late_end.at = 150.0
+    t.add(1, 8, (StandInEvent(160.0), StandInEvent(170.0)), 0.001, 0.002)
+    t.flush()
+    assert all_records(tmp_path)[0][-1]["compute_s"] == pytest.approx(0.020)  # (30 + 10) / 2

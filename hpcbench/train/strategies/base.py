@@ -49,6 +49,12 @@ class Strategy:
     def before_forward(self) -> None:
         """Called before each training forward (e.g. to broadcast buffers)."""
 
+    def compute_done_event(self) -> Any:
+        """On a GPU, a device event at the end of this step's computation before its gradients'
+        last collective, where the strategy records one (None: the step is timed on the
+        host). Telemetry's compute time is then device time, with no synchronisation."""
+        return None
+
     def finish_gradients(self) -> float:
         """Called right after backward; returns seconds spent waiting for communication that
         did not overlap the backward pass."""

@@ -21,6 +21,7 @@ import inspect
 import os
 import time
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 import torch
@@ -123,6 +124,9 @@ class DDPStrategy(Strategy):
             return 0.0
         # On CPUs DDP's backward returned after its last allreduce finished.
         return max(0.0, time.perf_counter() - self._last_ready)
+
+    def compute_done_event(self) -> Any:
+        return self._ready  # the last bucket's ready event on a GPU (None on CPUs)
 
     def settled_comm_s(self) -> float:
         total = 0.0
