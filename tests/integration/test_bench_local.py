@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import have_module, hpcbench, mpiexec_available, require
+from tests.integration.test_watching import Watching
 
 TRAIN = ["--epochs", "1", "--max-steps", "4", "--model", "mlp", "--eval-batch-size", "128"]
 
@@ -150,6 +151,7 @@ strategy = "single"
         [sys.executable, "-m", "hpcbench", "bench", "one.toml", "--scheduler", "local"],
         cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    watching = Watching(workdir / "runs" / "bench-piped", "runs.json")  # hpcbench watch, live
     arrived = None
     for line in proc.stdout:
         if arrived is None and line.startswith("[1/1] slow timing 1: job "):
@@ -158,6 +160,10 @@ strategy = "single"
     ended = time.monotonic()
     assert proc.returncode == 0, proc.stderr.read()
     assert arrived is not None and ended - arrived > 3, "the job's line came only at the end"
+    seen = watching.result()
+    assert watching.status == 0 and "  slow timing 1: running  job local-" in seen, seen
+    assert seen.rstrip().endswith(": 1 completed"), seen
+    assert 1 <= watching.queries <= seen.count("matrix "), seen  # one question per refresh
 
 
 def _interactive_ctrl_c() -> None:

@@ -19,6 +19,7 @@ from hpcbench.jobs.spec import Array
 from hpcbench.jobs.spec_load import build_spec
 from hpcbench.jobs.submission import submit
 from tests.conftest import QUICK_FAIL, REPO, hpcbench, mpiexec_available, need_module, require
+from tests.integration.test_watching import Watching
 
 need_module("torch")
 
@@ -99,10 +100,14 @@ def test_the_reference_sweeps_smoke_form_runs_continues_and_is_reported(workdir,
     shutil.copytree(REPO / "jobs", workdir / "jobs")
     make_data(workdir / "data" / "shapes", (16, 16))  # the second dataset is made later
     sweep = ["sweep", "jobs/reference-study/sweep.toml", "--smoke", "--scheduler", "local"]
+    results = workdir / "runs" / "sweep-reference-hparams-smoke"
+    watching = Watching(results, "submissions.json")  # hpcbench watch, while the sweep runs
     first = hpcbench(*sweep, cwd=workdir, timeout=900)
     assert first.returncode == 1, first.stdout + first.stderr  # two tasks had no dataset
-    results = workdir / "runs" / "sweep-reference-hparams-smoke"
     assert "2 completed, 2 failed" in first.stdout, first.stdout
+    seen = watching.result()
+    assert watching.status == 1 and seen.rstrip().endswith(": 2 completed, 2 failed"), seen
+    assert ": running  job local-" in seen or ": queued" in seen, seen
     # the cap of the smoke form (2) held: from each task's slot to its exit status
     (sub,) = json.loads((results / "submissions.json").read_text())["submissions"]
     assert most_at_once(intervals(workdir.parent / "state", sub["task_ids"])) <= 2

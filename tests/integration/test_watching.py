@@ -124,3 +124,35 @@ def _tmux_env() -> dict:
 def _capture(session: str) -> str:
     r = subprocess.run([*TMUX, "capture-pane", "-p", "-t", session], capture_output=True, text=True)
     return r.stdout
+
+
+class Watching:
+    """``hpcbench watch`` of a matrix's or a sweep's results directory, in a thread, from the
+    moment the directory has its files until what it holds has ended (used by the matrix and
+    sweep tests while their command runs)."""
+
+    def __init__(self, results: Path, marker: str, interval: float = 0.5) -> None:
+        import threading
+
+        self.results, self.marker, self.interval = results, marker, interval
+        self.out = io.StringIO()
+        self.status: int | None = None
+        self.queries = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        from hpcbench.watch import Watcher, resolve, watch
+
+        deadline = time.monotonic() + 300
+        while not (self.results / self.marker).is_file() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        target = resolve(str(self.results))
+        watcher = Watcher(target)
+        self.status = watch(target, interval=self.interval, out=self.out, watcher=watcher)
+        self.queries = watcher.queries
+
+    def result(self, timeout: float = 120) -> str:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "watch did not end with what it watched"
+        return self.out.getvalue()
