@@ -87,10 +87,13 @@ class RunLive:
     def part(self, name: str) -> Any:
         return self.tracer.part(name) if self.tracer is not None else contextlib.nullcontext()
 
-    def close(self, m: Measurement) -> None:
+    def close(self, m: Measurement, completed: bool = True) -> None:
+        """The last record and a trace window the run ended inside (neither for a run that
+        failed: its records so far stay)."""
         if self.tracer is not None:
-            self.tracer.close()
-        self.record(m)
+            self.tracer.close() if completed else self.tracer.discard()
+        if completed:
+            self.record(m)
 
 
 def _on_gpu() -> bool:

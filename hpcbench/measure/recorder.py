@@ -180,16 +180,16 @@ class Measurement:
     def abandon(self) -> None:
         """Stop without writing anything (the user's run failed)."""
         self._done = True
-        self._close_live()
+        self._close_live(completed=False)
         if self._sampler is not None:
             with contextlib.suppress(Exception):
                 self._sampler.stop()
 
-    def _close_live(self) -> None:
+    def _close_live(self, completed: bool = True) -> None:
         live, self._live = self._live, None
         if live is not None:
             try:
-                live.close(self)
+                live.close(self, completed)
             except Exception as err:
                 self._fault("telemetry", err)
 

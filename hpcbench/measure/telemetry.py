@@ -115,9 +115,8 @@ class Telemetry:
             from hpcbench.measure.stragglers import StragglerWatch
 
             self._watch = StragglerWatch()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if self.path.exists():  # a resumed run goes on in the same file, as its records
+        try:  # a resumed run goes on in the same file, as its records
+            if self.path.is_file():
                 self.records = sum(1 for _ in self.path.open("rb"))
         except OSError as err:
             self._fail(err)
@@ -207,6 +206,10 @@ class Telemetry:
         }
 
     def _append(self, record: dict[str, Any]) -> None:
+        """One more line (the directory made at the first: a run that fails in its set-up leaves
+        none)."""
+        if not self.records:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.records >= MAX_RECORDS:
             self._compact()
         with self.path.open("a", encoding="utf-8") as f:

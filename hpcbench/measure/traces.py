@@ -134,6 +134,14 @@ class StepTracer:
             self._stop()
         self.done = True
 
+    def discard(self) -> None:
+        """Stop without writing (the run failed inside the window)."""
+        prof, self._prof, self.done = self._prof, None, True
+        _tracing[0] = None
+        if prof is not None:
+            with contextlib.suppress(Exception):
+                prof.__exit__(None, None, None)
+
     def _give_up(self, what: str, err: BaseException) -> None:
         prof, self._prof, self.done = self._prof, None, True
         _tracing[0] = None

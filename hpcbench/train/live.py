@@ -57,10 +57,12 @@ class Live:
                 compute = (self._start, end)  # device time, read when both have passed
             self.telemetry.add(1, samples, compute, *times[1:], loss=loss, epoch=epoch)
 
-    def close(self) -> None:
+    def close(self, completed: bool = True) -> None:
+        """The last record and the trace of a window the run ended inside; a run that did not
+        complete (an error, a stop) writes neither: its records so far stay."""
         if self.tracer is not None:
-            self.tracer.close()
-        if self.telemetry is not None:
+            self.tracer.close() if completed else self.tracer.discard()
+        if self.telemetry is not None and completed:
             self.telemetry.close()
 
 

@@ -150,12 +150,13 @@ def run(
             t.board.epoch(row)
             log(epoch_line(epoch, config.epochs, row))
             save_checkpoint(t, epoch + 1, 0)
+        t.live.close()
         results = finish(t, t.epochs)
         t.board.finish(results)
         return results
     finally:
         t.watchdog.at(None, t.steps_done)
-        t.live.close()
+        t.live.close(completed=False)  # after the above: nothing more
         t.board.close()
 
 

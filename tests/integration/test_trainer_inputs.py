@@ -169,7 +169,9 @@ def test_the_output_dir_is_created_and_left_without_probe_files(tiny, tmp_path):
         tmp_path,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    assert results_written(out) == ["checkpoints", "epochs.csv", "metrics.json", "steps.csv"]
+    assert results_written(out) == [
+        "checkpoints", "epochs.csv", "metrics.json", "steps.csv", "telemetry"
+    ]  # fmt: skip
     assert not [p for p in out.rglob(".*")]  # no probe or temporary file left
 
 
