@@ -72,8 +72,16 @@ def command(job_id: str) -> list[str]:
     ]
 
 
-def read(job_id: str, run: Runner = ask, attempts: int = 20, pause: float = 0.5) -> dict[str, Any]:
-    """The accounting record of ``job_id`` (see :mod:`hpcbench.jobs.accounting`)."""
+#: seconds between two questions while slurmdbd has not yet written a job's end
+PAUSE_S = 0.5
+
+
+def read(
+    job_id: str, run: Runner = ask, attempts: int = 20, pause: float | None = None
+) -> dict[str, Any]:
+    """The accounting record of ``job_id`` (see :mod:`hpcbench.jobs.accounting`); ``pause``
+    (default :data:`PAUSE_S`) between questions while its end is not written yet."""
+    pause = PAUSE_S if pause is None else pause
     argv = command(job_id)
     for attempt in range(attempts):
         answer = run(argv)
