@@ -3,6 +3,7 @@ read logs, preflight; the trainer across nodes with torchrun and with MPI (srun 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hpcbench import api
-from tests.cluster.conftest import TEST_SAMPLES, submitted_id, train_on
+from tests.cluster.conftest import TEST_SAMPLES, TRAIN_ARGS, submitted_id, train_on
 from tests.conftest import have_module, hpcbench, require
 
 pytestmark = pytest.mark.slurm
@@ -30,30 +31,51 @@ def recorder(workdir: Path, tool: str) -> Path:
 
 
 def test_two_nodes_two_gpus_torchrun_trains_and_writes_metrics(
-    slurm_cluster, workdir, cluster_data
+    slurm_cluster, workdir, cluster_data, monkeypatch
 ):
+    """4 ranks over the two nodes, rank 2 slowed by the drill: hpcbench watch follows the job
+    while it runs (the run directory on the filesystem both nodes share), asking squeue once per
+    refresh, and names rank 2; so do the job's log and its telemetry."""
     require(have_module("torch"), "torch")
-    # with rank 2 slowed by the drill: its node's telemetry, on the shared filesystem, names it
-    job, metrics = train_on(
-        "slurm", workdir, cluster_data, "--nodes", "2", "--gpus-per-node", "2",
-        trainer=("--epochs", "3", "--max-steps", "12", "--telemetry", "0.2"),
-        env={"HPCBENCH_FAIL_AT": "2:2:slow"},
+    from hpcbench.measure.stragglers import analyse
+    from hpcbench.measure.telemetry_files import all_records
+    from hpcbench.watch import Watcher, resolve, watch
+
+    r = hpcbench(
+        "submit", "--scheduler", "slurm", "--nodes", "2", "--gpus-per-node", "2", "--",
+        "--data", str(cluster_data), *TRAIN_ARGS,
+        "--epochs", "3", "--max-steps", "12", "--telemetry", "0.2",
+        cwd=workdir, env={"HPCBENCH_FAIL_AT": "2:2:slow", "HPCBENCH_STEP_DELAY": "0.1"},
     )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = submitted_id(r.stdout, "slurm")
+    monkeypatch.setenv("PATH", f"{recorder(workdir, 'squeue')}{os.pathsep}{os.environ['PATH']}")
+    target = resolve(job)
+    watcher, out = Watcher(target), io.StringIO()
+    assert watch(target, interval=0.5, out=out, watcher=watcher) == 0, out.getvalue()
+    seen = out.getvalue()
+    refreshes = seen.count(f"job {job}:")
+    squeue = (workdir / "squeue.calls").read_text().splitlines()
+    # once per refresh at most, and once for the closing line (how the job ended)
+    assert 1 <= watcher.queries <= refreshes and len(squeue) <= refreshes + 1, (squeue, seen)
+    assert seen.rstrip().endswith(f"job {job} completed"), seen
+
+    handle = api.job(job)
+    metrics = handle.result(timeout=120)
     assert metrics["run"]["world_size"] == 4 and metrics["run"]["strategy"] == "ddp"
     assert metrics["provenance"]["launcher"] == "torchrun"
     assert metrics["provenance"]["job_id"] == job
     assert metrics["provenance"]["nodelist"] == "node[1-2]"
     assert metrics["test"]["samples"] == TEST_SAMPLES  # every test sample once over 4 ranks
-    from hpcbench.measure.stragglers import analyse
-    from hpcbench.measure.telemetry_files import all_records
-
-    found = analyse(all_records(api.job(job).record.run_dir))
+    found = analyse(all_records(handle.record.run_dir))
     assert found["slowest"]["rank"] == 2 and set(found["named"]) == {2}
     hosts = [found["ranks"][r]["host"] for r in range(4)]  # torchrun's rendezvous places ranks
     assert sorted(hosts) == ["node1", "node1", "node2", "node2"], hosts
-    log = api.job(job).stdout()
+    log = handle.stdout()
     assert re.search(rf"straggler: rank 2 on {hosts[2]} is [\d.]+x slower", log), log
     assert not re.search(r"straggler: rank [013] ", log), log
+    flagged = [line.strip() for line in seen.splitlines() if "STRAGGLER" in line]
+    assert flagged and all(line.startswith(f"rank 2 {hosts[2]}:") for line in flagged), seen
 
 
 def test_mpi_strategy_over_srun_on_two_nodes(slurm_cluster, workdir, cluster_data):
