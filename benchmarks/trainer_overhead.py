@@ -5,7 +5,9 @@ measured side by side, interleaved, ``--repeats`` times, in one invocation.
 The trainer trains two epochs of ``--steps`` steps on a generated set of ``--shape`` images
 (``--no-checkpoint``); its second epoch's samples/s is kept (the first warms up). The plain loop
 runs ``--steps`` steps after a warm-up on random uint8 batches of that shape. Prints the medians
-and the ratio trainer ÷ plain loop for each precision asked (target on a GPU: ≥ 0.97).
+and the ratio trainer ÷ plain loop for each precision asked (target on a GPU: ≥ 0.97). The
+trainer runs with a telemetry record every ``--telemetry`` seconds (0.1: fifty times the
+default rate) and again with telemetry off: their ratio is the telemetry's cost in the trainer.
 
     python benchmarks/trainer_overhead.py [--device cpu|cuda] [--model resnet18] [--shape 1,48,64]
         [--batch 32] [--steps 20] [--repeats 3] [--precisions fp32,bf16] [--channels-last]
@@ -52,13 +54,13 @@ def run(cmd: list[str], a, what: str) -> subprocess.CompletedProcess:
     return r
 
 
-def trainer(a, data: Path, out: Path, precision: str) -> float:
+def trainer(a, data: Path, out: Path, precision: str, telemetry: float) -> float:
     cmd = [
         sys.executable, "-m", "hpcbench.train", "--data", str(data), "--model", a.model,
         "--global-batch-size", str(a.batch), "--epochs", "2", "--max-steps", str(a.steps),
         "--no-checkpoint", "--progress", "none", "--precision", precision, "--device",
         a.device, "--lr", "0.05", "--momentum", "0", "--schedule", "none", "--val-every", "2",
-        "--output-dir", str(out),
+        "--output-dir", str(out), "--telemetry", str(telemetry),
     ]  # fmt: skip
     run(cmd, a, "trainer")
     return json.loads((out / "metrics.json").read_text())["epochs"][1]["samples_per_s"]
@@ -86,22 +88,28 @@ def main() -> None:
     ap.add_argument("--precisions", default="fp32", help="comma-separated: fp32,bf16,fp16")
     ap.add_argument("--channels-last", action="store_true")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--telemetry", type=float, default=0.1, help="seconds between records")
     a = ap.parse_args()
     a.shape = tuple(int(v) for v in a.shape.split(","))
     figures = {}
     with tempfile.TemporaryDirectory() as tmp:
         data = make_data(Path(tmp), a.shape, a.batch * a.steps + 400)
         for precision in a.precisions.split(","):
-            runs: dict[str, list[float]] = {"trainer": [], "plain": []}
+            runs: dict[str, list[float]] = {"trainer": [], "plain": [], "no_telemetry": []}
             for i in range(a.repeats):
                 runs["plain"].append(plain(a, precision))
-                runs["trainer"].append(trainer(a, data, Path(tmp) / f"r{precision}{i}", precision))
-            t, p = (statistics.median(runs[k]) for k in ("trainer", "plain"))
-            figures[precision] = {"trainer": t, "plain": p, "ratio": t / p, "runs": runs}
+                out = Path(tmp) / f"r{precision}{i}"
+                runs["trainer"].append(trainer(a, data, out, precision, a.telemetry))
+                runs["no_telemetry"].append(trainer(a, data, out.with_name(out.name + "-off"),
+                                                    precision, 0))  # fmt: skip
+            t, p, off = (statistics.median(runs[k]) for k in ("trainer", "plain", "no_telemetry"))
+            figures[precision] = {"trainer": t, "plain": p, "ratio": t / p, "runs": runs,
+                                  "telemetry_ratio": t / off}  # fmt: skip
             print(
                 f"{a.model} {precision}{' channels_last' if a.channels_last else ''} on {a.device}, "
                 f"batch {a.batch}: trainer {t:,.1f} samples/s, plain loop {p:,.1f}: "
-                f"trainer / plain = {t / p:.3f} (median of {a.repeats})",
+                f"trainer / plain = {t / p:.3f}; telemetry every {a.telemetry:g} s / off = "
+                f"{t / off:.3f} ({off:,.1f} samples/s off) (median of {a.repeats})",
                 flush=True,
             )
     if a.json:
