@@ -39,7 +39,7 @@ def straggler_table(runs: list[Run]) -> Table:
             f"{ratio:.2f}" if isinstance(ratio, (int, float)) else "–",
             num(st.get("others_waited_s")), _named(st),
         ])  # fmt: skip
-    head = ["run", "ranks", "slowest rank (host)", "× others' median", "others waited (s)",
+    head = ["run", "ranks", "slowest rank (host)", "× others' median", "others waited (rank-s)",
             "stragglers named"]  # fmt: skip
     return Table(head, rows)
 
@@ -67,7 +67,9 @@ def figure(runs: list[Run], fig_dir: Path) -> tuple[Path, bytes] | None:
 
     from hpcbench.bench.plotting import RC, label, new_figure, save
 
-    drawn = sorted(runs, key=lambda r: -((r.stragglers or {}).get("slowest") or {}).get("ratio", 0))
+    drawn = sorted(
+        runs, key=lambda r: -(((r.stragglers or {}).get("slowest") or {}).get("ratio") or 0)
+    )
     drawn = drawn[:MAX_RUNS_DRAWN]
     if not drawn:
         return None
@@ -108,7 +110,9 @@ def rank_blocks(results: Results, out_dir: Path) -> list[Block]:
                 "(the step less its data wait and its communication). A straggler stays above "
                 f"{with_ranks[0].stragglers['threshold']} × the other ranks' median for "
                 f"{with_ranks[0].stragglers['sustain_steps']} steps or more; others waited = "
-                "the sum over the other ranks of (the slowest rank's mean − theirs) × their steps."
+                "the sum over the other ranks of (the slowest rank's mean − theirs) × their steps, "
+                "in rank-seconds (divide by the other ranks for the wall time lost); a rank named "
+                "from a step may have slowed down within its first slow record."
             ),
             straggler_table(with_ranks),
         ]

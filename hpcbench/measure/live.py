@@ -36,14 +36,19 @@ class RunLive:
                 interval=interval,
                 total_steps=m.total_steps,
             )
-        if trace_steps:
+        if trace_steps:  # a bad window is a warning: the telemetry goes on
             from hpcbench.measure.traces import StepTracer, parse_steps
 
-            self.tracer = StepTracer(
-                m.run_dir, launch.rank, launch.world_size, parse_steps(trace_steps),
-                host=node_name(), cuda=_on_gpu(),
-            )  # fmt: skip
-            self.tracer.before_step(0)
+            try:
+                steps = parse_steps(trace_steps)
+            except ValueError as err:
+                m._fault(
+                    "trace_steps", ValueError(str(err).replace("--trace-steps", "trace_steps"))
+                )
+            else:
+                self.tracer = StepTracer(m.run_dir, launch.rank, launch.world_size, steps,
+                                         host=node_name(), cuda=_on_gpu())  # fmt: skip
+                self.tracer.before_step(0)
         self._mark = (m.steps, m.samples, time.perf_counter(), self._aside(m))
 
     @staticmethod

@@ -130,6 +130,10 @@ class Measurement:
                 from hpcbench.measure.energy import start_sampler
 
                 self._sampler = start_sampler(self.launch, self.energy_interval)
+            told = os.environ.get("HPCBENCH_TELEMETRY")
+            if told and interval_from(told, -1.0) == -1.0:
+                self._fault("telemetry", ValueError(f"$HPCBENCH_TELEMETRY={told!r}: not 0 nor "
+                            "seconds from 0.1 to 3600; a record every 5 s"))  # fmt: skip
             if self.telemetry or self.trace_steps:
                 from hpcbench.measure.live import RunLive
 

@@ -17,6 +17,7 @@ once named stays named until it is back under half the margin (1.15), and a diff
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,12 +51,13 @@ class StragglerWatch:
         compute = {r: rec["compute_s"] for r, rec in latest.items() if _usable(rec)}
         if len(compute) < 2:
             return []
+        ordered = sorted(compute.values())
         lines = []
         for rank, rec in latest.items():
             if rank not in compute or self.seen.get(rank) == rec["step"]:
                 continue
             self.seen[rank] = rec["step"]
-            others = statistics.median(c for r, c in compute.items() if r != rank)
+            others = median_without(ordered, compute[rank])
             line = self._judge(rank, rec, compute[rank], others)
             if line:
                 lines.append(line)
@@ -63,8 +65,8 @@ class StragglerWatch:
 
     def _judge(self, rank: int, rec: dict[str, Any], mine: float, others: float) -> str | None:
         run = self.runs.get(rank)
-        # once slow, a rank stays so until it is back under half the margin (no flapping)
-        bar = self.threshold if run is None else 1 + (self.threshold - 1) / 2
+        # once named, a rank stays so until it is back under half the margin (no flapping)
+        bar = 1 + (self.threshold - 1) / 2 if run is not None and run.named else self.threshold
         slow = mine > others * bar and mine - others > FLOOR_S
         if not slow:
             self.runs.pop(rank, None)
@@ -93,6 +95,18 @@ class StragglerWatch:
             f"ranks (compute {mine * 1000:.1f} ms a step, median {others * 1000:.1f} ms) "
             f"since step {run.since_step}"
         )
+
+
+def median_without(ordered: list[float], value: float) -> float:
+    """The median of ``ordered`` (sorted) without one occurrence of ``value`` (in it): the
+    other ranks' median for each rank from one sort, not one sort per rank."""
+    i = bisect.bisect_left(ordered, value)
+    n = len(ordered) - 1
+
+    def at(j: int) -> float:  # the j-th of the others
+        return ordered[j] if j < i else ordered[j + 1]
+
+    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
 
 
 def _usable(rec: dict[str, Any]) -> bool:

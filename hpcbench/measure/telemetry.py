@@ -5,7 +5,8 @@ one, appended to ``RUN_DIR/telemetry/rank-N.jsonl`` (one JSON object a line), fo
 A record (format :data:`FORMAT`): ``rank``, ``host``, ``world``, ``t`` (Unix time), ``epoch``,
 ``step`` (training steps so far, all epochs), ``of`` and ``epochs`` (steps and epochs in the
 whole run, when known),
-``samples`` (so far, this rank), then over the interval: ``steps``, ``wall_s``, and per step
+``samples`` (so far, this rank), then over the interval: ``steps``, ``wall_s``,
+``samples_per_s`` (this rank's), and per step
 ``compute_s`` (the time before the collective: the step less its data wait and its
 communication, which is where the other ranks wait for a slow one), ``data_s`` and ``comm_s``;
 ``loss`` (the last one, read once per record: no host–device synchronisation per step),
@@ -13,8 +14,9 @@ communication, which is where the other ranks wait for a slow one), ``data_s`` a
 readable).
 
 Bounded for a run of days: at :data:`MAX_RECORDS` records the file is rewritten with each pair of
-neighbours merged into one (sums summed, per-step means weighted by steps) and the interval
-doubled, so a file never holds more than :data:`MAX_RECORDS` lines (about 0.5 MB).
+neighbours in its older half merged into one (sums summed, per-step means weighted by steps), so
+a file never holds more than :data:`MAX_RECORDS` lines (about 0.6 MB): the newest records keep
+the interval, the oldest grow coarser.
 
 Rank 0 also reads every rank's latest record (bounded tail reads) and names a straggler in the
 job's log (:mod:`.stragglers`). Nothing here raises into the training loop: a failure stops the
@@ -24,8 +26,10 @@ telemetry with one warning.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
+import threading
 import time
 import warnings
 from collections import deque
@@ -41,6 +45,11 @@ DEFAULT_INTERVAL_S = 5.0
 MAX_PENDING = 4096  # device-timed steps not yet read (a device far behind: the oldest dropped)
 #: the fields that are per-step means over a record's interval (merged weighted by steps)
 PER_STEP = ("compute_s", "data_s", "comm_s")
+
+
+def _empty_sums() -> dict[str, Any]:
+    return {"steps": 0, "samples": 0, "host_steps": 0, "compute": 0.0, "data": 0.0, "comm": 0.0,
+            "comm_unknown": False}  # fmt: skip
 
 
 def interval_from(text: str | None, default: float = DEFAULT_INTERVAL_S) -> float:
@@ -66,7 +75,7 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = (va * (a.get("steps") or 0) + vb * (b.get("steps") or 0)) / steps
     wa, wb = a.get("wall_s") or 0, b.get("wall_s") or 0
-    for key in ("cpu_cores", "gpu_util"):
+    for key in ("cpu_cores", "gpu_util", "samples_per_s"):
         va, vb = a.get(key), b.get(key)
         if va is not None and vb is not None and wa + wb > 0:
             out[key] = round((va * wa + vb * wb) / (wa + wb), 2)
@@ -105,11 +114,12 @@ class Telemetry:
         self.step = self.samples = 0
         self.epoch: int | None = None
         self._loss: Any = None
-        self._sums = [0, 0.0, 0.0, 0.0]  # steps, compute, data, comm since the last record
+        self._sums = _empty_sums()  # since the last record
         self._pending: deque[tuple[Any, Any]] = deque(maxlen=MAX_PENDING)  # device events
         self._since = time.monotonic()
         self._use = DeviceUse(cuda_index)
         self._watch: Any = None
+        self._scan: threading.Thread | None = None
         self.broken = False
         if rank == 0 and world_size > 1:
             from hpcbench.measure.stragglers import StragglerWatch
@@ -127,22 +137,28 @@ class Telemetry:
         samples: int,
         compute_s: float | tuple[Any, Any],
         data_s: float = 0.0,
-        comm_s: float = 0.0,
+        comm_s: float | None = 0.0,
         loss: Any = None,
         epoch: int | None = None,
     ) -> None:
         """Count ``steps`` more steps (the step position, samples and per-step times); write a
         record when one is due. ``loss`` may be a tensor: it is read once per record.
         ``compute_s`` may be a (start, end) pair of CUDA events of one step: read when the
-        device has passed both (``query``), never waited for."""
+        device has passed both (``query``), never waited for. ``comm_s`` None: not known now
+        (a GPU's, read later): the record's ``comm_s`` is then null."""
         sums = self._sums
-        sums[0] += steps
+        sums["steps"] += steps
+        sums["samples"] += samples
         if isinstance(compute_s, tuple):
             self._pending.append(compute_s)
         else:
-            sums[1] += compute_s
-        sums[2] += data_s
-        sums[3] += comm_s
+            sums["host_steps"] += steps
+            sums["compute"] += compute_s
+        sums["data"] += data_s
+        if comm_s is None:
+            sums["comm_unknown"] = True
+        else:
+            sums["comm"] += comm_s
         self.step += steps
         self.samples += samples
         if loss is not None:
@@ -158,12 +174,11 @@ class Telemetry:
             return
         now = time.monotonic()
         self.next_at = now + self.interval
-        steps, compute, data, comm = self._sums
-        if not steps:
+        if not self._sums["steps"]:
             return
         try:
-            record = self._record(now, steps, compute, data, comm)
-            self._sums = [0, 0.0, 0.0, 0.0]
+            record = self._record(now, self._sums)
+            self._sums = _empty_sums()
             self._since = now
             self._append(record)
             if self._watch is not None:
@@ -180,8 +195,13 @@ class Telemetry:
             done, seconds = done + 1, seconds + start.elapsed_time(end) / 1000
         return seconds / done if done else None
 
-    def _record(self, now: float, steps: int, compute: float, data: float, comm: float) -> dict:
-        device = self._device_compute() if self._pending else None
+    def _record(self, now: float, sums: dict[str, Any]) -> dict:
+        steps, wall = sums["steps"], now - self._since
+        if self._pending:
+            compute = self._device_compute()
+        else:
+            host = sums["host_steps"]
+            compute = max(0.0, sums["compute"]) / host if host else None
         loss = self._loss
         if loss is not None and hasattr(loss, "item"):
             loss = loss.item()  # one host read per record
@@ -197,45 +217,68 @@ class Telemetry:
             "epochs": self.total_epochs,
             "samples": self.samples,
             "steps": steps,
-            "wall_s": round(now - self._since, 6),
-            "compute_s": device if device is not None else max(0.0, compute) / steps,
-            "data_s": data / steps,
-            "comm_s": comm / steps,
-            "loss": None if loss is None else float(loss),
+            "wall_s": round(wall, 6),
+            "samples_per_s": sums["samples"] / wall if wall > 0 else None,
+            "compute_s": compute,
+            "data_s": sums["data"] / steps,
+            "comm_s": None if sums["comm_unknown"] else sums["comm"] / steps,
+            "loss": None if loss is None or not math.isfinite(float(loss)) else float(loss),
             **self._use.read(),
         }
 
     def _append(self, record: dict[str, Any]) -> None:
         """One more line (the directory made at the first: a run that fails in its set-up leaves
-        none)."""
+        none; a line a killed run left unended is ended first)."""
         if not self.records:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.records >= MAX_RECORDS:
             self._compact()
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record, separators=(",", ":")) + "\n")
+        with self.path.open("a+b") as f:
+            lead = b""
+            if f.tell() > 0:
+                f.seek(f.tell() - 1)
+                lead = b"" if f.read(1) == b"\n" else b"\n"
+            f.write(lead + json.dumps(record, separators=(",", ":")).encode() + b"\n")
         self.records += 1
 
     def _compact(self) -> None:
-        """Merge each pair of neighbours (temporary file, then rename) and double the interval."""
-        old = read_records(self.path, max_records=MAX_RECORDS + 1)
-        merged = [merge(old[i], old[i + 1]) for i in range(0, len(old) - 1, 2)]
-        if len(old) % 2:
-            merged.append(old[-1])
+        """Merge each pair of neighbours in the older half (temporary file, then rename): the
+        newest records keep the interval's resolution, the oldest grow coarser. A file that
+        cannot be read whole is left as it is (the error stops the telemetry)."""
+        old = read_records(self.path, max_records=MAX_RECORDS + 1, strict=True)
+        if len(old) < self.records // 2:
+            raise OSError(f"{self.path}: {len(old)} records read of {self.records}: not rewritten")
+        half = len(old) // 2
+        merged = [merge(old[i], old[i + 1]) for i in range(0, half - 1, 2)]
+        if half % 2:
+            merged.append(old[half - 1])
+        merged += old[half:]
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         with tmp.open("w", encoding="utf-8") as f:
             f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in merged)
         os.replace(tmp, self.path)
         self.records = len(merged)
-        self.interval *= 2
 
     def _name_stragglers(self) -> None:
-        for line in self._watch.update(latest_records(self.run_dir)):
-            message = f"hpcbench: {line}"
-            if self.log is not None:
-                self.log(message)
-            else:
-                print(message, file=sys.stderr, flush=True)
+        """Rank 0 reads every rank's latest record and names a straggler, in a thread of its
+        own (one at a time: a scan still reading a slow shared filesystem is not doubled), so
+        that the training loop never waits for it."""
+        if self._scan is not None and self._scan.is_alive():
+            return
+        self._scan = threading.Thread(target=self._scan_once, name="hpcbench-stragglers",
+                                      daemon=True)  # fmt: skip
+        self._scan.start()
+
+    def _scan_once(self) -> None:
+        try:
+            for line in self._watch.update(latest_records(self.run_dir)):
+                message = f"hpcbench: {line}"
+                if self.log is not None:
+                    self.log(message)
+                else:
+                    print(message, file=sys.stderr, flush=True)
+        except Exception:  # the next record scans again
+            pass
 
     def close(self) -> None:
         """The last record (the steps since the previous one)."""

@@ -7,6 +7,7 @@ record of the rank the file is named after.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -46,6 +47,41 @@ def _read(path: Path, max_bytes: int) -> str:
     return data.decode("utf-8", "replace")
 
 
+#: the fields a record must hold as numbers (None allowed where a reading can be missing)
+WHOLE = ("step", "steps", "samples")
+NUMBERS = ("t", "wall_s")
+MAYBE = ("compute_s", "data_s", "comm_s", "samples_per_s", "cpu_cores", "rss_mb", "gpu_util",
+         "gpu_mem_mb")  # fmt: skip
+MAYBE_WHOLE = ("of", "epoch", "epochs")
+
+
+def _number(value: Any, whole: bool = False) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float) if not whole else int):
+        return False
+    return math.isfinite(value) and value >= 0
+
+
+def well_formed(record: Any) -> bool:
+    """Whether a parsed line is a record this code can read (every number a finite one of its
+    kind, the host a short text): a line of someone else's, or damaged, is left out."""
+    if not isinstance(record, dict) or not isinstance(record.get("rank"), int):
+        return False
+    host = record.get("host")
+    if host is not None and not (isinstance(host, str) and len(host) <= 256):
+        return False
+    return (
+        all(_number(record.get(k), whole=True) for k in WHOLE)
+        and all(_number(record.get(k)) for k in NUMBERS)
+        and all(record.get(k) is None or _number(record[k]) for k in MAYBE)
+        and all(record.get(k) is None or _number(record[k], whole=True) for k in MAYBE_WHOLE)
+        and (record.get("loss") is None or _finite(record["loss"]))
+    )
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _records(text: str, rank: int | None) -> list[dict[str, Any]]:
     out = []
     for line in text.splitlines():
@@ -53,30 +89,38 @@ def _records(text: str, rank: int | None) -> list[dict[str, Any]]:
             record = json.loads(line)
         except ValueError:
             continue  # a line being written, or not ours
-        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-            continue
-        if rank is not None and record.get("rank") != rank:
+        if not well_formed(record) or (rank is not None and record["rank"] != rank):
             continue
         out.append(record)
     return out
 
 
-def read_records(path: Path, max_records: int = MAX_RECORDS * 2) -> list[dict[str, Any]]:
-    """The records of one rank's file, oldest first (at most ``max_records``, the newest)."""
+def read_records(
+    path: Path, max_records: int = MAX_RECORDS * 2, strict: bool = False
+) -> list[dict[str, Any]]:
+    """The records of one rank's file, oldest first (at most ``max_records``, the newest); none
+    when it cannot be read (``strict``: the error raised, for the writer's own rewrite)."""
     match = _RANK_FILE.fullmatch(path.name)
     rank = int(match.group(1)) if match else None
     try:
         return _records(_read(path, WHOLE_BYTES), rank)[-max_records:]
     except (OSError, ValueError):
+        if strict:
+            raise
         return []
 
 
 def rank_files(run_dir: str | Path) -> dict[int, Path]:
     """Rank -> its telemetry file in ``run_dir`` (at most :data:`MAX_RANKS`)."""
     found: dict[int, Path] = {}
+    directory = telemetry_dir(run_dir)
+    if directory.is_symlink():  # somewhere else: not this run's
+        return {}
     try:
-        with os.scandir(telemetry_dir(run_dir)) as entries:
-            for entry in entries:
+        with os.scandir(directory) as entries:
+            for n, entry in enumerate(entries):
+                if n >= 4 * MAX_RANKS:  # a directory of anything else: looked at, bounded
+                    break
                 match = _RANK_FILE.fullmatch(entry.name)
                 if match and entry.is_file(follow_symlinks=False):
                     found[int(match.group(1))] = Path(entry.path)

@@ -52,10 +52,12 @@ class Live:
             self.tracer.after_step(steps_done - 1)
         if self.telemetry is not None:
             compute: Any = times[0]
+            comm: float | None = times[2]
             end = self.strategy.compute_done_event() if self._start is not None else None
             if end is not None:
                 compute = (self._start, end)  # device time, read when both have passed
-            self.telemetry.add(1, samples, compute, *times[1:], loss=loss, epoch=epoch)
+                comm = None  # on the device too, read when the epoch ends: not known now
+            self.telemetry.add(1, samples, compute, times[1], comm, loss=loss, epoch=epoch)
 
     def close(self, completed: bool = True) -> None:
         """The last record and the trace of a window the run ended inside; a run that did not

@@ -15,6 +15,7 @@ import sys
 import time
 from typing import TextIO
 
+from hpcbench.files import printable
 from hpcbench.watch.snapshot import Snapshot, Watcher
 from hpcbench.watch.targets import JOB, Target, WatchError, resolve
 from hpcbench.watch.view import lines, tables
@@ -79,6 +80,6 @@ def summary(snap: Snapshot, out: TextIO) -> int:
         print(handle.failure_report(status), file=sys.stderr)
         return status.exit_code if status.exit_code not in (None, 0) else 1
     counts = snap.counts()
-    said = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
-    out.write(f"{target.kind} {target.name}: {said}\n")
+    said = ", ".join(f"{n} {printable(state)}" for state, n in sorted(counts.items()))
+    out.write(f"{target.kind} {printable(target.name)}: {said}\n")
     return 0 if set(counts) <= {"completed"} else 1

@@ -64,8 +64,10 @@ class Snapshot:
         running; tasks never submitted stay to do)."""
         if not self.items:
             return False
-        if self.target.kind == "sweep":
-            return all(r.done or r.state == "to do" for r in self.items)
+        if self.target.kind == "sweep":  # ended once something ran and nothing runs now
+            return any(r.done for r in self.items) and all(
+                r.done or r.state == "to do" for r in self.items
+            )
         return all(r.done for r in self.items)
 
     def counts(self) -> dict[str, int]:
@@ -76,10 +78,7 @@ class Snapshot:
 
 
 def _rate(rec: dict[str, Any]) -> float | None:
-    steps, wall, step = rec.get("steps"), rec.get("wall_s"), rec.get("step")
-    if not steps or not wall or not step or not isinstance(rec.get("samples"), int):
-        return None
-    return steps / wall * rec["samples"] / step
+    return rec.get("samples_per_s")  # this rank's, over the record's interval
 
 
 class Watcher:
@@ -90,6 +89,7 @@ class Watcher:
         self.queries = 0
         self._stragglers: dict[str, StragglerWatch] = {}
         self._ended: dict[str, ItemRow] = {}  # runs seen to end: not asked about again
+        self._no_metrics: set[str] = set()  # ended without metrics.json once: looked at again
 
     def look(self) -> Snapshot:
         items = self.target.items()
@@ -107,7 +107,8 @@ class Watcher:
             else:
                 rows[item.label] = ItemRow(item, item.state or "waiting", False)
         for name, group in asked.items():
-            statuses = self._statuses(name, [i.job_id or "" for i in group])
+            group = self._valid(name, group, rows)
+            statuses = self._statuses(name, [i.job_id or "" for i in group]) if group else {}
             for item in group:
                 rows[item.label] = self._row(item, statuses.get(item.job_id or ""))
         out = [rows[i.label] for i in items]
@@ -117,6 +118,23 @@ class Watcher:
             elif row.item.run_dir is not None:
                 self._add_ranks(row)
         return Snapshot(self.target, out, time.time())
+
+    @staticmethod
+    def _valid(name: str, group: list[Item], rows: dict[str, ItemRow]) -> list[Item]:
+        """The items whose job id the scheduler would take; the others are rows of their own
+        (one bad id in a results directory must not keep the rest from being asked about)."""
+        from hpcbench.jobs import schedulers
+
+        cls = schedulers.SCHEDULER_CLASSES.get(name)
+        if cls is None:
+            return group
+        good = []
+        for item in group:
+            if cls.id_pattern.fullmatch(item.job_id or ""):
+                good.append(item)
+            else:
+                rows[item.label] = ItemRow(item, "failed", True, "not a job id of its scheduler")
+        return good
 
     def _statuses(self, name: str, job_ids: list[str]) -> dict[str, Any]:
         from hpcbench.jobs import schedulers
@@ -141,6 +159,9 @@ class Watcher:
         if status.state == "COMPLETED":
             if self.target.kind in ("job", "run"):
                 return ItemRow(item, "completed", True)
+            if item.label not in self._no_metrics:  # a shared filesystem may show it late
+                self._no_metrics.add(item.label)
+                return ItemRow(item, "ending", False)
             return ItemRow(item, "failed", True, f"ended without {METRICS_FILE}")
         code = "" if status.exit_code is None else f" (exit {status.exit_code})"
         return ItemRow(item, "failed", True, f"{status.state.lower()}{code}")

@@ -27,7 +27,7 @@ def _ms(value: Any) -> str:
 
 
 def heading(snap: Snapshot) -> str:
-    counts = ", ".join(f"{n} {state}" for state, n in sorted(snap.counts().items()))
+    counts = ", ".join(f"{n} {printable(state)}" for state, n in sorted(snap.counts().items()))
     when = time.strftime("%H:%M:%S", time.localtime(snap.at))
     return f"{when} {snap.target.kind} {printable(snap.target.name)}: {counts or 'nothing yet'}"
 
@@ -51,13 +51,25 @@ def progress(row: ItemRow) -> str:
         parts.append(f"ETA {duration(row.eta_s)}")
     if isinstance(lead.get("loss"), (int, float)):
         parts.append(f"loss {lead['loss']:.4g}")
+    age = time.time() - lead["t"] if isinstance(lead.get("t"), (int, float)) else None
+    if age is not None and age > STALE_AFTER_S + 3 * (lead.get("wall_s") or 0):
+        parts.append(f"no record for {duration(age)}")  # stopped, hung, or its node lost
     return "  ".join(parts)
+
+
+STALE_AFTER_S = 60.0
+MAX_RANK_ROWS = 32  # a terminal's worth: the stragglers first
 
 
 def use(rec: dict[str, Any]) -> str:
     if isinstance(rec.get("gpu_util"), (int, float)):
         return f"gpu {rec['gpu_util']:.0f}%"
     return f"cpu {rec['cpu_cores']:.1f}" if isinstance(rec.get("cpu_cores"), (int, float)) else "-"
+
+
+def _loss(rec: dict[str, Any]) -> str:
+    loss = rec.get("loss")
+    return f"{loss:.4g}" if isinstance(loss, (int, float)) else "-"
 
 
 def flag(rank: RankRow) -> str:
@@ -71,17 +83,17 @@ def lines(snap: Snapshot) -> list[str]:
     """The plain form: a heading, a line per run, a line per rank of each running run."""
     out = [heading(snap)]
     for row in snap.items:
-        job = f"  job {row.item.job_id}" if row.item.job_id else ""
+        job = f"  job {printable(row.item.job_id)}" if row.item.job_id else ""
         why = f" ({printable(row.reason)})" if row.reason and row.state != "running" else ""
-        out.append(
-            f"  {printable(row.item.label)}: {row.state}{why}{job}  {progress(row)}".rstrip()
-        )
+        state = printable(row.state)
+        out.append(f"  {printable(row.item.label)}: {state}{why}{job}  {progress(row)}".rstrip())
         for rank in row.ranks if not row.done else []:
             rec = rank.record
             out.append(
                 f"    rank {rank.rank} {printable(rec.get('host') or '?')}: step {rec['step']}  "
                 f"compute {_ms(rec.get('compute_s'))}  data {_ms(rec.get('data_s'))}  "
-                f"comm {_ms(rec.get('comm_s'))}  {use(rec)}  {flag(rank)}".rstrip()
+                f"comm {_ms(rec.get('comm_s'))}  {use(rec)}  loss {_loss(rec)}  "
+                f"{flag(rank)}".rstrip()
             )
     return out
 
@@ -92,26 +104,32 @@ def tables(snap: Snapshot) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    runs = Table(title=heading(snap), title_justify="left", expand=False)
+    def text(value: Any, style: str = "") -> Text:  # never read as markup, never an escape
+        return Text(printable("" if value is None else value), style=style)
+
+    runs = Table(title=text(heading(snap)), title_justify="left", expand=False)
     for name in ("run", "state", "job", "progress"):
         runs.add_column(name)
     parts: list[Any] = [runs]
     for row in snap.items:
-        state = Text(row.state, style={"failed": "red", "completed": "green"}.get(row.state, ""))
-        runs.add_row(Text(printable(row.item.label)), state, row.item.job_id or "", progress(row))
+        style = {"failed": "red", "completed": "green"}.get(row.state, "")
+        why = f" ({row.reason})" if row.reason and row.state != "running" else ""
+        runs.add_row(text(row.item.label), text(row.state + why, style), text(row.item.job_id),
+                     text(progress(row)))  # fmt: skip
         if row.done or not row.ranks:
             continue
-        ranks = Table(title=f"{printable(row.item.label)}: ranks", title_justify="left")
+        ranks = Table(title=text(f"{row.item.label}: ranks"), title_justify="left")
         for name in ("rank", "host", "step", "compute", "data", "comm", "use", "loss", ""):
             ranks.add_column(name, justify="right" if name in ("step", "rank") else "left")
-        for rank in row.ranks:
+        for rank in sorted(row.ranks, key=lambda r: r.straggler is None)[:MAX_RANK_ROWS]:
             rec = rank.record
-            loss = rec.get("loss")
             ranks.add_row(
-                str(rank.rank), Text(printable(rec.get("host") or "?")), str(rec["step"]),
-                _ms(rec.get("compute_s")), _ms(rec.get("data_s")), _ms(rec.get("comm_s")),
-                use(rec), f"{loss:.4g}" if isinstance(loss, (int, float)) else "-",
-                Text(flag(rank), style="bold red"),
+                text(rank.rank), text(rec.get("host") or "?"), text(rec["step"]),
+                text(_ms(rec.get("compute_s"))), text(_ms(rec.get("data_s"))),
+                text(_ms(rec.get("comm_s"))), text(use(rec)), text(_loss(rec)),
+                text(flag(rank), "bold red"),
             )  # fmt: skip
+        if len(row.ranks) > MAX_RANK_ROWS:
+            ranks.caption = text(f"{len(row.ranks) - MAX_RANK_ROWS} more ranks (piped: all)")
         parts.append(ranks)
     return Group(*parts)

@@ -885,7 +885,7 @@ TRAIN_FLAGS: dict[str, st.SearchStrategy[str]] = {
     "--sync-bn": st.sampled_from(["no", "0"]),
     "--step-breakdown": st.sampled_from(["yes", "1", ""]),
     "--telemetry": st.sampled_from(["-1", "0.05", "3601", "nan", "inf", "x", ""]),
-    "--trace-steps": st.sampled_from(["5:2", "a:b", "3", "-1:2", "0:10000", ":", " "]),
+    "--trace-steps": st.sampled_from(["5:2", "a:b", "3", "-1:2", "0:200", ":", " "]),
     "--precision": st.sampled_from(["fp64", "FP16", "half", ""]),
     "--grad-compression": st.sampled_from(["fp8", "BF16", "yes", ""]),
     "--error-feedback": st.sampled_from(["no", "1"]),

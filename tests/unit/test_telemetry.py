@@ -179,3 +179,85 @@ def test_device_timed_steps_are_read_once_passed_and_never_waited_for(tmp_path):
     t.add(1, 8, (StandInEvent(160.0), StandInEvent(170.0)), 0.001, 0.002)
     t.flush()
     assert all_records(tmp_path)[0][-1]["compute_s"] == pytest.approx(0.020)  # (30 + 10) / 2
+
+
+def test_a_rank_is_named_only_after_records_above_the_threshold():
+    watch = stragglers.StragglerWatch()
+    said = []
+    for k, slow in enumerate((1.35, 1.2, 1.2, 1.2), start=1):
+        latest = {r: rec(r, 10 * k, 0.05) for r in range(4)}
+        latest[2] = rec(2, 10 * k, 0.05 * slow)
+        said += watch.update(latest)
+    assert said == []  # one record above 1.3, then under it: below the bar, never named
+
+
+def test_a_damaged_or_foreign_line_is_left_out(tmp_path):
+    good = rec(0, 10, 0.05)
+    bad = [{**good, "steps": "a"}, {**good, "wall_s": "x"}, {**good, "of": "[/y]"},
+           {**good, "t": "x"}, {**good, "compute_s": float("nan")}, {**good, "host": 5},
+           {**good, "rank": "0"}]  # fmt: skip
+    path = rank_file(tmp_path, 0)
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*bad, good]).replace("NaN", "1e999"))
+    records = all_records(tmp_path)[0]
+    assert records == [good]
+    assert lines(Watcher(resolve(str(tmp_path))).look())  # and watch shows it
+
+
+def test_a_compaction_that_cannot_read_the_file_leaves_it_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(tm, "MAX_RECORDS", 4)
+    t = tm.Telemetry(tmp_path, rank=0, world_size=1, host="h", interval=0.0)
+    for _ in range(4):
+        t.add(1, 8, 0.01)
+    before = rank_file(tmp_path, 0).read_text()
+
+    def stale(*args, **kwargs):
+        raise OSError(116, "Stale file handle")
+
+    monkeypatch.setattr(tm, "read_records", stale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t.add(1, 8, 0.01)
+    assert t.broken and rank_file(tmp_path, 0).read_text() == before
+
+
+def test_a_line_a_killed_run_left_unended_is_ended_before_the_next(tmp_path):
+    path = rank_file(tmp_path, 0)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(rec(0, 10, 0.05)) + "\n" + '{"rank": 0, "st')
+    t = tm.Telemetry(tmp_path, rank=0, world_size=1, host="h", interval=0.0)
+    t.add(1, 8, 0.01)
+    assert [r["steps"] for r in all_records(tmp_path)[0]] == [10, 1]
+
+
+HOSTILE = {"config": "c[/x]", "kind": "timing", "rep": 1, "status": "pend\x1b]0;owned\x07ing",
+           "job_id": "\x1b[2J[link=http://evil]x[/link]", "run_dir": "runs/c"}  # fmt: skip
+
+
+def test_watch_shows_hostile_names_as_text_in_lines_and_in_tables(tmp_path):
+    from rich.console import Console
+
+    from hpcbench.watch.view import tables
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "runs.json").write_text(json.dumps({"format": "x", "runs": [HOSTILE]}))
+    write(results / "runs" / "c", [{**rec(0, 5, 0.05), "host": "[bold]n\x1b[31m"},
+                                   {**rec(1, 5, 0.05), "host": "n1"}])  # fmt: skip
+    snap = Watcher(resolve(str(results))).look()
+    text = "\n".join(lines(snap))
+    assert "\x1b" not in text and "\x07" not in text and "\\x1b]0;owned" in text
+    out = io.StringIO()
+    Console(file=out, width=250, color_system=None, force_terminal=False).print(tables(snap))
+    drawn = out.getvalue()
+    assert "\x1b" not in drawn and "[/x]" in drawn and "[link=http://evil]" in drawn
+    assert "[bold]n\\x1b[31m" in drawn  # the host as it is, escaped, not a style
+
+
+def test_a_sweep_watched_before_anything_was_submitted_is_not_over(tmp_path):
+    results = tmp_path / "sweep"
+    results.mkdir()
+    (results / "sweep.json").write_text(json.dumps({"tasks": [{"index": 1, "run": "a=1"}]}))
+    (results / "submissions.json").write_text(json.dumps({"submissions": []}))
+    snap = Watcher(resolve(str(results))).look()
+    assert [r.state for r in snap.items] == ["to do"] and not snap.done

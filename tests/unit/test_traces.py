@@ -144,7 +144,7 @@ def test_parse_steps_accepts_a_window(text, expected):
     assert parse_steps(text) == expected
 
 
-@pytest.mark.parametrize("text", ["5:2", "a:b", "3", "-1:2", "1:2:3", "", "0:10000", "٣:٤"])
+@pytest.mark.parametrize("text", ["5:2", "a:b", "3", "-1:2", "1:2:3", "", "0:200", "٣:٤"])
 def test_parse_steps_names_the_bad_value(text):
     with pytest.raises(ValueError) as err:
         parse_steps(text)
