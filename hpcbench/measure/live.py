@@ -50,6 +50,7 @@ class RunLive:
                                          host=node_name(), cuda=_on_gpu())  # fmt: skip
                 self.tracer.before_step(0)
         self._mark = (m.steps, m.samples, time.perf_counter(), self._aside(m))
+        self._gpu_looked = False
 
     @staticmethod
     def _aside(m: Measurement) -> tuple[float, float, float]:
@@ -75,6 +76,11 @@ class RunLive:
         tel = self.telemetry
         if tel is None:
             return
+        if not self._gpu_looked:  # at the first record: the program has set its device by now
+            self._gpu_looked = True
+            device = _cuda_device()
+            if device is not None:
+                tel.use_gpu(device)
         steps0, samples0, t0, before = self._mark
         now = time.perf_counter()
         aside = self._aside(m)
@@ -85,8 +91,9 @@ class RunLive:
             tel.next_at = time.monotonic() + tel.interval
             return
         last = m.epochs[-1]["values"] if m.epochs else {}
+        epoch = max(0, len(m.epochs) - (1 if m.ended else 0))  # the one under way, or the last
         tel.add(steps, m.samples - samples0, (now - t0) - data - comm - other, data, comm,
-                loss=last.get("train_loss"), epoch=len(m.epochs))  # fmt: skip
+                loss=last.get("train_loss"), epoch=epoch)  # fmt: skip
         tel.flush()
 
     def part(self, name: str) -> Any:
@@ -99,6 +106,19 @@ class RunLive:
             self.tracer.close() if completed else self.tracer.discard()
         if completed:
             self.record(m)
+
+
+def _cuda_device() -> int | None:
+    """The CUDA device the program computes on, if it has initialised CUDA (None else)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            return int(torch.cuda.current_device())
+    except Exception:
+        pass
+    return None
 
 
 def _on_gpu() -> bool:

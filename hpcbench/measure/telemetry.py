@@ -186,6 +186,11 @@ class Telemetry:
         except Exception as err:
             self._fail(err)
 
+    def use_gpu(self, cuda_index: int) -> None:
+        """Read this GPU's utilisation and memory from now on (a program that chose its device
+        after the telemetry started)."""
+        self._use = DeviceUse(cuda_index)
+
     def _device_compute(self) -> float | None:
         """Seconds per step of the device-timed steps whose events have completed (the rest
         wait for the next record); None when none are."""

@@ -144,11 +144,14 @@ def latest_records(run_dir: str | Path) -> dict[int, dict[str, Any]]:
     return out
 
 
-def all_records(run_dir: str | Path) -> dict[int, list[dict[str, Any]]]:
-    """Rank -> its records, oldest first."""
+def all_records(run_dir: str | Path, max_total: int = 200_000) -> dict[int, list[dict[str, Any]]]:
+    """Rank -> its records, oldest first: each rank's newest ones, at most ``max_total`` in all
+    (a report of thousands of ranks on a login node stays within memory)."""
+    files = rank_files(run_dir)
+    each = max(2, max_total // max(1, len(files)))
     out = {}
-    for rank, path in rank_files(run_dir).items():
-        records = read_records(path)
+    for rank, path in files.items():
+        records = read_records(path, max_records=each)
         if records:
             out[rank] = records
     return out

@@ -94,6 +94,7 @@ class StepTracer:
         self.rank, self.world_size, self.host, self.cuda = rank, world_size, host, cuda
         self.steps = (int(steps[0]), int(steps[1]))
         self.done = False
+        self._traced: tuple[int, int] | None = None  # the first and last step traced
         self._prof: Any = None
         self._record: Any = None
         self._started = 0.0
@@ -120,7 +121,10 @@ class StepTracer:
             self._give_up("could not start the profiler", err)
 
     def after_step(self, step: int) -> None:
-        if self.active and step >= self.steps[1]:
+        if not self.active:
+            return
+        self._traced = (self._traced[0] if self._traced else step, step)
+        if step >= self.steps[1]:
             self._stop()
 
     def part(self, name: str) -> contextlib.AbstractContextManager[Any]:
@@ -215,8 +219,11 @@ class StepTracer:
             events.append({**new, "tid": 0, "ts": ts[pid]} if pid in ts else new)
 
     def _identity(self) -> dict[str, Any]:
-        rank, world_size, host, steps = self.rank, self.world_size, self.host, list(self.steps)
-        return {"rank": rank, "world_size": world_size, "host": host, "steps": steps}
+        """Who traced, and the steps actually traced (a run that ended or resumed inside the
+        window traced fewer than asked)."""
+        steps = list(self._traced) if self._traced else list(self.steps)
+        return {"rank": self.rank, "world_size": self.world_size, "host": self.host,
+                "steps": steps}  # fmt: skip
 
     def _summary(self, prof: Any, total: float) -> dict[str, Any]:
         cpu = [e for e in prof.events() if str(e.device_type).endswith("CPU")]

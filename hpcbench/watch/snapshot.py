@@ -70,6 +70,20 @@ class Snapshot:
             )
         return all(r.done for r in self.items)
 
+    @property
+    def eta_s(self) -> float | None:
+        """A matrix's time left (its runs one after the other): the running run's ETA, and the
+        mean time of the runs that completed for each run still to do; None where unknown."""
+        if self.target.kind != "matrix":
+            return None
+        took = [r.item.seconds for r in self.items if r.done and r.item.seconds is not None]
+        todo = sum(1 for r in self.items if not r.done and not r.ranks)
+        running = [r.eta_s for r in self.items if not r.done and r.ranks]
+        if (todo and not took) or any(e is None for e in running):
+            return None
+        mean = sum(took) / len(took) if took else 0.0
+        return sum(e for e in running if e is not None) + todo * mean
+
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for row in self.items:

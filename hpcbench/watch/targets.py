@@ -33,6 +33,7 @@ class Item:
     job_id: str | None = None
     scheduler: str | None = None
     state: str | None = None  # what its results directory says (a matrix's "pending", ...)
+    seconds: float | None = None  # how long it took, where its results directory says
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,10 @@ def _inside(root: Path, relative: Any) -> Path | None:
     return path if path.is_relative_to(root) else None
 
 
+def _numbers(*values: Any) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
 def _read(path: Path) -> Any:
     try:
         return read_json(path)
@@ -121,11 +126,10 @@ def _matrix_items(results: Path | None) -> list[Item]:
         label = " ".join(str(run.get(k, "?")) for k in ("config", "kind", "rep"))
         job = run.get("job_id") if isinstance(run.get("job_id"), str) else None
         scheduler = run.get("scheduler") if isinstance(run.get("scheduler"), str) else None
-        items.append(
-            Item(
-                label, _inside(results, run.get("run_dir")), job, scheduler, str(run.get("status"))
-            )
-        )
+        started, ended = run.get("started"), run.get("ended")
+        took = ended - started if _numbers(started, ended) and ended >= started else None
+        items.append(Item(label, _inside(results, run.get("run_dir")), job, scheduler,
+                          str(run.get("status")), took))  # fmt: skip
     return items
 
 

@@ -29,7 +29,9 @@ def _ms(value: Any) -> str:
 def heading(snap: Snapshot) -> str:
     counts = ", ".join(f"{n} {printable(state)}" for state, n in sorted(snap.counts().items()))
     when = time.strftime("%H:%M:%S", time.localtime(snap.at))
-    return f"{when} {snap.target.kind} {printable(snap.target.name)}: {counts or 'nothing yet'}"
+    eta = f", ETA {duration(snap.eta_s)} for the whole" if snap.eta_s else ""
+    name = printable(snap.target.name)
+    return f"{when} {snap.target.kind} {name}: {counts or 'nothing yet'}{eta}"
 
 
 def progress(row: ItemRow) -> str:

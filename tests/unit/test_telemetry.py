@@ -261,3 +261,18 @@ def test_a_sweep_watched_before_anything_was_submitted_is_not_over(tmp_path):
     (results / "submissions.json").write_text(json.dumps({"submissions": []}))
     snap = Watcher(resolve(str(results))).look()
     assert [r.state for r in snap.items] == ["to do"] and not snap.done
+
+
+def test_a_matrix_has_an_eta_for_the_whole(tmp_path):
+    results = tmp_path / "results"
+    runs = [{"config": "a", "kind": "timing", "rep": 1, "status": "completed", "run_dir": "runs/a",
+             "started": 1000.0, "ended": 1100.0},
+            {"config": "b", "kind": "timing", "rep": 1, "status": "running", "run_dir": "runs/b"},
+            {"config": "c", "kind": "timing", "rep": 1, "status": "pending", "run_dir": None},
+            {"config": "d", "kind": "timing", "rep": 1, "status": "pending", "run_dir": None}]  # fmt: skip
+    results.mkdir()
+    (results / "runs.json").write_text(json.dumps({"format": "x", "runs": runs}))
+    write(results / "runs" / "b", [rec(0, 50, 0.05)])  # 50 of 100 steps, 10 steps in 0.6 s
+    snap = Watcher(resolve(str(results))).look()
+    assert snap.eta_s == pytest.approx(50 * 0.06 + 2 * 100)
+    assert "ETA 3m23s for the whole" in lines(snap)[0]
