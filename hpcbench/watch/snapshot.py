@@ -127,10 +127,10 @@ class Watcher:
                 rows[item.label] = self._row(item, statuses.get(item.job_id or ""))
         out = [rows[i.label] for i in items]
         for row in out:
+            if row.item.run_dir is not None and (not row.done or row.item.label not in self._ended):
+                self._add_ranks(row)  # an ended run's last records: read once, for its progress
             if row.done:
                 self._ended[row.item.label] = row
-            elif row.item.run_dir is not None:
-                self._add_ranks(row)
         return Snapshot(self.target, out, time.time())
 
     @staticmethod
