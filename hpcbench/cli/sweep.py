@@ -39,6 +39,12 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--repetitions", type=count(1, 10_000), metavar="N", help="runs of each setting")
     s.add_argument("--smoke", action="store_true", help="the sweep file's [smoke] form")
     s.add_argument("--plan", action="store_true", help="print the settings; run nothing")
+    s.add_argument(
+        "--render",
+        action="store_true",
+        help="print the array script it would submit (all its tasks; for --scheduler); run and "
+        "write nothing",
+    )
     s.add_argument("--retry-failed", action="store_true", help="submit the failed tasks again too")
     s.add_argument(
         "--no-wait",
@@ -70,8 +76,15 @@ def run(args: argparse.Namespace) -> int:
         if args.plan:
             _print_plan(sweep)
             return 0
-        check_poll_ceiling()  # a bad $HPCBENCH_POLL_CEILING stops before any task is submitted
         results = args.results or f"runs/sweep-{sweep.name}{'-smoke' if args.smoke else ''}"
+        if args.render:
+            from hpcbench.sweep.preview import render_sweep
+
+            name, why, text = render_sweep(sweep, results, args.scheduler)
+            print(f"hpcbench: scheduler {name} ({why})", file=sys.stderr)
+            sys.stdout.write(text)
+            return 0
+        check_poll_ceiling()  # a bad $HPCBENCH_POLL_CEILING stops before any task is submitted
         runner = SweepRunner(sweep, results, args.scheduler)
         continued = runner.open()
         print(

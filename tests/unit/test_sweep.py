@@ -658,3 +658,50 @@ def test_an_odd_run_block_or_a_fifo_in_a_sweep_never_stops_its_report_or_runner(
     control.mkdir(parents=True)
     os.mkfifo(control / "continued-as")
     assert runner._continued(TaskState(runner.tasks[0], job_id="77_1", scheduler="slurm")) is None
+
+
+# ------------------------------------------------------------------- the script, before submitting
+
+ARRAY_LINES = {
+    "slurm": "#SBATCH --array=1-4%2\n",
+    "pbs": "#PBS -J 1-4\n",
+    "sge": "#$ -t 1-4\n",
+    "lsf": "[1-4]%2",
+    "local": "",
+}
+
+
+@pytest.mark.parametrize("scheduler", sorted(SCHEDULER_CLASSES))
+def test_a_sweeps_array_script_is_rendered_without_submitting_or_writing(
+    scheduler, tmp_path, monkeypatch
+):
+    from hpcbench.sweep.preview import render_sweep
+    from tests.unit.test_render import lint_script
+
+    shutil.copytree(REPO / "jobs", tmp_path / "jobs")
+    monkeypatch.chdir(tmp_path)  # where the sweep file's job is named from
+    sweep = read_sweep("jobs/reference-study/sweep.toml", smoke=True)
+    name, why, text = render_sweep(sweep, tmp_path / "results", scheduler)
+    assert name == scheduler and why == "chosen with --scheduler"
+    assert ARRAY_LINES[scheduler] in text and "4 tasks" in text
+    assert f"tasks_dir={tmp_path / 'results' / 'submissions' / '1'}\n" in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs"]  # no results, no settings
+    script = tmp_path / f"{scheduler}.sh"
+    script.write_text(text)
+    lint_script(script)
+
+
+def test_sweep_render_prints_the_script_and_refuses_a_bad_setting_in_one_line(tmp_path):
+    from tests.conftest import hpcbench
+
+    shutil.copytree(REPO / "jobs", tmp_path / "jobs")
+    r = hpcbench("sweep", "jobs/reference-study/sweep.toml", "--smoke", "--render",
+                 "--scheduler", "slurm", cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("#!/bin/bash\n") and "#SBATCH --array=1-4%2" in r.stdout
+    assert r.stderr == "hpcbench: scheduler slurm (chosen with --scheduler)\n"
+    assert not (tmp_path / "runs").exists()
+    bad = hpcbench("sweep", "jobs/reference-study/sweep.toml", "--smoke", "--render",
+                   "--axis", "lr=-1", cwd=tmp_path)  # fmt: skip
+    assert bad.returncode == 2 and bad.stdout == "", bad.stdout
+    assert len(bad.stderr.strip().splitlines()) == 1 and "lr" in bad.stderr, bad.stderr
