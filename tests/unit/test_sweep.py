@@ -662,7 +662,7 @@ def test_an_odd_run_block_or_a_fifo_in_a_sweep_never_stops_its_report_or_runner(
 
 # ------------------------------------------------------------------- the script, before submitting
 
-ARRAY_LINES = {
+PREVIEW_LINES = {  # the array line of each scheduler, for 4 tasks at most 2 at once
     "slurm": "#SBATCH --array=1-4%2\n",
     "pbs": "#PBS -J 1-4\n",
     "sge": "#$ -t 1-4\n",
@@ -683,7 +683,7 @@ def test_a_sweeps_array_script_is_rendered_without_submitting_or_writing(
     sweep = read_sweep("jobs/reference-study/sweep.toml", smoke=True)
     name, why, text = render_sweep(sweep, tmp_path / "results", scheduler)
     assert name == scheduler and why == "chosen with --scheduler"
-    assert ARRAY_LINES[scheduler] in text and "4 tasks" in text
+    assert PREVIEW_LINES[scheduler] in text and "4 tasks" in text
     assert f"tasks_dir={tmp_path / 'results' / 'submissions' / '1'}\n" in text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs"]  # no results, no settings
     script = tmp_path / f"{scheduler}.sh"
