@@ -1,5 +1,5 @@
 # make demo       install into .venv and run the demo job on the local scheduler
-# make test       install into .venv (plus shellcheck and chromium) and run the whole test suite; as
+# make test       install into .venv (plus shellcheck, tmux and chromium) and run the whole test suite; as
 #                 root the tests also start throwaway SLURM and Grid Engine clusters
 #                 (tests/cluster/*-up.sh); what CI runs
 # make test-fast  the fast tier (under 5 minutes): unit tests, in-process integration tests and one
@@ -27,6 +27,10 @@ system-deps:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck) >/dev/null; \
 	  else echo "shellcheck is missing: install it (apt-get install shellcheck); its tests will skip"; fi; }
+	@command -v tmux >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux) >/dev/null; \
+	  else echo "tmux is missing: install it (apt-get install tmux); the watch view's terminal test will skip"; fi; }
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null; \

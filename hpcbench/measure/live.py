@@ -47,7 +47,7 @@ class RunLive:
                 )
             else:
                 self.tracer = StepTracer(m.run_dir, launch.rank, launch.world_size, steps,
-                                         host=node_name(), cuda=_on_gpu())  # fmt: skip
+                                         host=node_name(), cuda=_cuda_device() is not None)  # fmt: skip
                 self.tracer.before_step(0)
         self._mark = (m.steps, m.samples, time.perf_counter(), self._aside(m))
         self._gpu_looked = False
@@ -119,13 +119,3 @@ def _cuda_device() -> int | None:
     except Exception:
         pass
     return None
-
-
-def _on_gpu() -> bool:
-    import sys
-
-    torch = sys.modules.get("torch")  # the user's run imported it if it computes on a GPU
-    try:
-        return bool(torch is not None and torch.cuda.is_initialized())
-    except Exception:
-        return False

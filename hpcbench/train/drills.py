@@ -57,24 +57,26 @@ def drill_for(rank: int) -> Drill | None:
     return None
 
 
+def _seconds(variable: str, default: float) -> float:
+    """``$variable`` as seconds from 0 to :data:`MAX_STEP_DELAY_S`; ``default`` when it is unset
+    or anything else."""
+    try:
+        seconds = float(os.environ.get(variable, "") or default)
+    except ValueError:
+        return default
+    return seconds if 0 < seconds <= MAX_STEP_DELAY_S else default
+
+
 def step_delay() -> float:
     """Seconds each rank sleeps before every training step (``$HPCBENCH_STEP_DELAY``; 0 when it
     is unset or not a number from 0 to :data:`MAX_STEP_DELAY_S`)."""
-    try:
-        seconds = float(os.environ.get(STEP_DELAY_VARIABLE, "") or 0)
-    except ValueError:
-        return 0.0
-    return seconds if 0 < seconds <= MAX_STEP_DELAY_S else 0.0
+    return _seconds(STEP_DELAY_VARIABLE, 0.0)
 
 
 def slow_by() -> float:
     """Seconds the ``slow`` drill adds to each step (``$HPCBENCH_SLOW_BY``, 0.05 when unset or
     not a number from 0 to :data:`MAX_STEP_DELAY_S`)."""
-    try:
-        seconds = float(os.environ.get(SLOW_BY_VARIABLE, "") or 0.05)
-    except ValueError:
-        return 0.05
-    return seconds if 0 < seconds <= MAX_STEP_DELAY_S else 0.05
+    return _seconds(SLOW_BY_VARIABLE, 0.05)
 
 
 def install_slow(model: Any, drill: Drill | None, steps_done: Callable[[], int]) -> None:

@@ -27,14 +27,17 @@ class Live:
         self.telemetry, self.tracer = telemetry, tracer
         self.strategy = strategy
         self._start: Any = None
+        self._event: Any = None  # torch.cuda.Event where steps are timed on the device
+        if strategy is not None and telemetry is not None:
+            import torch
+
+            self._event = torch.cuda.Event
 
     def started(self) -> None:
         """The step's computation starts (its batch is on the device): on a GPU with telemetry,
         an event marks it on the device's stream (no synchronisation)."""
-        if self.strategy is not None and self.telemetry is not None:
-            import torch
-
-            self._start = torch.cuda.Event(enable_timing=True)
+        if self._event is not None:
+            self._start = self._event(enable_timing=True)
             self._start.record()
 
     def before(self, steps_done: int) -> None:

@@ -18,7 +18,7 @@ from typing import TextIO
 from hpcbench.files import printable
 from hpcbench.watch.snapshot import Snapshot, Watcher
 from hpcbench.watch.targets import JOB, Target, WatchError, resolve
-from hpcbench.watch.view import lines, tables
+from hpcbench.watch.view import counted, lines, tables
 
 __all__ = ["WatchError", "Watcher", "resolve", "summary", "watch"]
 
@@ -79,7 +79,5 @@ def summary(snap: Snapshot, out: TextIO) -> int:
             return 0
         print(handle.failure_report(status), file=sys.stderr)
         return status.exit_code if status.exit_code not in (None, 0) else 1
-    counts = snap.counts()
-    said = ", ".join(f"{n} {printable(state)}" for state, n in sorted(counts.items()))
-    out.write(f"{target.kind} {printable(target.name)}: {said}\n")
-    return 0 if set(counts) <= {"completed"} else 1
+    out.write(f"{target.kind} {printable(target.name)}: {counted(snap)}\n")
+    return 0 if set(snap.counts()) <= {"completed"} else 1

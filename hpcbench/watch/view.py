@@ -26,8 +26,13 @@ def _ms(value: Any) -> str:
     return "-" if not isinstance(value, (int, float)) else f"{value * 1000:.1f} ms"
 
 
+def counted(snap: Snapshot) -> str:
+    """Its runs counted by state: ``2 completed, 1 running``."""
+    return ", ".join(f"{n} {printable(state)}" for state, n in sorted(snap.counts().items()))
+
+
 def heading(snap: Snapshot) -> str:
-    counts = ", ".join(f"{n} {printable(state)}" for state, n in sorted(snap.counts().items()))
+    counts = counted(snap)
     when = time.strftime("%H:%M:%S", time.localtime(snap.at))
     eta = f", ETA {duration(snap.eta_s)} for the whole" if snap.eta_s else ""
     name = printable(snap.target.name)
