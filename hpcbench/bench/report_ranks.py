@@ -80,10 +80,20 @@ def figure(runs: list[Run], fig_dir: Path) -> tuple[Path, bytes] | None:
             ranks = sorted(st["ranks"].items(), key=lambda kv: int(kv[0]))
             ax = fig.add_subplot(len(drawn), 1, i + 1)
             data = [[v * 1000 for v in info["compute_s"]] for _, info in ranks]
-            boxes = ax.boxplot(data, patch_artist=True, showfliers=False)
+            boxes = ax.boxplot(data, patch_artist=True, showfliers=False,
+                               medianprops={"color": "black"})  # fmt: skip
             named = {str(r) for r in (st.get("named") or {})}
-            for (rank, _), patch in zip(ranks, boxes["boxes"], strict=True):
-                patch.set_facecolor("#d62728" if str(rank) in named else "#9ecae1")
+            for i, (rank, _) in enumerate(ranks):  # a narrow box shows its lines, not its fill
+                colour = "#d62728" if str(rank) in named else "#3182bd"
+                boxes["boxes"][i].set(facecolor=colour, edgecolor=colour)
+                for line in (
+                    *boxes["whiskers"][2 * i : 2 * i + 2],
+                    *boxes["caps"][2 * i : 2 * i + 2],
+                ):
+                    line.set_color(colour)
+                if str(rank) in named:
+                    ax.annotate("straggler", (i + 1, max(data[i])), xytext=(0, 4),
+                                textcoords="offset points", ha="center", color=colour, fontsize=8)  # fmt: skip
             ax.set_xticks(range(1, len(ranks) + 1), [str(r) for r, _ in ranks])
             ax.set_xlabel("rank")
             ax.set_ylabel("compute per step (ms)")
