@@ -188,6 +188,9 @@ JobCompType=jobcomp/filetxt
 JobCompLoc=$LOGS/jobcomp.log
 MinJobAge=600
 SlurmdTimeout=300
+# the slurmds share two loaded cores: a batch launch answered after the default 10 s made
+# slurmctld requeue a job that had started (its ranks were stopped again a minute later)
+MessageTimeout=60
 InactiveLimit=0
 KillWait=30
 MailProg=/bin/true"
