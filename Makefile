@@ -1,5 +1,5 @@
 # make demo       install into .venv and run the demo job on the local scheduler
-# make test       install into .venv (plus shellcheck, tmux and chromium) and run the whole test suite; as
+# make test       install into .venv (plus shellcheck, tmux, chromium, Charliecloud) and run the whole test suite; as
 #                 root the tests also start throwaway SLURM and Grid Engine clusters
 #                 (tests/cluster/*-up.sh); what CI runs
 # make test-fast  the fast tier (under 5 minutes): unit tests, in-process integration tests and one
@@ -21,20 +21,20 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-# Debian packages the tests use; installed when missing and we are root (CI), else explained.
+# Debian packages the tests use (command:package), installed when missing and we are root (CI),
+# else explained: shellcheck for the scripts, tmux for the watch view, chromium for the report,
+# ch-run and busybox for a real container run
+SYSTEM_TOOLS := shellcheck:shellcheck tmux:tmux chromium:chromium ch-run:charliecloud-runtime \
+                busybox:busybox-static
 system-deps:
-	@command -v shellcheck >/dev/null 2>&1 || { \
+	@for pair in $(SYSTEM_TOOLS); do \
+	  tool=$${pair%%:*}; package=$${pair#*:}; \
+	  command -v "$$tool" >/dev/null 2>&1 && continue; \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck) >/dev/null; \
-	  else echo "shellcheck is missing: install it (apt-get install shellcheck); its tests will skip"; fi; }
-	@command -v tmux >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux) >/dev/null; \
-	  else echo "tmux is missing: install it (apt-get install tmux); the watch view's terminal test will skip"; fi; }
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null; \
-	  else echo "chromium is missing: install it (apt-get install chromium); the report's browser test will skip"; fi; }
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$$package") >/dev/null \
+	      || echo "could not install $$package"; \
+	  else echo "$$tool is missing: install it (apt-get install $$package); its tests will skip"; fi; \
+	done
 
 # hpcbench's own modules compiled once (an editable install leaves them uncompiled, and where
 # PYTHONDONTWRITEBYTECODE is set every process compiled them again: 70 ms of each CLI call's

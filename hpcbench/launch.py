@@ -179,6 +179,16 @@ def node_name(env: Mapping[str, str] | None = None) -> str:
     return f"{host}:node{emulated}" if emulated.isdigit() else host
 
 
+def container(env: Mapping[str, str] | None = None) -> dict[str, str] | None:
+    """The container this process runs in, as the batch script names it (``runtime`` and
+    ``image``; None outside one, or outside a job's script)."""
+    env = os.environ if env is None else env
+    image = env.get("HPCBENCH_CONTAINER_IMAGE", "")
+    if not image:
+        return None
+    return {"runtime": env.get("HPCBENCH_CONTAINER_RUNTIME", "")[:64], "image": image[:4096]}
+
+
 def node_list(env: Mapping[str, str] | None = None) -> str | None:
     """The job's hosts as the batch system writes them (None where it does not)."""
     env = os.environ if env is None else env

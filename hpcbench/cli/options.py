@@ -89,8 +89,12 @@ def _environment_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--venv", metavar="DIR", help="virtual environment to activate")
     g.add_argument("--conda-env", metavar="NAME")
+    g.add_argument("--container", metavar="IMAGE", help="container image to run ranks in")
     g.add_argument(
-        "--container", metavar="IMAGE", help="Apptainer/Singularity image to run ranks in"
+        "--container-runtime",
+        metavar="NAME",
+        help="what runs the image: apptainer (default), singularity, pyxis, enroot, podman-hpc, "
+        "charliecloud",
     )
     g.add_argument(
         "--bind",

@@ -31,6 +31,7 @@ import jinja2
 import jinja2.sandbox
 
 from hpcbench import __version__
+from hpcbench.jobs.containers import ContainerError, check_container
 from hpcbench.jobs.launchers import LaunchError
 from hpcbench.jobs.program_args import check_program_args
 from hpcbench.jobs.schedulers import SCHEDULER_CLASSES, SchedulerError, scheduler_class
@@ -230,8 +231,9 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
         )
     try:
         launcher = cls.launcher(spec)
+        check_container(spec, scheduler, launcher.name)
         launch = cls.launch_words(spec)
-    except LaunchError as err:
+    except (LaunchError, ContainerError) as err:
         raise RenderError(str(err)) from None
     per_node_agent = launcher.agent_per_node
     launch_text = shell_join(launch, width=LINE_WIDTH)

@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-CONTAINER_RUNTIMES = ("apptainer", "singularity")
+#: the container runtimes (:mod:`hpcbench.jobs.containers`, one module each; a test keeps them equal)
+CONTAINER_RUNTIMES = ("apptainer", "singularity", "pyxis", "enroot", "podman-hpc", "charliecloud")
 DEFAULT_PROGRAM_MODULE = "hpcbench.train"
 
 # Upper bounds. A file name component is at most 255 bytes, and the job name becomes part of log
@@ -46,6 +47,7 @@ FIELD_KEYWORDS = {
     "venv": "environment.venv",
     "conda_env": "environment.conda_env",
     "container": "environment.container.image",
+    "container_runtime": "environment.container.runtime",
     "binds": "environment.container.binds",
     "variables": "environment.variables",
     "setup": "environment.setup",
@@ -149,7 +151,8 @@ class Resources:
 
 @dataclass
 class Container:
-    """An Apptainer/Singularity image every rank runs in."""
+    """The image every rank runs in, and the runtime that runs it (Apptainer, Singularity,
+    enroot through pyxis, enroot, podman-hpc, Charliecloud)."""
 
     image: str = field(default="", metadata=_kind("path", required=True))
     runtime: str = field(default="apptainer", metadata=_kind("choice", choices=CONTAINER_RUNTIMES))

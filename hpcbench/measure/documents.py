@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench import __version__
-from hpcbench.launch import MPI_LAUNCHERS, LaunchInfo, job_id, node_list
+from hpcbench.launch import MPI_LAUNCHERS, LaunchInfo, container, job_id, node_list
 from hpcbench.run_documents import EPOCH_FIELDS, write_energy, write_results
 
 
@@ -203,5 +203,6 @@ def _provenance(launch: Any) -> dict[str, Any]:
         "launcher": launch.launcher,
         "job_id": job_id(),
         "nodelist": node_list(),
+        "container": container(),
         "program": [*sys.argv][:64],
     }

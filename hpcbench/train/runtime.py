@@ -27,6 +27,7 @@ from hpcbench import __version__
 from hpcbench.launch import (
     MPI_LAUNCHERS,
     LaunchInfo,
+    container,
     cpus_per_task,
     detect_launch,
     first_node,
@@ -124,6 +125,7 @@ def provenance(runtime: Runtime, strategy_name: str, model: str | None = None) -
         "launcher": runtime.launch.launcher,
         "job_id": job_id(),
         "nodelist": node_list(),
+        "container": container(),
         "threads": runtime.threads,
         "backend": runtime.backend if STRATEGY_KINDS[strategy_name].reports_backend else None,
     }

@@ -469,6 +469,11 @@ JOB_FLAGS: dict[str, tuple[st.SearchStrategy[str], tuple[str, ...]]] = {
     "--venv": (st.one_of(line_flag(), st.just("-x"), st.just("~~/v")), ("--venv",)),
     "--conda-env": (st.one_of(line_flag(), st.just("-n")), ("--conda-env",)),
     "--container": (st.one_of(line_flag(), st.just("--x")), ("--container",)),
+    # an unknown runtime, a bad line, or a runtime without its image
+    "--container-runtime": (
+        st.one_of(line_flag(), st.sampled_from(["docker", "Apptainer", "pyxis"])),
+        ("--container-runtime", "environment.container"),
+    ),
     "--bind": (st.one_of(line_flag(), st.just("-b")), ("--bind",)),
     "--env": (
         st.one_of(

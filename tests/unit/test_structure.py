@@ -237,19 +237,21 @@ def code_words(path: Path) -> set[str]:
 
 def owner_of(where: str) -> str:
     """The batch system whose files ``where`` is one of ('' for none): its package's, its run
-    side's module (``hpcbench/environments/NAME.py``), or its own launcher's."""
+    side's module (``hpcbench/environments/NAME.py``), or its own launcher's or container
+    plug-in's (SLURM's srun and pyxis)."""
     parts = where.split("/")
     if parts[:3] == SCHEDULERS_DIR:
         return parts[3]
     if parts[:2] == ENVIRONMENTS_DIR:
         return parts[2].removesuffix(".py")
-    return {"hpcbench/jobs/launchers/srun.py": "slurm"}.get(where, "")
+    own = {"hpcbench/jobs/launchers/srun.py": "slurm", "hpcbench/jobs/containers/pyxis.py": "slurm"}
+    return own.get(where, "")
 
 
 def test_no_batch_system_is_named_outside_its_own_files():
     """A batch system's package (``hpcbench/jobs/schedulers/NAME/``) and its run side's module
-    (``hpcbench/environments/NAME.py``) hold everything about it; its launcher (``srun.py`` for
-    SLURM) names it too. Nothing else does: the spec's options, the profiles' keys, the CLI's
+    (``hpcbench/environments/NAME.py``) hold everything about it; its launcher and its container
+    plug-in (``srun.py`` and ``pyxis.py`` for SLURM) name it too. Nothing else does: the spec's options, the profiles' keys, the CLI's
     flags and help texts, the report's words all come from the classes."""
     every = {w for words in SCHEDULER_WORDS.values() for w in words}
     found = []
@@ -265,6 +267,7 @@ def test_a_batch_system_s_files_are_its_package_its_run_side_and_its_own_launche
     assert owner_of("hpcbench/jobs/schedulers/sge/accounting.py") == "sge"
     assert owner_of("hpcbench/environments/slurm.py") == "slurm"
     assert owner_of("hpcbench/jobs/launchers/srun.py") == "slurm"
+    assert owner_of("hpcbench/jobs/containers/pyxis.py") == "slurm"
     assert owner_of("hpcbench/launch.py") == ""
     assert owner_of("hpcbench/environments/base.py") not in SCHEDULER_WORDS
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol
 
+from hpcbench.jobs.containers import rank_prefix
 from hpcbench.jobs.shell import ShellVar, Word, path_word
 from hpcbench.jobs.spec import JobSpec, OwnOption, own_value
 
@@ -70,16 +71,9 @@ class Launcher:
 
 
 def container_prefix(spec: JobSpec) -> list[Word]:
-    """``apptainer exec --nv --bind … IMAGE`` when the spec names a container, else nothing."""
-    c = spec.environment.container
-    if c is None:
-        return []
-    words: list[Word] = [c.runtime, "exec"]
-    if spec.resources.gpus_per_node:
-        words.append("--nv")
-    for bind in c.binds:
-        words += ["--bind", path_word(bind)]
-    return [*words, *c.options, path_word(c.image)]
+    """The container runtime's words before each rank's program (``apptainer exec --nv --bind …
+    IMAGE``, ``ch-run … IMAGE --``) when the spec names a container, else nothing."""
+    return rank_prefix(spec)
 
 
 def program_args(spec: JobSpec) -> list[Word]:

@@ -3,6 +3,7 @@ rank ends the step). Only SLURM has it; the local scheduler starts the same rank
 
 from __future__ import annotations
 
+from hpcbench.jobs.containers import srun_options
 from hpcbench.jobs.launchers.base import Launcher, NodeStarter, program_words
 from hpcbench.jobs.shell import Word
 from hpcbench.jobs.spec import JobSpec, OwnOption
@@ -33,4 +34,5 @@ def srun_words(spec: JobSpec) -> list[Word]:
     ]
     if plugin := Srun.option(spec, "srun_mpi"):
         words.append(f"--mpi={plugin}")
-    return [*words, *spec.launcher.args, *program_words(spec)]
+    # a container started by srun itself (pyxis) is a set of srun options
+    return [*words, *srun_options(spec), *spec.launcher.args, *program_words(spec)]

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hpcbench.jobs.containers import srun_options
 from hpcbench.jobs.schedulers.base import (
     CANCELLED,
     COMPLETED,
@@ -187,7 +188,9 @@ class SlurmScheduler(Scheduler):
     @classmethod
     def node_agents(cls, spec: JobSpec) -> list[Word]:
         nodes = spec.resources.nodes
-        return ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+        words: list[Word] = ["srun", f"--nodes={nodes}", "--ntasks-per-node=1"]
+        # the agents in a container that srun starts itself (pyxis)
+        return [*words, "--kill-on-bad-exit=1", *srun_options(spec)]
 
     @classmethod
     def template_context(cls, spec: JobSpec) -> dict[str, Any]:

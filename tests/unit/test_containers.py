@@ -1,0 +1,212 @@
+"""Container runtimes (Apptainer, Singularity, enroot through pyxis, enroot, podman-hpc,
+Charliecloud): every runtime under every launcher, scheduler and node count renders a script
+that bash and shellcheck accept, or is refused in one line naming the field; the rendered
+scripts run under recording stubs (the launchers and srun record what they are given, as in
+test_injection) put the runtime's words before each rank's program with the job's directory and
+``~/`` expanded on the node, keep the batch shell's requeue on the host, and pass hostile images
+and binds through intact and inert; the image reaches the ranks' provenance. The real run of a
+container is tests/integration/test_containers_run.py."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from hpcbench.jobs.containers import runtime_classes
+from hpcbench.jobs.render import RenderError, render_script
+from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
+from hpcbench.jobs.spec import CONTAINER_RUNTIMES
+from hpcbench.jobs.spec_load import build_spec
+from tests.conftest import require
+from tests.unit.test_injection import CANARY, HOSTILE, as_path, run_script, sandbox  # noqa: F401
+from tests.unit.test_render import spec_for
+
+SCHEDULERS = list(SCHEDULER_CLASSES)
+LAUNCHERS = ("torchrun", "mpiexec", "srun")
+#: the command each runtime puts before a rank's program (pyxis: srun's options instead)
+COMMANDS = {
+    "apptainer": ["apptainer", "exec"],
+    "singularity": ["singularity", "exec"],
+    "enroot": ["enroot", "start"],
+    "podman-hpc": ["podman-hpc", "run", "--rm"],
+    "charliecloud": ["ch-run"],
+}
+
+
+def container(runtime: str, image: str = "/img/torch", binds=("/scratch", "~/data:/data")):
+    return {"container": {"runtime": runtime, "image": image, "binds": list(binds)}}
+
+
+def test_the_specs_runtime_names_are_the_registrys():
+    assert set(CONTAINER_RUNTIMES) == set(runtime_classes())
+
+
+def refusal(runtime: str, scheduler: str, launcher: str) -> str | None:
+    """The one line a combination is refused with, None where it renders."""
+    if launcher == "srun" and scheduler not in ("slurm", "local"):
+        return "srun runs only under"
+    if runtime == "pyxis" and scheduler != "slurm":
+        return f"environment.container.runtime: pyxis runs only under slurm, not {scheduler}"
+    if runtime == "pyxis" and launcher == "mpiexec":
+        return "pyxis starts ranks only through srun or torchrun, not mpiexec (launcher.kind)"
+    return None
+
+
+def test_every_runtime_launcher_scheduler_and_node_count_lints_or_is_refused(tmp_path):
+    scripts = []
+    for runtime in CONTAINER_RUNTIMES:
+        for scheduler in SCHEDULERS:
+            for launcher in LAUNCHERS:
+                for nodes in (1, 2):
+                    spec = spec_for(launcher, nodes, environment=container(runtime))
+                    why = refusal(runtime, scheduler, launcher)
+                    if why is not None:
+                        with pytest.raises(RenderError, match=re.escape(why)) as err:
+                            render_script(spec, scheduler)
+                        assert "\n" not in str(err.value)
+                        continue
+                    text = render_script(spec, scheduler)
+                    assert f"HPCBENCH_CONTAINER_RUNTIME={runtime} " in text
+                    script = tmp_path / f"{runtime}-{scheduler}-{launcher}-{nodes}.sh"
+                    script.write_text(text)
+                    scripts.append(script)
+    # 24 of each runtime (srun only under SLURM and the local scheduler), 4 of pyxis (SLURM's)
+    assert len(scripts) == 5 * 24 + 4
+    for script in scripts:
+        syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert syntax.returncode == 0, script.name + syntax.stderr
+    require(shutil.which("shellcheck") is not None, "shellcheck (Debian package)")
+    lint = subprocess.run(  # one shellcheck for all: no exclusions
+        ["shellcheck", "--shell=bash", "--severity=style", *map(str, scripts)],
+        capture_output=True,
+        text=True,
+    )
+    assert lint.returncode == 0, lint.stdout
+
+
+def launch_calls(calls: list[dict]) -> list[list[str]]:
+    """The arguments of each call of the launchers' stubs (srun, mpiexec)."""
+    return [c["argv"] for c in calls if c["name"] in ("srun", "mpiexec")]
+
+
+@pytest.mark.parametrize("runtime", [r for r in CONTAINER_RUNTIMES if r != "pyxis"])
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_the_runtime_runs_each_rank_and_the_launcher_stays_outside(sandbox, runtime, launcher):  # noqa: F811
+    tmp, env = sandbox
+    spec = build_spec(
+        {
+            "resources": {"nodes": 2, "tasks_per_node": 2, "gpus_per_node": 1},
+            "environment": container(runtime),
+            "launcher": {"kind": launcher},
+            "program": {"command": ["prog", "arg"]},
+        }
+    )
+    calls = run_script(tmp, env, render_script(spec, "slurm"))
+    (argv,) = [a for a in launch_calls(calls) if COMMANDS[runtime][0] in a]
+    start = argv.index(COMMANDS[runtime][0])
+    words = argv[start:]
+    assert words[: len(COMMANDS[runtime])] == COMMANDS[runtime]
+    assert "/img/torch" in words
+    after = words[words.index("/img/torch") + 1 :]
+    after = after[1:] if after[0] == "--" else after  # ch-run's end of options
+    if launcher == "torchrun":  # the agent runs inside, and starts the ranks there
+        assert after[:3] == ["python", "-m", "torch.distributed.run"], after
+    else:
+        assert after == ["prog", "arg"], after
+    work, home = str(tmp / "work"), str(tmp)
+    joined = " ".join(words)
+    if runtime in ("apptainer", "singularity"):  # they bind the working directory themselves
+        assert "--nv" in words and f"{home}/data:/data" in words
+    else:  # the job's directory at the same path, ~/ expanded on the node
+        assert work in joined and f"{home}/data:/data" in joined, words
+        assert "/scratch:/scratch" in words or "/scratch" in words
+    assert "~" not in joined and "$" not in joined
+
+
+def test_pyxis_gives_srun_the_image_mounts_and_working_directory(sandbox):  # noqa: F811
+    tmp, env = sandbox
+    for launcher, nodes in (("srun", 2), ("torchrun", 2), ("torchrun", 1)):
+        spec = build_spec(
+            {
+                "resources": {"nodes": nodes, "tasks_per_node": 2},
+                "environment": container("pyxis", "nvcr.io#nvidia/pytorch:24.08-py3"),
+                "launcher": {"kind": launcher},
+            }
+        )
+        calls = run_script(tmp, env, render_script(spec, "slurm"))
+        (argv,) = [a for a in launch_calls(calls) if "--container-image" in a]
+        at = argv.index("--container-image")
+        assert argv[at : at + 6] == [
+            "--container-image",
+            "nvcr.io#nvidia/pytorch:24.08-py3",
+            "--container-mounts",
+            f"{tmp / 'work'},/scratch:/scratch,{tmp}/data:/data",
+            "--container-workdir",
+            str(tmp / "work"),
+        ]
+        program = argv[at + 6 :]
+        if launcher == "torchrun":  # srun's task is the node's agent, inside the image
+            assert program[:3] == ["python", "-m", "torch.distributed.run"]
+        else:
+            assert program == ["python", "-m", "hpcbench.train"]
+
+
+def test_pyxis_refuses_a_mount_with_a_comma_and_another_users_home_in_one_line():
+    for binds, said in (
+        (["/data,x"], "pyxis separates its mounts with commas"),
+        (["~alice/data:/data"], "write another user's directory out in full"),
+    ):
+        spec = spec_for("srun", 2, environment=container("pyxis", binds=binds))
+        with pytest.raises(RenderError, match=re.escape(said)) as err:
+            render_script(spec, "slurm")
+        assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("runtime", CONTAINER_RUNTIMES)
+def test_hostile_images_binds_and_options_arrive_intact_and_inert(sandbox, runtime):  # noqa: F811
+    tmp, env = sandbox
+    launcher = "srun"
+    for value in HOSTILE:
+        if runtime == "pyxis" and "," in value:
+            continue  # refused in one line (above)
+        spec = build_spec(
+            {
+                "resources": {"nodes": 2, "tasks_per_node": 2},
+                "environment": {
+                    "container": {
+                        "runtime": runtime,
+                        "image": as_path(value),
+                        "binds": [f"/b/{value}"],
+                        "options": [value],
+                    }
+                },
+                "launcher": {"kind": launcher},
+            }
+        )
+        calls = run_script(tmp, env, render_script(spec, "slurm"))
+        assert not list(tmp.rglob(CANARY)), f"{runtime}: {value!r} executed something"
+        (argv,) = [a for a in launch_calls(calls) if "hpcbench.train" in a]
+        assert as_path(value) in argv and value in argv, (value, argv)
+        assert any(f"/b/{value}" in word for word in argv), (value, argv)
+
+
+def test_the_container_flags_and_profile_keys_choose_the_runtime(tmp_path):
+    from tests.conftest import hpcbench
+
+    r = hpcbench(
+        "render", "--scheduler", "slurm", "--launcher", "srun", "--container", "img.sqsh",
+        "--container-runtime", "charliecloud", "--bind", "/scratch", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert 'ch-run --bind /scratch:/scratch --bind "$PWD" --cd "$PWD" img.sqsh --' in (
+        " ".join(r.stdout.replace("\\\n", " ").split())
+    )
+    r = hpcbench(
+        "render", "--scheduler", "slurm", "--container", "img", "--container-runtime", "docker",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "environment.container.runtime" in r.stderr and "charliecloud" in r.stderr
