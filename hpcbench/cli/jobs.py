@@ -11,7 +11,7 @@ from hpcbench.cli.options import job_options, line_count, overrides_from
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES, SCHEDULER_CLASSES
 
 if TYPE_CHECKING:
-    from hpcbench.jobs.schedulers.base import JobStatus, Scheduler
+    from hpcbench.jobs.schedulers.base import JobRecord, JobStatus, Scheduler
 
 RECENT_JOBS = 20  # what `hpcbench status` with no job lists
 
@@ -161,6 +161,7 @@ def _quiet_stdout() -> None:
 def _wait_for(job: Any, name: str, args: argparse.Namespace) -> int:
     """``submit --wait``: the job's log as it grows, then how it ended (with what the
     scheduler's accounting recorded of it); the job's exit status."""
+
     from hpcbench.jobs.accounting.reading import keeps_accounting
     from hpcbench.jobs.accounting.text import describe
 
@@ -190,10 +191,12 @@ def _logs_command(args: argparse.Namespace) -> int:
     from hpcbench.jobs.logs import error_tail
     from hpcbench.jobs.schedulers.base import array_status
     from hpcbench.jobs.schedulers.commands import tail
+    from hpcbench.remote import using
 
     handle = api.job(args.job_id, None if args.scheduler in (None, "auto") else args.scheduler)
     if handle.tasks:  # an array: each task's state, and how to see one task's logs
-        found = handle.scheduler.statuses(list(handle.tasks))
+        with using(handle.login_node()):
+            found = handle.scheduler.statuses(list(handle.tasks))
         for task in handle.tasks:
             _print_status(task, found[task])
         _print_status(handle.job_id, array_status([found[t] for t in handle.tasks]))
@@ -201,6 +204,7 @@ def _logs_command(args: argparse.Namespace) -> int:
               "one task's logs")  # fmt: skip
         return 0
     status = handle.status()
+    handle.fetch()  # the logs and run directory from the login node, when there is one
     code = "" if status.exit_code is None else f" exit={status.exit_code}"
     print(f"job {handle.job_id} ({handle.record.scheduler}): {status.state}{code}")
     if status.state in ("FAILED", "TIMEOUT", "CANCELLED", "PREEMPTED"):
@@ -221,12 +225,13 @@ def _logs_command(args: argparse.Namespace) -> int:
 def _jobs_command(args: argparse.Namespace) -> int:
     """``status`` and ``cancel``: each job's scheduler is the one named, else the one its record
     says (jobs submitted from here), else the one whose ids look like it (this machine's first)."""
-    from hpcbench import api
     from hpcbench.jobs import registry, schedulers
     from hpcbench.jobs.schedulers.base import array_status
+    from hpcbench.remote import login_for, using
 
     named = args.scheduler not in (None, "auto")
-    by_scheduler: dict[str, list[str]] = {}
+    # by scheduler and the record of a job submitted to a login node over SSH (None for here)
+    by_scheduler: dict[tuple[str, JobRecord | None], list[str]] = {}
     order: list[tuple[str, str]] = []  # what to print, in order: ("job"|"array", id)
     job_ids = args.job_ids
     if args.action == "status" and not job_ids:  # the newest jobs submitted from here
@@ -235,32 +240,20 @@ def _jobs_command(args: argparse.Namespace) -> int:
             print(f"no jobs submitted from here (records in {registry.state_dir() / 'jobs'})")
             return 0
         for found in recent:  # newest first, whatever their schedulers
-            by_scheduler.setdefault(found.scheduler, []).append(found.job_id)
+            key = (found.scheduler, found if found.host else None)
+            by_scheduler.setdefault(key, []).append(found.job_id)
             order.append(("job", found.job_id))
         job_ids = []
-    arrays: dict[str, tuple[str, ...]] = {}  # an array's id -> its tasks' (from its record)
-    for job_id in job_ids:
-        api.check_job_id(job_id, args.scheduler if named else None)
-        found = registry.lookup(job_id, args.scheduler if named else None)
-        if named:
-            name = args.scheduler
-        elif found is not None:
-            name = found.scheduler
-        else:
-            name = schedulers.for_job_id(job_id)
-        if found is not None and found.tasks:
-            arrays[job_id] = found.tasks
-        ids = list(arrays.get(job_id) or [job_id])
-        by_scheduler.setdefault(name, []).extend(ids)
-        order += [("job", i) for i in ids] + ([("array", job_id)] if job_id in arrays else [])
+    arrays = _group_named_jobs(job_ids, args.scheduler if named else None, by_scheduler, order)
     states: dict[str, tuple[str, JobStatus]] = {}
-    for name, ids in by_scheduler.items():
+    for (name, remote_record), ids in by_scheduler.items():
         sched = schedulers.get(name)
         sched.check_ids(ids)
-        if args.action == "cancel":
-            _cancel(sched, ids)
-            continue
-        states.update({j: (name, st) for j, st in sched.statuses(ids).items()})
+        with using(login_for(remote_record)):
+            if args.action == "cancel":
+                _cancel(sched, ids)
+                continue
+            states.update({j: (name, st) for j, st in sched.statuses(ids).items()})
     unknown = 0
     for kind, job_id in order if args.action == "status" else []:
         if kind == "array":
@@ -276,15 +269,42 @@ def _jobs_command(args: argparse.Namespace) -> int:
     return 1 if unknown else 0
 
 
+def _group_named_jobs(
+    job_ids: list[str],
+    scheduler: str | None,
+    by_scheduler: dict[tuple[str, JobRecord | None], list[str]],
+    order: list[tuple[str, str]],
+) -> dict[str, tuple[str, ...]]:
+    """Put each named job (an array: its tasks) under its scheduler and login node, in the order
+    to print them; the arrays' tasks by array id. The scheduler is the one named, else the one
+    the job's record says, else the one whose ids look like it."""
+    from hpcbench import api
+    from hpcbench.jobs import registry, schedulers
+
+    arrays: dict[str, tuple[str, ...]] = {}
+    for job_id in job_ids:
+        api.check_job_id(job_id, scheduler)
+        found = registry.lookup(job_id, scheduler)
+        name = scheduler or (found.scheduler if found else schedulers.for_job_id(job_id))
+        if found is not None and found.tasks:
+            arrays[job_id] = found.tasks
+        ids = list(arrays.get(job_id) or [job_id])
+        by_scheduler.setdefault((name, found if found and found.host else None), []).extend(ids)
+        order += [("job", i) for i in ids] + ([("array", job_id)] if job_id in arrays else [])
+    return arrays
+
+
 def _print_accounting(scheduler: str, job_id: str) -> None:
     """The scheduler's accounting of a finished job, read once and kept in its run directory
     (where hpcbench knows the job)."""
     from hpcbench.jobs import registry
     from hpcbench.jobs.accounting.reading import account_finished
     from hpcbench.jobs.accounting.text import describe
+    from hpcbench.remote import login_for, using
 
     found = registry.lookup(job_id, scheduler)
-    record = account_finished(scheduler, job_id, found.run_dir if found else None)
+    with using(login_for(found)):
+        record = account_finished(scheduler, job_id, found.run_dir if found else None)
     for line in describe(record):
         print(f"  {line}")
 

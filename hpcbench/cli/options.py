@@ -137,6 +137,17 @@ def _scheduler_options(p: argparse.ArgumentParser) -> None:
         choices=SCHEDULER_CHOICES,
         help=f"default: detected ({', '.join(commands)}, else {this_machine()})",
     )
+    g.add_argument(
+        "--host",
+        metavar="USER@HOST",
+        help="submit to and follow the scheduler of this login node over SSH (your ssh config, "
+        "agent and keys; docs/cluster-guide.md)",
+    )
+    g.add_argument(
+        "--remote-dir",
+        metavar="DIR",
+        help="the working directory on --host (default: hpcbench/<this directory's name>)",
+    )
     notes = "".join(f"; {c.after_note}" for c in classes if c.after_note)
     g.add_argument(
         "--after",

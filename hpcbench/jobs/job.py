@@ -28,6 +28,7 @@ from hpcbench.jobs.schedulers.base import (
 )
 from hpcbench.jobs.schedulers.commands import tail
 from hpcbench.jsonfile import JsonFileError, read_json
+from hpcbench.remote import RemoteHost, login_for, using
 
 METRICS_FILE = "metrics.json"  # what rank 0 of the trainer writes into the run directory
 
@@ -56,6 +57,7 @@ class Job:
         self.record = record
         self._scheduler = scheduler
         self._submitit = submitit_job
+        self._host: RemoteHost | None = None
         #: why the job could not be remembered for ``hpcbench logs`` ('' when it was)
         self.record_error = record_error
 
@@ -102,7 +104,28 @@ class Job:
         """An array job's task ids (each a job of its own: ``api.job(task)``); () otherwise."""
         return self.record.tasks if self.record is not None else ()
 
+    # -------------------------------------------------------------- a login node over SSH
+
+    def login_node(self) -> RemoteHost | None:
+        """The login node the job was submitted to over SSH (None: this machine's scheduler)."""
+        if self._host is None:
+            self._host = login_for(self.record)
+        return self._host
+
+    def fetch(self, *paths: Path) -> None:
+        """Bring the job's files back from the login node (its logs and run directory by
+        default; only what changed, with rsync); nothing for a job of this machine."""
+        host = self.login_node()
+        if host is None or self.record is None:
+            return
+        r = self.record
+        host.pull(list(paths) or [r.stdout_path, r.stderr_path, r.run_dir])
+
     def status(self) -> JobStatus:
+        with using(self.login_node()):
+            return self._status()
+
+    def _status(self) -> JobStatus:
         if self._submitit is not None:
             return JobStatus(str(self._submitit.state))
         if self.tasks:
@@ -124,6 +147,12 @@ class Job:
     ) -> JobStatus:
         """Poll until the job has finished (backing off); its final status. ``on_line`` is
         given each new line of the job's stdout log as it arrives (about once a second)."""
+        with using(self.login_node()):
+            status = self._wait(timeout, on_line)
+            self.fetch()  # its logs and run directory, from the login node if there is one
+        return status
+
+    def _wait(self, timeout: float | None, on_line: Callable[[str], None] | None) -> JobStatus:
         if self._submitit is not None:
             self._submitit.wait()
             return self.status()
@@ -131,8 +160,10 @@ class Job:
         if on_line is not None:
             assert self.record is not None
             follower = LogFollower(self.record.stdout_path)
+            stdout = self.record.stdout_path
 
             def on_tick() -> None:
+                self.fetch(stdout)  # from the login node, when there is one
                 for line in follower.new_lines():
                     on_line(line)
 
@@ -142,6 +173,7 @@ class Job:
         else:
             status = self.scheduler.wait([self.job_id], timeout, on_tick)[self.job_id]
         if on_line is not None:
+            self.fetch(stdout)
             for line in follower.rest():  # written since the last look, and an unended last line
                 on_line(line)
         return status
@@ -149,7 +181,8 @@ class Job:
     def cancel(self) -> None:
         if self._submitit is not None:
             self._submitit.cancel()
-        else:
+            return
+        with using(self.login_node()):
             self.scheduler.cancel(list(self.tasks) or [self.job_id])
 
     # ------------------------------------------------------------------------- its output
@@ -158,12 +191,14 @@ class Job:
         if self._submitit is not None:
             return self._submitit.stdout() or ""
         assert self.record is not None
+        self.fetch(self.record.stdout_path)
         return _read(self.record.stdout_path)
 
     def stderr(self) -> str:
         if self._submitit is not None:
             return self._submitit.stderr() or ""
         assert self.record is not None
+        self.fetch(self.record.stderr_path)
         return _read(self.record.stderr_path)
 
     def result(self, timeout: float | None = None) -> dict[str, Any]:
@@ -242,7 +277,8 @@ class Job:
             return unavailable(
                 self.record.scheduler, self.job_id, "none", f"the job is {status.state.lower()}"
             )
-        return account_finished(self.record.scheduler, self.job_id, self.record.run_dir)
+        with using(self.login_node()):
+            return account_finished(self.record.scheduler, self.job_id, self.record.run_dir)
 
     def failure_report(self, status: JobStatus, lines: int = 30) -> str:
         """How the job ended, the first failing rank's traceback, else the tail of its error log."""

@@ -69,6 +69,8 @@ LOADER_VARIABLES = frozenset(
 #: batch system or launcher declares: :func:`spec_keys`)
 SPEC_KEYS = {
     "scheduler": "scheduler.name",
+    "host": "scheduler.host",
+    "remote_dir": "scheduler.remote_dir",
     "partition": "resources.partition",
     "account": "resources.account",
     "qos": "resources.qos",

@@ -13,6 +13,7 @@ from hpcbench.jobs.state import MAX_RECORD_BYTES, state_dir
 from hpcbench.jsonfile import JsonFileError, read_json
 
 _FIELDS = ("job_id", "scheduler", "script", "stdout", "stderr", "run_dir")
+_REMOTE_FIELDS = ("host", "remote_dir", "local_dir")  # a job submitted over SSH
 
 
 def _path(scheduler: str, job_id: str) -> Path:
@@ -30,6 +31,11 @@ def record(job: JobRecord) -> None:
         "stderr": str(job.stderr_path),
         "run_dir": str(job.run_dir),
         **({"tasks": list(job.tasks)} if job.tasks else {}),
+        **(
+            {"host": job.host, "remote_dir": job.remote_dir, "local_dir": job.local_dir}
+            if job.host
+            else {}
+        ),
     }
     write_atomically(_path(job.scheduler, job.job_id), json.dumps(data) + "\n")
 
@@ -42,9 +48,11 @@ def _read(path: Path) -> JobRecord:
             raise SchedulerError(f"job record {path}: cannot read it: {err.why}") from None
         data = None
     tasks = data.get("tasks", []) if isinstance(data, dict) else None
+    remote = [data.get(k, "") for k in _REMOTE_FIELDS] if isinstance(data, dict) else []
     if (
         not isinstance(data, dict)
         or not all(isinstance(data.get(k), str) for k in _FIELDS)
+        or not all(isinstance(v, str) for v in remote)
         or not isinstance(tasks, list)
         or not all(isinstance(t, str) for t in tasks)
     ):
@@ -57,6 +65,7 @@ def _read(path: Path) -> JobRecord:
         Path(data["stderr"]),
         Path(data["run_dir"]),
         tuple(tasks),
+        *remote,
     )
 
 

@@ -59,6 +59,8 @@ FIELD_KEYWORDS = {
     "command": "program.command",
     "args": "program.args",
     "scheduler": "scheduler.name",
+    "host": "scheduler.host",
+    "remote_dir": "scheduler.remote_dir",
     "directives": "scheduler.directives",
     "after": "scheduler.after",
     "requeue": "requeue.enabled",
@@ -219,6 +221,11 @@ class SchedulerOptions:
     # Jobs that must end successfully before this one starts (SLURM --dependency=afterok, PBS
     # depend=afterok, LSF done(); Grid Engine's -hold_jid waits for them to end at all).
     after: list[str] = field(default_factory=list, metadata=_kind("jobids"))
+    # a login node whose scheduler is used over SSH from this machine (user@host or an alias of
+    # ~/.ssh/config), and the working directory there that mirrors this one (relative to the
+    # remote home unless absolute; default hpcbench/<this directory's name>)
+    host: str | None = field(default=None, metadata=_kind("sshhost"))
+    remote_dir: str | None = field(default=None, metadata=_kind("line"))
 
 
 STOP_SIGNALS = ("USR2", "TERM")  # never USR1: NCCL installs its own handler for it

@@ -15,6 +15,7 @@ from hpcbench.jobs.schedulers import SCHEDULER_CHOICES, SCHEDULER_CLASSES
 from hpcbench.jobs.spec import MAX_LINE_CHARS, MAX_TEXT_CHARS
 from hpcbench.jobs.spec_options import requeue_methods
 from hpcbench.jobs.units import parse_memory, parse_time
+from hpcbench.remote.ssh import check_target
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A leading ~ or ~user, expanded for path fields (a user name as POSIX allows it portably).
@@ -187,6 +188,9 @@ _CHECKS: dict[str, Callable[[str, dict[str, Any], Any, bool], Any]] = {
     "memory": lambda kind, meta, value, from_cli: parse_memory(value),
     **dict.fromkeys(("text", "line", "path", "outdir", "module"), _check_text),
     "jobids": _check_job_ids,
+    "sshhost": lambda kind, meta, value, from_cli: check_target(
+        _check_text("line", meta, value, from_cli)
+    ),
     **dict.fromkeys(("textlist", "linelist", "pathlist"), _check_list),
     "envdict": _check_env,
     **dict.fromkeys(("choice", "scheduler", "launcher", "requeue_method"), _check_choice),

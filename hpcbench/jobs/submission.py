@@ -22,6 +22,7 @@ from hpcbench.jobs.spec import JobSpec, SpecError
 from hpcbench.jobs.spec_load import load_spec as _load_spec
 from hpcbench.jobs.spec_options import field_keywords
 from hpcbench.jsonfile import read_json
+from hpcbench.remote import RemoteHost, using
 
 
 def load_spec(
@@ -48,7 +49,32 @@ def resolve_scheduler(spec: JobSpec, forced: str | None = None) -> tuple[str, st
         return forced, "chosen with --scheduler"
     if spec.scheduler.name != "auto":
         return spec.scheduler.name, "chosen by scheduler.name (the job spec, or its profile)"
+    if spec.scheduler.host:
+        return remote_scheduler(spec.scheduler.host)
     return schedulers.detect()
+
+
+def remote_scheduler(target: str) -> tuple[str, str]:
+    """(scheduler name, why) of a login node: the batch system whose submit command it has, when
+    only one has it (Grid Engine's and PBS's are both qsub: name it there)."""
+    from hpcbench.remote import current
+
+    host = current()
+    if host is None:
+        raise SpecError(f"scheduler.host: {target}: name the scheduler (--scheduler)")
+    found = []
+    for name, cls in schedulers.SCHEDULER_CLASSES.items():
+        command = cls.submit_command
+        if command and host.ssh(f"command -v {command}", 60).returncode == 0:
+            found.append((name, command))
+    if len(found) == 1:
+        name, command = found[0]
+        return name, f"{command} found on {target}"
+    said = ", ".join(n for n, _ in found) or "none"
+    raise SpecError(
+        f"scheduler.host: {target}: cannot tell its batch system (found: {said}); "
+        "name it (--scheduler)"
+    )
 
 
 def render(
@@ -70,13 +96,39 @@ def submit(
 
     With ``preflight`` the request is first checked against what the scheduler allows (on
     SLURM, the partition's limits)."""
+    workdir = Path(cwd or os.getcwd()).resolve()
+    host = remote_host(spec, workdir)
+    with using(host):
+        return _submit(spec, scheduler, template_dirs, workdir, preflight, host)
+
+
+def remote_host(spec: JobSpec, workdir: Path) -> RemoteHost | None:
+    """The login node ``spec`` is submitted to over SSH (``scheduler.host``), None for this
+    machine's scheduler."""
+    if not spec.scheduler.host:
+        return None
+    return RemoteHost(spec.scheduler.host, workdir, spec.scheduler.remote_dir or "")
+
+
+def _submit(
+    spec: JobSpec,
+    scheduler: str | None,
+    template_dirs: Sequence[str | Path] | None,
+    workdir: Path,
+    preflight: bool,
+    host: RemoteHost | None,
+) -> Job:
     name, _ = resolve_scheduler(spec, scheduler)
     sched = schedulers.get(name)
+    if host is not None and sched.plays_every_system:
+        raise SpecError(
+            f"scheduler.host: {host.target} needs the login node's batch system, not the {name} "
+            "scheduler: name it (--scheduler)"
+        )
     # rendered first: a mistyped program argument is found before the scheduler is asked
     text = render_script(spec, name, template_dirs)
     if preflight:
         sched.preflight(spec)
-    workdir = Path(cwd or os.getcwd()).resolve()
     # Batch systems do not create the log directory; a job whose log path is missing dies unseen.
     _make_output_dir(workdir / spec.resources.output_dir)
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 1_000_000_000:09d}"
@@ -92,15 +144,34 @@ def submit(
         raise schedulers.SchedulerError(
             f"cannot write the script copy {err.filename or script}: {err.strerror}"
         ) from None
+    if host is not None:  # the script, and an array's settings files, where sbatch reads them
+        array_files = [workdir / spec.array.tasks_dir] if spec.array is not None else []
+        host.push([script, *array_files])
     job_id = sched.submit(script, spec, workdir)
+    where = remote_fields(host)
     if spec.array is not None:
-        return _array_job(spec, sched, job_id, script, workdir)
+        return _array_job(spec, sched, job_id, script, workdir, where)
     out, err = sched.log_paths(spec, job_id, workdir)
-    record = JobRecord(job_id, name, script, out, err, sched.run_dir(spec, job_id, workdir))
+    run_dir = sched.run_dir(spec, job_id, workdir)
+    record = JobRecord(job_id, name, script, out, err, run_dir, (), *where)
     return Job(record, sched, _remember(record))
 
 
-def _array_job(spec: JobSpec, sched: Scheduler, array_id: str, script: Path, cwd: Path) -> Job:
+def remote_fields(host: RemoteHost | None) -> tuple[str, str, str]:
+    """What a job record keeps of the login node it was submitted to (empty for this machine)."""
+    if host is None:
+        return ("", "", "")
+    return (host.target, host.remote_dir, str(host.local_dir))
+
+
+def _array_job(
+    spec: JobSpec,
+    sched: Scheduler,
+    array_id: str,
+    script: Path,
+    cwd: Path,
+    where: tuple[str, str, str],
+) -> Job:
     """The handle of an array job; every task is remembered as a job of its own (its logs, its
     run directory as its ``.run`` file names it), and the array with the list of them."""
     array = spec.array
@@ -110,11 +181,14 @@ def _array_job(spec: JobSpec, sched: Scheduler, array_id: str, script: Path, cwd
         task_id = sched.task_id(array_id, k)
         out, err = sched.task_log_paths(spec, task_id, k, cwd)
         run_name = (cwd / array.tasks_dir / f"{k}.run").read_text().strip()
-        task = JobRecord(task_id, sched.name, script, out, err, cwd / array.runs_dir / run_name)
+        run_dir = cwd / array.runs_dir / run_name
+        task = JobRecord(task_id, sched.name, script, out, err, run_dir, (), *where)
         problems.append(_remember(task))
         tasks.append(task_id)
     first = sched.task_log_paths(spec, tasks[0], 1, cwd)
-    record = JobRecord(array_id, sched.name, script, *first, cwd / array.runs_dir, tuple(tasks))
+    record = JobRecord(
+        array_id, sched.name, script, *first, cwd / array.runs_dir, tuple(tasks), *where
+    )
     problem = _remember(record) or next((p for p in problems if p), "")
     return Job(record, sched, problem)
 

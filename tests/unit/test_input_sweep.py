@@ -469,6 +469,12 @@ JOB_FLAGS: dict[str, tuple[st.SearchStrategy[str], tuple[str, ...]]] = {
     "--venv": (st.one_of(line_flag(), st.just("-x"), st.just("~~/v")), ("--venv",)),
     "--conda-env": (st.one_of(line_flag(), st.just("-n")), ("--conda-env",)),
     "--container": (st.one_of(line_flag(), st.just("--x")), ("--container",)),
+    # an ssh option, a space, a shell word: never a host ssh could read as anything else
+    "--host": (
+        st.one_of(line_flag(), st.sampled_from(["-oProxyCommand=x", "a b", "x;y", "@h", ""])),
+        ("--host",),
+    ),
+    "--remote-dir": (line_flag(), ("--remote-dir",)),
     # an unknown runtime, a bad line, or a runtime without its image
     "--container-runtime": (
         st.one_of(line_flag(), st.sampled_from(["docker", "Apptainer", "pyxis"])),

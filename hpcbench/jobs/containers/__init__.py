@@ -54,7 +54,7 @@ def rank_prefix(spec: JobSpec) -> list[Word]:
 def srun_options(spec: JobSpec) -> list[Word]:
     """The container's options of the ``srun`` that starts ranks or agents ([] for most)."""
     cls = runtime_of(spec)
-    return cls.srun_words(spec) if cls else []
+    return cls.srun_flags(spec) if cls else []
 
 
 def check_container(spec: JobSpec, scheduler: str, launcher: str) -> None:

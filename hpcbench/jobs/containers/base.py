@@ -6,7 +6,7 @@ the scheduler's commands (``scontrol requeue``, ``sbatch`` for a resubmission) s
 the *hybrid model* sites document for MPI in containers. A runtime answers two questions: the
 words put before each rank's program (:meth:`ContainerRuntime.rank_words`: ``apptainer exec …
 IMAGE``, ``ch-run … IMAGE --``), and the options it adds to the ``srun`` that starts the ranks or
-the agents (:meth:`ContainerRuntime.srun_words`: pyxis's ``--container-image``). Where it can
+the agents (:meth:`ContainerRuntime.srun_flags`: pyxis's ``--container-image``). Where it can
 run at all (a batch system, launchers) it says in :meth:`ContainerRuntime.check`.
 """
 
@@ -90,7 +90,7 @@ class ContainerRuntime:
         return []
 
     @classmethod
-    def srun_words(cls, spec: JobSpec) -> list[Word]:
+    def srun_flags(cls, spec: JobSpec) -> list[Word]:
         """Options of the ``srun`` that starts the ranks or the node agents."""
         return []
 

@@ -28,7 +28,7 @@ class Pyxis(ContainerRuntime):
     image_is = "a registry reference (nvcr.io#nvidia/pytorch:TAG) or a SquashFS file"
 
     @classmethod
-    def srun_words(cls, spec: JobSpec) -> list[Word]:
+    def srun_flags(cls, spec: JobSpec) -> list[Word]:
         c = spec.environment.container
         assert c is not None
         mounts: list[Word] = [WORKDIR]

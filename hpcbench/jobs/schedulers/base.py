@@ -80,6 +80,11 @@ class JobRecord:
     run_dir: Path
     #: an array job's tasks (their ids; each has a record of its own), empty for a plain job
     tasks: tuple[str, ...] = ()
+    #: the login node it was submitted to over SSH ('' for this machine's scheduler), the
+    #: working directory there, and the local directory it mirrors
+    host: str = ""
+    remote_dir: str = ""
+    local_dir: str = ""
 
 
 class Scheduler(ABC):

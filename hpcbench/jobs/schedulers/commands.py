@@ -6,25 +6,62 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Sequence
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Protocol
 
 from hpcbench.jobs.schedulers.errors import SchedulerError
 
 
+class CommandHost(Protocol):
+    """Another machine that runs the scheduler's commands (a login node over SSH:
+    :mod:`hpcbench.remote`)."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        what: str,
+        timeout: float = 60,
+        stdin_file: Path | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]: ...
+
+
+#: where the current block's scheduler commands run (None: this machine); set by
+#: :func:`hpcbench.remote.using`
+COMMAND_HOST: ContextVar[CommandHost | None] = ContextVar("hpcbench_command_host", default=None)
+
+
 def run_process(
-    argv: Sequence[str], what: str, timeout: float = 60
+    argv: Sequence[str],
+    what: str,
+    timeout: float = 60,
+    stdin_file: Path | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run a scheduler command whatever its exit status; only a missing or hung one raises."""
+    """Run a scheduler command whatever its exit status (``stdin_file`` as its input, in
+    ``cwd``); only a missing or hung one raises. In a block that works on a login node over SSH
+    (:func:`hpcbench.remote.using`) it runs there."""
+    if (host := COMMAND_HOST.get()) is not None:
+        return host.run(argv, what, timeout, stdin_file, cwd)
+    try:
+        given = open(stdin_file, "rb") if stdin_file is not None else None  # noqa: SIM115
+    except OSError as err:
+        raise SchedulerError(f"{what}: cannot read {stdin_file}: {err.strerror}") from None
     try:
         return subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
+            list(argv), capture_output=True, text=True, timeout=timeout,
+            stdin=given if given is not None else subprocess.DEVNULL, cwd=cwd,
+        )  # fmt: skip
     except FileNotFoundError:
         raise SchedulerError(f"{what}: {argv[0]} not found on PATH") from None
     except OSError as err:
         raise SchedulerError(f"{what}: cannot run {argv[0]}: {err.strerror}") from None
     except subprocess.TimeoutExpired:
         raise SchedulerError(f"{what}: {argv[0]} did not answer within {timeout:.0f} s") from None
+    finally:
+        if given is not None:
+            given.close()
 
 
 def run_command(argv: Sequence[str], what: str, timeout: float = 60) -> str:

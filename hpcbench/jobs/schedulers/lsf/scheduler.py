@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -140,17 +139,8 @@ class LsfScheduler(Scheduler):
         }
 
     def submit(self, script_path: Path, spec: JobSpec, cwd: Path) -> str:
-        try:
-            with open(script_path, "rb") as script:
-                proc = subprocess.run(
-                    ["bsub"], stdin=script, capture_output=True, text=True, cwd=cwd, timeout=60
-                )
-        except FileNotFoundError:
-            raise SchedulerError("bsub: bsub not found on PATH") from None
-        except OSError as err:
-            raise SchedulerError(f"bsub: cannot run bsub: {err.strerror}") from None
-        except subprocess.TimeoutExpired:
-            raise SchedulerError("bsub: bsub did not answer within 60 s") from None
+        # bsub reads the script from its input
+        proc = run_process(["bsub"], "bsub", 60, stdin_file=script_path, cwd=cwd)
         said = proc.stdout + proc.stderr
         if proc.returncode != 0 or not (m := _SUBMITTED.search(said)):
             raise SchedulerError(f"bsub refused: {' '.join(said.split()) or proc.returncode}")

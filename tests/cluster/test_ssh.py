@@ -1,0 +1,149 @@
+"""Working from a laptop: hpcbench runs the test SLURM cluster's commands over SSH, through a
+real OpenSSH server on 127.0.0.1 (tests/cluster/sshd.py) with its own host key and the test
+user's key. "The laptop" is a hpcbench whose PATH has no batch system and whose directory is
+not the cluster's: submit pushes the script into the working directory on the login node,
+sbatch, squeue, sacct and scancel run there over one multiplexed connection, the logs and the
+run directory come back; a dropped connection is made again; a wrong host key, a refused key,
+an unreachable host and a missing command are each one line."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.sshd import start_login, stop_login
+from tests.conftest import hpcbench, require
+from tests.docblocks import laptop_path
+
+
+@pytest.fixture(scope="module")
+def login(tmp_path_factory):
+    require(Path("/usr/sbin/sshd").exists(), "sshd (apt-get install openssh-server)")
+    server = start_login(tmp_path_factory.mktemp("sshd"))
+    yield server
+    stop_login(server)
+
+
+@pytest.fixture
+def laptop(login, tmp_path):
+    """(the laptop's directory, its environment, the cluster-side directory)."""
+    here = tmp_path / "laptop"
+    here.mkdir()
+    sockets = tempfile.mkdtemp(prefix="hs-")  # short: a socket's path holds 107 bytes at most
+    env = {
+        "PATH": laptop_path(tmp_path / "laptop-bin"),
+        "HPCBENCH_SSH_CONFIG": str(login.config),
+        "XDG_RUNTIME_DIR": sockets,
+        "HPCBENCH_STATE_DIR": str(tmp_path / "laptop-state"),
+    }
+    yield here, env, tmp_path / "cluster-side"
+    subprocess.run(["ssh", "-F", str(login.config), "-O", "exit", "-o",
+                    f"ControlPath={sockets}/hpcbench/ssh/%C", "login"], capture_output=True)  # fmt: skip
+
+
+def write_job(here: Path, command: list[str]) -> None:
+    (here / "job.toml").write_text(
+        '[resources]\njob_name = "far"\nnodes = 1\ntime = "00:05:00"\n\n'
+        '[launcher]\nkind = "srun"\n\n'
+        f"[program]\ncommand = {json.dumps(command)}\n"
+    )
+
+
+def submitted(out: str) -> str:
+    found = re.search(r"submitted job (\d+) to slurm", out)
+    assert found, out
+    return found.group(1)
+
+
+def test_submit_wait_status_logs_and_results_over_one_connection(slurm_cluster, login, laptop):
+    here, env, remote = laptop
+    write_job(here, ["sh", "-c", "echo far away in $(pwd); echo done > $HPCBENCH_RUN_DIR/x.txt"])
+    before = login.accepted()
+    r = hpcbench("submit", "job.toml", "--scheduler", "slurm", "--host", "login",
+                 "--remote-dir", str(remote), "--wait", cwd=here, env=env)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = submitted(r.stdout)
+    assert f"job {job} completed" in r.stdout + r.stderr
+    assert f"far away in {remote}" in r.stdout  # followed from the login node as it grew
+    # the script went to the login node; the log and the run directory came back here
+    assert list((remote / "runs" / "scripts").glob("far-*.sbatch"))
+    assert "far away" in (here / "runs" / f"far-{job}.out").read_text()
+    assert (here / "runs" / f"far-{job}" / "x.txt").read_text() == "done\n"
+    r = hpcbench("status", job, cwd=here, env=env)
+    assert r.returncode == 0 and f"{job}\tCOMPLETED exit=0" in r.stdout, r.stdout + r.stderr
+    r = hpcbench("logs", job, cwd=here, env=env)
+    assert r.returncode == 0 and "far away" in r.stdout, r.stdout + r.stderr
+    # submit, its waits, status and logs: every command over one connection
+    assert login.accepted() - before == 1
+
+
+def test_cancel_and_a_dropped_connection_made_again(slurm_cluster, login, laptop):
+    here, env, remote = laptop
+    write_job(here, ["sleep", "300"])
+    before = login.accepted()
+    r = hpcbench("submit", "job.toml", "--scheduler", "slurm", "--host", "login",
+                 "--remote-dir", str(remote), cwd=here, env=env)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = submitted(r.stdout)
+    socket_dir = Path(env["XDG_RUNTIME_DIR"]) / "hpcbench" / "ssh"
+    subprocess.run(
+        [
+            "ssh",
+            "-F",
+            env["HPCBENCH_SSH_CONFIG"],
+            "-o",
+            f"ControlPath={socket_dir}/%C",
+            "-O",
+            "exit",
+            "login",
+        ],
+        capture_output=True,
+        check=True,
+    )  # fmt: skip  (the connection drops)
+    r = hpcbench("status", job, cwd=here, env=env)
+    assert r.returncode == 0 and re.search(rf"{job}\t(PENDING|RUNNING)", r.stdout), r.stdout
+    r = hpcbench("cancel", job, cwd=here, env=env)
+    assert r.returncode == 0 and f"cancelled {job}" in r.stdout, r.stdout + r.stderr
+    assert login.accepted() - before == 2  # the first connection, and the one made again
+    state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
+                           text=True).stdout.strip()  # fmt: skip
+    assert state in ("", "CANCELLED", "COMPLETING"), state
+
+
+def test_ssh_failures_are_one_line_each(slurm_cluster, login, laptop):
+    here, env, remote = laptop
+    write_job(here, ["true"])
+    host_key = (login.root / "other_key.pub").read_text().split()
+    wrong_known = login.root / "wrong_known_hosts"
+    port = login.client_config("probe").read_text().split("Port ")[1].split()[0]
+    wrong_known.write_text(f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n")
+    cases = {
+        "a wrong host key": (
+            {"UserKnownHostsFile": str(wrong_known)},
+            "login's host key is not one your known_hosts holds",
+        ),
+        "a refused key": (
+            {"IdentityFile": str(login.root / "other_key")},
+            "login refused your key",
+        ),
+        "an unreachable host": ({"Port": "1"}, "login is unreachable"),
+    }
+    for what, (changes, said) in cases.items():
+        config = login.client_config(what.replace(" ", "-"), **changes)
+        r = hpcbench("submit", "job.toml", "--scheduler", "slurm", "--host", "login",
+                     "--remote-dir", str(remote), cwd=here,
+                     env={**env, "HPCBENCH_SSH_CONFIG": str(config),
+                          "XDG_RUNTIME_DIR": tempfile.mkdtemp(prefix="hs-")})  # fmt: skip
+        assert r.returncode != 0, (what, r.stdout)
+        errors = [line for line in r.stderr.splitlines() if "error" in line]
+        assert len(errors) == 1 and said in errors[0], (what, r.stderr)
+    # a batch system the login node does not have: its command is missing there
+    r = hpcbench("submit", "job.toml", "--scheduler", "lsf", "--launcher", "mpiexec",
+                 "--host", "login", "--remote-dir", str(remote), cwd=here, env=env)  # fmt: skip
+    assert r.returncode != 0
+    assert "bsub not found on login's PATH" in r.stderr, r.stderr

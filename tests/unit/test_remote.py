@@ -1,0 +1,111 @@
+"""The SSH path's own parts, without a server: ssh's failures as one line each (from what
+OpenSSH prints), the hosts a spec accepts, local paths made remote in a command's arguments,
+and the job records that remember a login node (and the older ones that do not). The path end
+to end, through a real sshd in front of the test SLURM cluster, is tests/cluster/test_ssh.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcbench.jobs import registry
+from hpcbench.jobs.schedulers.base import JobRecord
+from hpcbench.remote import RemoteError, RemoteHost, login_for
+from hpcbench.remote.ssh import check_target, failure, ssh_options
+
+CHANGED = """@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
+@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @
+@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
+Host key verification failed."""
+
+
+@pytest.mark.parametrize(
+    "stderr, said",
+    [
+        (CHANGED, "login's host key is not one your known_hosts holds"),
+        ("Host key verification failed.\r\n", "login's host key is not one your known_hosts"),
+        ("root@127.0.0.1: Permission denied (publickey).", "login refused your key: load it"),
+        ("ssh: connect to host 127.0.0.1 port 1: Connection refused", "login is unreachable: ssh"),
+        ("ssh: Could not resolve hostname nope: Name or service not known", "login is unreachable"),
+        ("kex_exchange_identification: Connection closed by remote host", "login is unreachable"),
+        ("something new", "ssh login: something new"),
+        ("", "ssh login: no answer"),
+    ],
+)
+def test_ssh_failures_are_one_line_saying_what_to_do(stderr, said):
+    line = failure("login", stderr)
+    assert said in line and "\n" not in line and "\r" not in line
+
+
+@pytest.mark.parametrize("target", ["login", "alice@login.cluster", "a-b_c.d", "u.1@h-2"])
+def test_user_at_host_and_aliases_are_hosts(target):
+    assert check_target(target) == target
+
+
+@pytest.mark.parametrize(
+    "target", ["-oProxyCommand=x", "a b", "x;y", "@h", "", "h\nx", "a@b@c", "h:22", "$(x)"]
+)
+def test_anything_else_is_refused(target, tmp_path):
+    with pytest.raises(ValueError, match="not USER@HOST"):
+        check_target(target)
+    with pytest.raises(RemoteError, match="host: "):
+        RemoteHost(target, tmp_path)
+
+
+def test_host_keys_are_always_checked_and_no_password_is_asked(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    options = ssh_options()
+    assert "BatchMode=yes" in options and "ControlMaster=auto" in options
+    assert not any("StrictHostKeyChecking" in o for o in options)
+    sockets = tmp_path / "hpcbench" / "ssh"
+    assert f"ControlPath={sockets}/%C" in options and sockets.stat().st_mode & 0o777 == 0o700
+
+
+def test_local_paths_in_a_commands_arguments_become_the_remote_ones(tmp_path):
+    host = RemoteHost("login", tmp_path, "/scratch/me/work")
+    script = tmp_path / "runs" / "scripts" / "a.sh"
+    assert host.translate(str(script)) == "/scratch/me/work/runs/scripts/a.sh"
+    assert host.translate(f"--chdir={tmp_path}") == "--chdir=/scratch/me/work"
+    assert host.translate("--parsable") == "--parsable"
+    assert host.translate(f"{tmp_path}-other/x") == f"{tmp_path}-other/x"  # not inside it
+    assert RemoteHost("login", tmp_path / "proj").remote_dir == "hpcbench/proj"
+    with pytest.raises(RemoteError, match="remote_dir"):
+        RemoteHost("login", tmp_path, "-rf")
+
+
+def test_a_job_record_remembers_its_login_node_and_old_records_read_as_local(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCBENCH_STATE_DIR", str(tmp_path / "state"))
+    paths = [tmp_path / n for n in ("s.sh", "o", "e", "run")]
+    far = JobRecord("12", "slurm", *paths, (), "alice@login", "/scratch/w", str(tmp_path))
+    registry.record(far)
+    found = registry.lookup("12", "slurm")
+    assert found == far
+    login = login_for(found)
+    assert login is not None and (login.target, login.remote_dir) == ("alice@login", "/scratch/w")
+    here = JobRecord("13", "slurm", *paths)
+    registry.record(here)
+    assert registry.lookup("13", "slurm") == here and login_for(here) is None
+    assert "host" not in (tmp_path / "state" / "jobs" / "slurm" / "13.json").read_text()
+    damaged = tmp_path / "state" / "jobs" / "slurm" / "14.json"
+    damaged.write_text(far_json(far).replace('"alice@login"', "5"))
+    with pytest.raises(Exception, match="damaged"):
+        registry.lookup("14", "slurm")
+
+
+def far_json(record: JobRecord) -> str:
+    import json
+
+    return json.dumps({
+        "job_id": "14", "scheduler": "slurm", "script": str(record.script_path),
+        "stdout": str(record.stdout_path), "stderr": str(record.stderr_path),
+        "run_dir": str(record.run_dir), "host": record.host, "remote_dir": record.remote_dir,
+        "local_dir": record.local_dir,
+    })  # fmt: skip
+
+
+def test_the_script_is_the_same_whether_submitted_here_or_over_ssh():
+    from hpcbench.jobs.render import render_script
+    from hpcbench.jobs.spec_load import build_spec
+
+    here = build_spec({"resources": {"nodes": 2}})
+    far = build_spec({"resources": {"nodes": 2}, "scheduler": {"host": "alice@login"}})
+    assert render_script(here, "slurm") == render_script(far, "slurm")
