@@ -1,5 +1,5 @@
 # make demo       install into .venv and run the demo job on the local scheduler
-# make test       install into .venv (plus shellcheck, tmux, chromium, Charliecloud) and run the whole test suite; as
+# make test       install into .venv (plus shellcheck, tmux, chromium, Charliecloud, sshd) and run the whole test suite; as
 #                 root the tests also start throwaway SLURM and Grid Engine clusters
 #                 (tests/cluster/*-up.sh); what CI runs
 # make test-fast  the fast tier (under 5 minutes): unit tests, in-process integration tests and one
@@ -23,9 +23,9 @@ $(STAMP): pyproject.toml
 
 # Debian packages the tests use (command:package), installed when missing and we are root (CI),
 # else explained: shellcheck for the scripts, tmux for the watch view, chromium for the report,
-# ch-run and busybox for a real container run
+# ch-run and busybox for a real container run, an sshd (and rsync) for the laptop's SSH path
 SYSTEM_TOOLS := shellcheck:shellcheck tmux:tmux chromium:chromium ch-run:charliecloud-runtime \
-                busybox:busybox-static
+                busybox:busybox-static ssh:openssh-client sshd:openssh-server rsync:rsync
 system-deps:
 	@for pair in $(SYSTEM_TOOLS); do \
 	  tool=$${pair%%:*}; package=$${pair#*:}; \

@@ -186,15 +186,22 @@ def test_preflight_refuses_what_the_partition_cannot_run_before_sbatch(
     assert not (workdir / "sbatch.calls").exists()
 
 
+def dead_controller_conf(path: Path) -> None:
+    """The test cluster's slurm.conf with a controller port nothing listens on, and SLURM's
+    default MessageTimeout (10 s; the test cluster's 60 s would make every client retry the
+    dead port for a minute)."""
+    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).read_text()
+    conf = re.sub(r"(?m)^(SlurmctldPort|MessageTimeout)=.*$", "", conf)
+    path.write_text(conf + "\nSlurmctldPort=6899\nMessageTimeout=10\n")
+
+
 def test_slurm_installed_without_a_controller_answering_says_how_to_run_here(
     slurm_cluster, workdir
 ):
     """SLURM's commands present (sbatch found, so SLURM is chosen) but its controller not
     answering, as on a workstation with the client packages: the real scontrol against a
     slurm.conf whose controller port nothing listens on."""
-    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).read_text()
-    dead = re.sub(r"(?m)^SlurmctldPort=.*$", "", conf) + "\nSlurmctldPort=6899\n"
-    (workdir / "dead.conf").write_text(dead)
+    dead_controller_conf(workdir / "dead.conf")
     bindir = recorder(workdir, "sbatch")
     env = {
         "SLURM_CONF": str(workdir / "dead.conf"),
@@ -269,9 +276,7 @@ def test_bench_stops_when_no_slurm_controller_answers_and_keeps_its_runs_to_do(
     one bounded retry the whole matrix stops with the hint submit gives (--scheduler local),
     instead of retrying every run for ever; no run is marked failed, so the same command
     continues the matrix once the controller is back."""
-    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).read_text()
-    dead = re.sub(r"(?m)^SlurmctldPort=.*$", "", conf) + "\nSlurmctldPort=6899\n"
-    (workdir / "dead.conf").write_text(dead)
+    dead_controller_conf(workdir / "dead.conf")
     r = hpcbench(
         "bench", "--configs", "single,ddp:2", "--repetitions", "2", "--results", "res",
         "--", "--epochs", "1",
