@@ -305,6 +305,12 @@ def bad_value(kind: str, meta: dict[str, Any]) -> st.SearchStrategy[Any]:
                 max_size=2,
             ),
         )
+    if kind == "sshhost":  # what ssh could read as an option, a shell word, more than a host
+        return st.one_of(
+            st.sampled_from(["-oProxyCommand=x", "a b", "x;y", "@h", "", "h:22", "a@b@c"]),
+            text_with(CONTROL),
+            NOT_STR,
+        )
     if kind in ("choice", "scheduler", "launcher", "requeue_method"):
         choices = {
             "scheduler": SCHEDULER_CHOICES,
