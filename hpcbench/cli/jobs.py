@@ -161,7 +161,6 @@ def _quiet_stdout() -> None:
 def _wait_for(job: Any, name: str, args: argparse.Namespace) -> int:
     """``submit --wait``: the job's log as it grows, then how it ended (with what the
     scheduler's accounting recorded of it); the job's exit status."""
-
     from hpcbench.jobs.accounting.reading import keeps_accounting
     from hpcbench.jobs.accounting.text import describe
 
@@ -189,9 +188,9 @@ def _wait_for(job: Any, name: str, args: argparse.Namespace) -> int:
 def _logs_command(args: argparse.Namespace) -> int:
     from hpcbench import api
     from hpcbench.jobs.logs import error_tail
+    from hpcbench.jobs.remote import using
     from hpcbench.jobs.schedulers.base import array_status
     from hpcbench.jobs.schedulers.commands import tail
-    from hpcbench.remote import using
 
     handle = api.job(args.job_id, None if args.scheduler in (None, "auto") else args.scheduler)
     if handle.tasks:  # an array: each task's state, and how to see one task's logs
@@ -226,8 +225,8 @@ def _jobs_command(args: argparse.Namespace) -> int:
     """``status`` and ``cancel``: each job's scheduler is the one named, else the one its record
     says (jobs submitted from here), else the one whose ids look like it (this machine's first)."""
     from hpcbench.jobs import registry, schedulers
+    from hpcbench.jobs.remote import login_for, using
     from hpcbench.jobs.schedulers.base import array_status
-    from hpcbench.remote import login_for, using
 
     named = args.scheduler not in (None, "auto")
     # by scheduler and the record of a job submitted to a login node over SSH (None for here)
@@ -300,7 +299,7 @@ def _print_accounting(scheduler: str, job_id: str) -> None:
     from hpcbench.jobs import registry
     from hpcbench.jobs.accounting.reading import account_finished
     from hpcbench.jobs.accounting.text import describe
-    from hpcbench.remote import login_for, using
+    from hpcbench.jobs.remote import login_for, using
 
     found = registry.lookup(job_id, scheduler)
     with using(login_for(found)):

@@ -17,6 +17,7 @@ from typing import Any
 from hpcbench.jobs import registry
 from hpcbench.jobs.follow import LogFollower
 from hpcbench.jobs.logs import RankError, error_tail, first_rank_error
+from hpcbench.jobs.remote import RemoteHost, login_for, using
 from hpcbench.jobs.schedulers import for_submitit_cluster
 from hpcbench.jobs.schedulers import get as get_scheduler
 from hpcbench.jobs.schedulers.base import (
@@ -28,7 +29,6 @@ from hpcbench.jobs.schedulers.base import (
 )
 from hpcbench.jobs.schedulers.commands import tail
 from hpcbench.jsonfile import JsonFileError, read_json
-from hpcbench.remote import RemoteHost, login_for, using
 
 METRICS_FILE = "metrics.json"  # what rank 0 of the trainer writes into the run directory
 

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from hpcbench.jobs.launchers import launcher_names
+from hpcbench.jobs.remote.ssh import check_target
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES, SCHEDULER_CLASSES
 from hpcbench.jobs.spec import MAX_LINE_CHARS, MAX_TEXT_CHARS
 from hpcbench.jobs.spec_options import requeue_methods
 from hpcbench.jobs.units import parse_memory, parse_time
-from hpcbench.remote.ssh import check_target
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A leading ~ or ~user, expanded for path fields (a user name as POSIX allows it portably).

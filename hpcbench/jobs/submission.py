@@ -16,13 +16,13 @@ from typing import Any
 from hpcbench.atomic import write_atomically
 from hpcbench.jobs import registry, schedulers
 from hpcbench.jobs.job import Job
+from hpcbench.jobs.remote import RemoteHost, using
 from hpcbench.jobs.render import render_script
 from hpcbench.jobs.schedulers.base import JobRecord, Scheduler
 from hpcbench.jobs.spec import JobSpec, SpecError
 from hpcbench.jobs.spec_load import load_spec as _load_spec
 from hpcbench.jobs.spec_options import field_keywords
 from hpcbench.jsonfile import read_json
-from hpcbench.remote import RemoteHost, using
 
 
 def load_spec(
@@ -57,7 +57,7 @@ def resolve_scheduler(spec: JobSpec, forced: str | None = None) -> tuple[str, st
 def remote_scheduler(target: str) -> tuple[str, str]:
     """(scheduler name, why) of a login node: the batch system whose submit command it has, when
     only one has it (Grid Engine's and PBS's are both qsub: name it there)."""
-    from hpcbench.remote import current
+    from hpcbench.jobs.remote import current
 
     host = current()
     if host is None:

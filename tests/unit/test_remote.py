@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from hpcbench.jobs import registry
+from hpcbench.jobs.remote import RemoteError, RemoteHost, login_for
+from hpcbench.jobs.remote.ssh import check_target, failure, ssh_options
 from hpcbench.jobs.schedulers.base import JobRecord
-from hpcbench.remote import RemoteError, RemoteHost, login_for
-from hpcbench.remote.ssh import check_target, failure, ssh_options
 
 CHANGED = """@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
 @    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @

@@ -54,6 +54,11 @@ def bind_word(src: str, dst: str) -> Word:
     return joined(home_path(src), ":", home_path(dst))
 
 
+def bind_options(flag: str, binds: list[str]) -> list[Word]:
+    """``FLAG SRC:DST`` for each bind (the target the source where not given)."""
+    return [w for src, dst in bind_pairs(binds) for w in (flag, bind_word(src, dst))]
+
+
 def joined(*parts: Word) -> Word:
     """One shell word made of parts (literals quoted, hpcbench's expressions as written): the
     shell joins adjacent quoted strings, ``--x="$PWD":'/a b'``."""

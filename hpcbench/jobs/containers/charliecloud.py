@@ -9,8 +9,7 @@ from __future__ import annotations
 from hpcbench.jobs.containers.base import (
     WORKDIR,
     ContainerRuntime,
-    bind_pairs,
-    bind_word,
+    bind_options,
     image_word,
 )
 from hpcbench.jobs.shell import Word
@@ -27,8 +26,7 @@ class Charliecloud(ContainerRuntime):
         c = spec.environment.container
         assert c is not None
         words: list[Word] = ["ch-run"]
-        for src, dst in bind_pairs(c.binds):
-            words += ["--bind", bind_word(src, dst)]
+        words += bind_options("--bind", c.binds)
         # the job's directory at the same path, and the ranks started in it, as on the host
         words += ["--bind", WORKDIR, "--cd", WORKDIR]
         return [*words, *c.options, image_word(spec), "--"]

@@ -9,8 +9,7 @@ from __future__ import annotations
 from hpcbench.jobs.containers.base import (
     WORKDIR,
     ContainerRuntime,
-    bind_pairs,
-    bind_word,
+    bind_options,
     image_word,
     joined,
 )
@@ -31,6 +30,5 @@ class Enroot(ContainerRuntime):
         if spec.resources.gpus_per_node:
             words += ["--env", "NVIDIA_VISIBLE_DEVICES=all"]
         words += ["--mount", joined(WORKDIR, ":", WORKDIR)]
-        for src, dst in bind_pairs(c.binds):
-            words += ["--mount", bind_word(src, dst)]
+        words += bind_options("--mount", c.binds)
         return [*words, *c.options, image_word(spec)]

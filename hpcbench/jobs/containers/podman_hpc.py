@@ -10,8 +10,7 @@ from __future__ import annotations
 from hpcbench.jobs.containers.base import (
     WORKDIR,
     ContainerRuntime,
-    bind_pairs,
-    bind_word,
+    bind_options,
     image_word,
     joined,
 )
@@ -33,6 +32,5 @@ class PodmanHpc(ContainerRuntime):
         words += ["--workdir", WORKDIR]
         if spec.resources.gpus_per_node:
             words.append("--gpu")
-        for src, dst in bind_pairs(c.binds):
-            words += ["--volume", bind_word(src, dst)]
+        words += bind_options("--volume", c.binds)
         return [*words, *c.options, image_word(spec)]

@@ -15,7 +15,7 @@ from hpcbench.jobs.schedulers.errors import SchedulerError
 
 class CommandHost(Protocol):
     """Another machine that runs the scheduler's commands (a login node over SSH:
-    :mod:`hpcbench.remote`)."""
+    :mod:`hpcbench.jobs.remote`)."""
 
     def run(
         self,
@@ -28,7 +28,7 @@ class CommandHost(Protocol):
 
 
 #: where the current block's scheduler commands run (None: this machine); set by
-#: :func:`hpcbench.remote.using`
+#: :func:`hpcbench.jobs.remote.using`
 COMMAND_HOST: ContextVar[CommandHost | None] = ContextVar("hpcbench_command_host", default=None)
 
 
@@ -41,9 +41,21 @@ def run_process(
 ) -> subprocess.CompletedProcess[str]:
     """Run a scheduler command whatever its exit status (``stdin_file`` as its input, in
     ``cwd``); only a missing or hung one raises. In a block that works on a login node over SSH
-    (:func:`hpcbench.remote.using`) it runs there."""
+    (:func:`hpcbench.jobs.remote.using`) it runs there."""
     if (host := COMMAND_HOST.get()) is not None:
         return host.run(argv, what, timeout, stdin_file, cwd)
+    return run_here(argv, what, timeout, stdin_file, cwd)
+
+
+def run_here(
+    argv: Sequence[str],
+    what: str,
+    timeout: float = 60,
+    stdin_file: Path | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """:func:`run_process` on this machine, wherever the block's scheduler commands run (ssh
+    itself, rsync and scp run here)."""
     try:
         given = open(stdin_file, "rb") if stdin_file is not None else None  # noqa: SIM115
     except OSError as err:

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hpcbench.jobs.remote.ssh import check_target, failure, ssh_options
 from hpcbench.jobs.schedulers.base import JobRecord
+from hpcbench.jobs.schedulers.commands import run_here
 from hpcbench.jobs.schedulers.errors import SchedulerError
-from hpcbench.remote.ssh import check_target, failure, ssh_options
 
 #: the remote working directory when none is given: under the remote home, by the local name
 DEFAULT_REMOTE_ROOT = "hpcbench"
@@ -79,14 +80,7 @@ class RemoteHost:
     def ssh(self, remote_command: str, timeout: float) -> subprocess.CompletedProcess[str]:
         """Run one shell command line on the login node (its exit status whatever it is)."""
         argv = ["ssh", *ssh_options(), self.target, remote_command]
-        try:
-            proc = subprocess.run(
-                argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-            )
-        except FileNotFoundError:
-            raise RemoteError("ssh not found on PATH: install OpenSSH's client") from None
-        except subprocess.TimeoutExpired:
-            raise RemoteError(f"{self.target} did not answer within {timeout:.0f} s") from None
+        proc = run_here(argv, f"ssh {self.target}", timeout)
         if proc.returncode == 255:
             raise RemoteError(failure(self.target, proc.stderr))
         return proc
@@ -195,17 +189,7 @@ class RemoteHost:
         return self._has_rsync
 
     def _copy(self, argv: list[str], timeout: float) -> None:
-        try:
-            proc = subprocess.run(
-                argv, cwd=self.local_dir, capture_output=True, text=True, timeout=timeout,
-                stdin=subprocess.DEVNULL,
-            )  # fmt: skip
-        except FileNotFoundError:
-            raise RemoteError(f"{argv[0]} not found on PATH") from None
-        except subprocess.TimeoutExpired:
-            raise RemoteError(
-                f"{argv[0]} to {self.target} took more than {timeout:.0f} s"
-            ) from None
+        proc = run_here(argv, f"{argv[0]} with {self.target}", timeout, cwd=self.local_dir)
         if proc.returncode != 0:
             if "Permission denied" in proc.stderr or "Host key" in proc.stderr:
                 raise RemoteError(failure(self.target, proc.stderr))

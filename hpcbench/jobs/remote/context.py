@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, cast
 from hpcbench.jobs.schedulers.commands import COMMAND_HOST
 
 if TYPE_CHECKING:
-    from hpcbench.remote.host import RemoteHost
+    from hpcbench.jobs.remote.host import RemoteHost
 
 
 def current() -> RemoteHost | None:
