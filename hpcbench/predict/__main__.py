@@ -6,7 +6,8 @@ Exit status: 0 done; 2 an option, checkpoint or input the user can fix (one line
 every rank exits by itself), or an unreadable image with ``--strict``; 1 anything else, after the
 failing rank printed its rank, role and traceback and stopped every other rank (MPI_Abort).
 
-The process then leaves without the interpreter's teardown (:mod:`hpcbench.fast_exit`).
+glibc's allocator keeps the memory a batch frees for the next batch (:mod:`hpcbench.allocator`),
+and the process leaves without the interpreter's teardown (:mod:`hpcbench.fast_exit`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hpcbench.allocator import keep_freed_memory
     from hpcbench.launch import line_buffered_output
+
+    keep_freed_memory()
 
     line_buffered_output()
     from hpcbench.predict.config import PredictError
