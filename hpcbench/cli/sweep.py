@@ -54,6 +54,17 @@ def add_parsers(sub: Any) -> None:
     )
     s.add_argument("--scheduler", choices=SCHEDULER_CHOICES)
     s.add_argument(
+        "--host",
+        metavar="USER@HOST",
+        help="submit the array to this login node's scheduler over SSH and bring each task's run "
+        "directory back here (docs/cluster-guide.md)",
+    )
+    s.add_argument(
+        "--remote-dir",
+        metavar="DIR",
+        help="the working directory on --host (default: hpcbench/<this directory's name>)",
+    )
+    s.add_argument(
         "--profile", metavar="NAME", help="the cluster profile (default: $HPCBENCH_PROFILE)"
     )
     for name in ("sweep",):
@@ -85,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
             return 0
         check_poll_ceiling()  # a bad $HPCBENCH_POLL_CEILING stops before any task is submitted
-        runner = SweepRunner(sweep, results, args.scheduler)
+        runner = SweepRunner(
+            sweep, results, args.scheduler, host=args.host, remote_dir=args.remote_dir
+        )
         continued = runner.open()
         print(
             f"sweep {sweep.name}: {len(runner.tasks)} task(s) in {runner.results}"

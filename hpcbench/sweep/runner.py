@@ -28,6 +28,7 @@ from hpcbench.bench.provenance import provenance
 from hpcbench.jobs import schedulers
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.program_args import check_program_args
+from hpcbench.jobs.remote import using
 from hpcbench.jobs.spec import Array, JobSpec
 from hpcbench.jobs.submission import load_spec, resolve_scheduler, submit
 from hpcbench.jsonfile import JsonFileError, read_json
@@ -59,6 +60,8 @@ class SweepRunner(TaskStates):
         cwd: str | Path | None = None,
         echo: Callable[[str], None] = print,
         template_dirs: Sequence[str | Path] | None = None,
+        host: str | None = None,
+        remote_dir: str | None = None,
     ) -> None:
         self.sweep = sweep
         self.cwd = Path(cwd or os.getcwd()).resolve()
@@ -69,6 +72,7 @@ class SweepRunner(TaskStates):
         self.tasks = sweep.tasks()
         self.submissions: list[dict[str, Any]] = []
         self._preflighted: int | None = None  # the array size the scheduler's preflight passed
+        self.host, self.remote_dir = host, remote_dir  # the login node, over the spec's
 
     # ----------------------------------------------------------------------- the directory
 
@@ -95,6 +99,8 @@ class SweepRunner(TaskStates):
             **program,
             **({"requeue": False} if s.program else {}),
             **({"scheduler": self.scheduler} if self.scheduler else {}),
+            **({"host": self.host} if self.host else {}),
+            **({"remote_dir": self.remote_dir} if self.remote_dir else {}),
         )
 
     def check_settings(self, spec: JobSpec) -> None:
@@ -285,8 +291,8 @@ class SweepRunner(TaskStates):
         parallel = self.sweep.max_parallel
         spec.array = Array(
             size=count,
-            tasks_dir=str(folder),
-            runs_dir=str(self.results / "runs"),
+            tasks_dir=self._relative(folder),  # relative: the script runs on a login node too
+            runs_dir=self._relative(self.results / "runs"),
             max_parallel=min(parallel, count) if parallel else None,
             task_args=self.sweep.program is not None,
         )
@@ -298,8 +304,9 @@ class SweepRunner(TaskStates):
         if count == self._preflighted:  # asked already (a new sweep: when it was opened)
             return
         spec = self.array_spec(count, self.results / "submissions")
-        name, _ = resolve_scheduler(spec, self.scheduler)
-        schedulers.get(name).preflight(spec)
+        with using(self.login):
+            name, _ = resolve_scheduler(spec, self.scheduler)
+            schedulers.get(name).preflight(spec)
         self._preflighted = count
 
     def submit(self, tasks: Sequence[Task]) -> Job:

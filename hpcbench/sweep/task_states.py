@@ -1,6 +1,7 @@
 """Where each task of a sweep stands: completed (its metrics.json is there), else as its
 scheduler says of the array task that ran it last (one call per scheduler), else to do; and
-following the queued and running ones until each has ended."""
+following the queued and running ones until each has ended. A sweep submitted to a login node
+over SSH is asked there, and its run directories and logs are brought back before each look."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from typing import Any
 
 from hpcbench.files import read_regular
 from hpcbench.jobs import schedulers
+from hpcbench.jobs.remote import RemoteHost, using
 from hpcbench.jobs.schedulers.base import JobStatus
+from hpcbench.jobs.spec import JobSpec
+from hpcbench.jobs.submission import remote_host
 from hpcbench.sweep.plan import Task
 
 METRICS_FILE = "metrics.json"
@@ -37,6 +41,26 @@ class TaskStates:
     tasks: list[Task]
     submissions: list[dict[str, Any]]
     echo: Callable[[str], None]
+    results: Path
+    cwd: Path
+    _login: tuple[RemoteHost | None] | None = None
+
+    def base_spec(self) -> JobSpec:
+        raise NotImplementedError
+
+    @property
+    def login(self) -> RemoteHost | None:
+        """The login node the sweep's job spec, its profile or ``--host`` names, its arrays
+        submitted there over SSH (None: this machine)."""
+        if self._login is None:
+            self._login = (remote_host(self.base_spec(), self.cwd),)
+        return self._login[0]
+
+    def bring_back(self) -> None:
+        """The run directories and logs written on the login node, brought here (only what
+        changed); nothing for a sweep of this machine."""
+        if self.login is not None:
+            self.login.pull([self.results / "runs", self.results / "logs"])
 
     def run_dir(self, task: Task) -> Path:
         raise NotImplementedError
@@ -44,6 +68,7 @@ class TaskStates:
     def states(self) -> list[TaskState]:
         """Every task's state: completed (its metrics.json is there), else as the scheduler
         says of its last array task (one call per scheduler), else to do."""
+        self.bring_back()
         states = [TaskState(t) for t in self.tasks]
         asked: dict[str, list[tuple[TaskState, str]]] = {}
         for st in states:
@@ -57,12 +82,17 @@ class TaskStates:
             st.job_id, st.scheduler = sub["task_ids"][k - 1], sub["scheduler"]
             st.job_id = self._continued(st) or st.job_id
             asked.setdefault(sub["scheduler"], []).append((st, st.job_id))
+        answers = []
         for name, pairs in asked.items():
             if name not in schedulers.SCHEDULER_CLASSES:  # submitit's local or debug executor
                 for st, _ in pairs:
                     st.state, st.reason = FAILED, f"no results; it ran through submitit ({name})"
                 continue
-            found = schedulers.get(name).statuses([job_id for _, job_id in pairs])
+            with using(self.login):
+                answers.append((pairs, schedulers.get(name).statuses([j for _, j in pairs])))
+        if answers:  # what a task wrote before the scheduler said it ended
+            self.bring_back()
+        for pairs, found in answers:
             for st, job_id in pairs:
                 self._apply(st, found.get(job_id))
         return states
@@ -126,8 +156,14 @@ class TaskStates:
             by_scheduler: dict[str, list[TaskState]] = {}
             for st in active.values():
                 by_scheduler.setdefault(st.scheduler or here, []).append(st)
+            answers = []
             for name, group in by_scheduler.items():
-                found = schedulers.get(name).statuses([st.job_id or "" for st in group])
+                with using(self.login):
+                    answers.append(
+                        (group, schedulers.get(name).statuses([st.job_id or "" for st in group]))
+                    )
+            self.bring_back()  # after the answers: what a task wrote before it ended is here
+            for group, found in answers:
                 for st in group:
                     self._apply(st, found.get(st.job_id or ""))
                     if st.state in (COMPLETED, FAILED):

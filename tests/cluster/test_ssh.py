@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -147,3 +148,56 @@ def test_ssh_failures_are_one_line_each(slurm_cluster, login, laptop):
                  "--host", "login", "--remote-dir", str(remote), cwd=here, env=env)  # fmt: skip
     assert r.returncode != 0
     assert "bsub not found on login's PATH" in r.stderr, r.stderr
+
+
+SWEPT = """
+import argparse
+from hpcbench import measure
+
+p = argparse.ArgumentParser()
+p.add_argument("--lr", type=float, required=True)
+lr = p.parse_args().lr
+with measure.run(model="far", config={"lr": lr, **measure.settings(batch=4)}) as m:
+    with m.phase("train"):
+        m.step(samples=4)
+    m.epoch(val_accuracy=1.0 - abs(lr - 0.1))
+"""
+
+
+def test_a_sweep_from_the_laptop_runs_on_the_cluster_and_is_reported_here(
+    slurm_cluster, login, laptop
+):
+    """The sweep's array script (relative paths: it runs in the login node's directory) and its
+    settings files go there; its tasks are followed over SSH and their run directories come
+    back as they end, so the report is made here."""
+    here, env, remote = laptop
+    remote.mkdir()
+    for side in (here, remote):  # the user's code, in their checkout on both machines
+        (side / "swept.py").write_text(SWEPT)
+    (here / "job.toml").write_text(  # the Python of the cluster's environment that has hpcbench
+        '[resources]\ntime = "00:05:00"\n[launcher]\nkind = "srun"\n'
+        f"[program]\npython = {json.dumps(sys.executable)}\n"
+    )
+    (here / "sweep.toml").write_text(
+        'name = "far"\njob = "job.toml"\nprogram = { script = "swept.py" }\n'
+        'program_args = ["--lr", "{lr}"]\n[axes]\nlr = [0.01, 0.1]\n'
+    )
+    r = hpcbench("sweep", "sweep.toml", "--scheduler", "slurm", "--host", "login",
+                 "--remote-dir", str(remote), cwd=here, env=env, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 completed" in r.stdout, r.stdout
+    results = here / "runs" / "sweep-far"
+    script = next((remote / "runs" / "sweep-far" / "logs" / "scripts").glob("*.sbatch"))
+    assert str(here) not in script.read_text()  # nothing of the laptop's paths
+    runs = sorted((results / "runs").iterdir())
+    assert [json.loads((d / "metrics.json").read_text())["config"]["lr"] for d in runs] == [
+        0.01,
+        0.1,
+    ]
+    report = hpcbench("report", str(results), cwd=here, env=env)
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert "lr = 0.1," in (results / "report" / "report.md").read_text()
+    # run again: nothing to do, the states read from the results brought back
+    r = hpcbench("sweep", "sweep.toml", "--scheduler", "slurm", "--host", "login",
+                 "--remote-dir", str(remote), cwd=here, env=env)  # fmt: skip
+    assert r.returncode == 0 and "2 completed" in r.stdout, r.stdout + r.stderr
