@@ -19,7 +19,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +33,15 @@ from hpcbench.bench.results_reader import (
     RUNS_FORMAT,
     AnalysisError,
     read_document,
-    run_metrics,
 )
 from hpcbench.bench.run_lines import outcome, time_left
-from hpcbench.bench.run_specs import ENERGY, TIMING, idle_spec, run_spec
+from hpcbench.bench.run_plan import Run, plan
+from hpcbench.bench.run_side import record_run_side
+from hpcbench.bench.run_specs import ENERGY, idle_spec, run_spec
 from hpcbench.jobs import schedulers, submission
 from hpcbench.jobs.accounting.reading import account_finished, keeps_accounting
 from hpcbench.jobs.job import Job
+from hpcbench.jobs.remote import RemoteHost, using
 from hpcbench.jobs.schedulers.base import JobRecord, SchedulerError
 from hpcbench.jobs.schedulers.errors import SchedulerUnreachable
 
@@ -47,41 +49,6 @@ FINISHED = ("completed", "failed")
 SUBMIT_RETRIES = (10.0, 30.0)  # seconds before asking a refusing scheduler again
 # the trainer's line at the end of each epoch, after any launcher's rank label
 EPOCH_LINE = re.compile(r"epoch [0-9]+/[0-9]+: .*")
-
-
-@dataclass
-class Run:
-    """One run of one configuration (a record of ``runs.json``)."""
-
-    config: str
-    kind: str
-    rep: int
-    status: str = "pending"
-    job_id: str | None = None
-    scheduler: str | None = None
-    run_dir: str | None = None
-    started: float | None = None
-    ended: float | None = None
-    error: str = ""
-    stdout: str | None = None
-    stderr: str | None = None
-    script: str | None = None
-    # local scheduler: the other work found on the machine as the run started ("" for none)
-    shared: str = ""
-
-    @property
-    def label(self) -> str:
-        return f"{self.config} {self.kind} {self.rep}"
-
-
-def plan(matrix: Matrix) -> list[Run]:
-    """Every run of the matrix, in the order they run (see the module's docstring)."""
-    runs = []
-    for rnd in range(1, max(matrix.repetitions, matrix.energy_repetitions) + 1):
-        for kind, count in ((TIMING, matrix.repetitions), (ENERGY, matrix.energy_repetitions)):
-            if rnd <= count:
-                runs += [Run(c.name, kind, rnd) for c in matrix.configs]
-    return runs
 
 
 class BenchError(RuntimeError):
@@ -98,6 +65,8 @@ class Bench:
         scheduler: str | None = None,
         cwd: str | Path | None = None,
         echo: Callable[[str], None] = print,
+        host: str | None = None,
+        remote_dir: str | None = None,
     ) -> None:
         self.matrix = matrix
         self.cwd = Path(cwd or os.getcwd()).resolve()
@@ -106,6 +75,23 @@ class Bench:
         self.echo = echo
         self.runs: list[Run] = []
         self._said_no_accounting = False
+        # the login node every run goes to over SSH, over the job spec's (checked here)
+        self.where = submission.login_fields(host, remote_dir)
+        self._login: tuple[RemoteHost | None] | None = None
+
+    @property
+    def login(self) -> RemoteHost | None:
+        """The login node the runs go to over SSH (None: this machine's scheduler)."""
+        if self._login is None:
+            spec = self._placed(submission.load_spec(self.matrix.job, smoke=self.matrix.smoke))
+            self._login = (submission.remote_host(spec, self.cwd),)
+        return self._login[0]
+
+    def _placed(self, spec: Any) -> Any:
+        """``spec`` sent to the login node given to the bench, if one was."""
+        for key, value in self.where.items():
+            setattr(spec.scheduler, key, value)
+        return spec
 
     # ----------------------------------------------------------------------- the directory
 
@@ -188,12 +174,13 @@ class Bench:
     def spec_for(self, run: Run) -> Any:
         """The job spec of one run: the matrix's job with this configuration's shape."""
         output = self._relative(self.results / "runs" / run.config)
-        return run_spec(self.matrix, run, output, self.scheduler)
+        return self._placed(run_spec(self.matrix, run, output, self.scheduler))
 
     def idle_spec(self) -> Any:
         """The idle-power job's spec (:func:`hpcbench.bench.run_specs.idle_spec`)."""
         output = self._relative(self.results / "idle")
-        return idle_spec(self.matrix, output, self.results / "idle.json", self.scheduler)
+        idle_file = Path(self._relative(self.results / "idle.json"))  # read where the job runs
+        return self._placed(idle_spec(self.matrix, output, idle_file, self.scheduler))
 
     def measure_idle(self) -> None:
         """Before energy runs: a one-task job measures a compute node's idle power into
@@ -207,6 +194,7 @@ class Bench:
             job = submission.submit(spec, self.scheduler, cwd=self.cwd)
             self.echo(f"idle power: job {job.job_id}, {m.idle_seconds:g} s")
             status = job.wait()
+            job.fetch(idle_file)  # from the login node, when there is one
         except SchedulerUnreachable:
             raise
         except (SchedulerError, ValueError) as err:
@@ -220,7 +208,8 @@ class Bench:
 
     def _local(self, spec: Any) -> bool:
         """Whether this run goes to the local scheduler (this machine)."""
-        name = submission.resolve_scheduler(spec, self.scheduler)[0]
+        with using(self.login):
+            name = submission.resolve_scheduler(spec, self.scheduler)[0]
         return schedulers.scheduler_class(name).plays_every_system
 
     def _relative(self, path: Path) -> str:
@@ -306,6 +295,8 @@ class Bench:
             Path(run.stdout or ""),
             Path(run.stderr or ""),
             self.results / (run.run_dir or ""),
+            (),
+            *submission.remote_fields(self.login),
         )
         return Job(record)
 
@@ -341,7 +332,7 @@ class Bench:
         self._save()
         self._account(run)
         if run.status == "completed":
-            self._record_run_side(run)
+            record_run_side(self.results, run.run_dir)
 
     def _account(self, run: Run) -> None:
         """Keep the scheduler's accounting of the run's job beside its results (one ``sacct``,
@@ -349,34 +340,12 @@ class Bench:
         if not run.job_id or not run.run_dir or run.status != "completed" and not run.started:
             return
         scheduler = run.scheduler or schedulers.this_machine()
-        record = account_finished(scheduler, run.job_id, self.results / run.run_dir)
+        with using(self.login):
+            record = account_finished(scheduler, run.job_id, self.results / run.run_dir)
         if record.get("available") is False and not self._said_no_accounting:
             self._said_no_accounting = True
             if keeps_accounting(scheduler):
                 self.echo(f"no scheduler accounting for this matrix ({record.get('reason')})")
-
-    def _record_run_side(self, run: Run) -> None:
-        """Add what the ranks saw (hosts, node lists, MPI, backend, torch) to bench.json's
-        provenance, so the report states it once for the whole matrix."""
-        bench_file = self.results / "bench.json"
-        try:
-            ranks = (run_metrics(self.results, run.run_dir) or {})["provenance"]
-            bench = read_document(bench_file, BENCH_FORMAT, "")
-        except (AnalysisError, KeyError, TypeError):
-            return
-        prov = bench.setdefault("provenance", {})
-        changed = False
-        for key, value in (
-            ("hosts", ranks.get("nodelist") or ranks.get("host")),
-            ("mpi_seen", ranks.get("mpi")),
-            ("backends_seen", ranks.get("backend")),
-            ("torch_seen", ranks.get("torch")),
-        ):
-            if value and value not in prov.setdefault(key, []):
-                prov[key].append(value)
-                changed = True
-        if changed:
-            write_json_atomically(bench_file, bench)
 
 
 def _identity(matrix: Any) -> Any:

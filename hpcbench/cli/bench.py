@@ -65,6 +65,17 @@ def _add_bench(sub: Any) -> None:
     b.add_argument("--results", metavar="DIR", help="results directory (default runs/bench-<name>)")
     b.add_argument("--scheduler", choices=SCHEDULER_CHOICES, help="default: detected")
     b.add_argument(
+        "--host",
+        metavar="USER@HOST",
+        help="run every job on this login node's scheduler over SSH and bring the results back "
+        "(docs/cluster-guide.md)",
+    )
+    b.add_argument(
+        "--remote-dir",
+        metavar="DIR",
+        help="the working directory on --host (default: hpcbench/<this directory's name>)",
+    )
+    b.add_argument(
         "--profile", metavar="NAME", help="the cluster profile (default: $HPCBENCH_PROFILE)"
     )
     b.add_argument("--retry-failed", action="store_true", help="run failed runs again")
@@ -206,12 +217,13 @@ def run(args: argparse.Namespace) -> int:
         if args.action in ("report", "compare"):
             return _analysis(args)
         matrix = build_matrix_from(args, args.program_args)
+        results = args.results or f"runs/bench-{matrix.name}"
+        bench = Bench(matrix, results, args.scheduler, host=args.host, remote_dir=args.remote_dir)
         if args.plan:
             for i, r in enumerate(plan(matrix), 1):
                 print(f"{i}\t{r.config}\t{r.kind}\t{r.rep}")
             return 0
         check_poll_ceiling()  # a bad $HPCBENCH_POLL_CEILING stops before any run is submitted
-        bench = Bench(matrix, args.results or f"runs/bench-{matrix.name}", args.scheduler)
         resumed = bench.open()
         done = sum(r.status == "completed" for r in bench.runs)
         print(

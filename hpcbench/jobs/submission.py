@@ -102,6 +102,16 @@ def submit(
         return _submit(spec, scheduler, template_dirs, workdir, preflight, host)
 
 
+def login_fields(host: str | None, remote_dir: str | None) -> dict[str, str]:
+    """The login node's fields given as ``--host`` and ``--remote-dir`` (None: not given),
+    refused in one line naming the flag, as :func:`load_spec` keywords."""
+    given = {k: v for k, v in (("host", host), ("remote_dir", remote_dir)) if v is not None}
+    if given:
+        flags = {"host": "--host", "remote_dir": "--remote-dir"}
+        _load_spec(None, {f"scheduler.{k}": (flags[k], v) for k, v in given.items()})
+    return given
+
+
 def remote_host(spec: JobSpec, workdir: Path) -> RemoteHost | None:
     """The login node ``spec`` is submitted to over SSH (``scheduler.host``), None for this
     machine's scheduler."""

@@ -30,7 +30,7 @@ from hpcbench.jobs.job import Job
 from hpcbench.jobs.program_args import check_program_args
 from hpcbench.jobs.remote import using
 from hpcbench.jobs.spec import Array, JobSpec
-from hpcbench.jobs.submission import load_spec, resolve_scheduler, submit
+from hpcbench.jobs.submission import load_spec, login_fields, resolve_scheduler, submit
 from hpcbench.jsonfile import JsonFileError, read_json
 from hpcbench.sweep.plan import RUN_NAME, Sweep, SweepError, Task
 from hpcbench.sweep.task_states import (
@@ -72,7 +72,7 @@ class SweepRunner(TaskStates):
         self.tasks = sweep.tasks()
         self.submissions: list[dict[str, Any]] = []
         self._preflighted: int | None = None  # the array size the scheduler's preflight passed
-        self.host, self.remote_dir = host, remote_dir  # the login node, over the spec's
+        self.where = login_fields(host, remote_dir)  # the login node, over the spec's
 
     # ----------------------------------------------------------------------- the directory
 
@@ -99,8 +99,7 @@ class SweepRunner(TaskStates):
             **program,
             **({"requeue": False} if s.program else {}),
             **({"scheduler": self.scheduler} if self.scheduler else {}),
-            **({"host": self.host} if self.host else {}),
-            **({"remote_dir": self.remote_dir} if self.remote_dir else {}),
+            **self.where,
         )
 
     def check_settings(self, spec: JobSpec) -> None:

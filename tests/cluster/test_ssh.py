@@ -201,3 +201,49 @@ def test_a_sweep_from_the_laptop_runs_on_the_cluster_and_is_reported_here(
     r = hpcbench("sweep", "sweep.toml", "--scheduler", "slurm", "--host", "login",
                  "--remote-dir", str(remote), cwd=here, env=env)  # fmt: skip
     assert r.returncode == 0 and "2 completed" in r.stdout, r.stdout + r.stderr
+
+
+MEASURED = """
+from hpcbench import measure
+
+with measure.run(model="far", config={}) as m:
+    with m.phase("train"):
+        m.step(samples=4)
+    m.epoch(val_accuracy=0.5)
+"""
+
+
+def test_a_bench_matrix_from_the_laptop_runs_on_the_cluster_and_is_reported_here(
+    slurm_cluster, login, laptop
+):
+    """Each run of the matrix and its idle-power job go to the login node's SLURM; the runs'
+    directories, the idle measurement and the scheduler's accounting come back, so report
+    reads them here."""
+    here, env, remote = laptop
+    remote.mkdir()
+    for side in (here, remote):
+        (side / "measured.py").write_text(MEASURED)
+    (here / "job.toml").write_text(
+        '[resources]\ntime = "00:05:00"\n[launcher]\nkind = "srun"\n'
+        f"[program]\npython = {json.dumps(sys.executable)}\n"
+    )
+    (here / "m.toml").write_text(
+        'name = "far"\njob = "job.toml"\nrepetitions = 1\nenergy_repetitions = 1\n'
+        'idle_seconds = 1\nprogram = { script = "measured.py" }\n'
+        '[[config]]\nname = "one"\nstrategy = "single"\n'
+    )
+    r = hpcbench("bench", "m.toml", "--scheduler", "slurm", "--host", "login", "--remote-dir",
+                 str(remote), "--no-history", cwd=here, env=env, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    results = here / "runs" / "bench-far"
+    runs = json.loads((results / "runs.json").read_text())["runs"]
+    assert [(x["kind"], x["status"]) for x in runs] == [("timing", "completed"),
+                                                        ("energy", "completed")], runs  # fmt: skip
+    assert json.loads((results / "idle.json").read_text())["seconds"] > 0
+    for run in runs:
+        assert (results / run["run_dir"] / "metrics.json").is_file()
+        accounting = json.loads((results / run["run_dir"] / "accounting.json").read_text())
+        assert accounting["available"] is True, accounting  # sacct, asked on the login node
+    report = hpcbench("report", str(results), cwd=here, env=env)
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert "sacct (SLURM accounting)" in (results / "report" / "report.md").read_text()

@@ -755,6 +755,8 @@ BENCH_FLAGS: dict[str, tuple[st.SearchStrategy[str], tuple[str, ...]]] = {
         ("--name", "name"),
     ),
     "--job": (text_with(["\n", "\r", "\x00"]), ("--job", "job")),
+    "--host": JOB_FLAGS["--host"],
+    "--remote-dir": JOB_FLAGS["--remote-dir"],
     "--scheduler": (
         st.text(max_size=6).filter(lambda v: v not in SCHEDULERS + ("auto",)),
         ("--scheduler",),
