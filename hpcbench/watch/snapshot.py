@@ -1,7 +1,8 @@
 """One look at what ``hpcbench watch`` follows (:class:`Watcher`): each run's queue state (one
 ``statuses`` call per scheduler for every job shown, and none for runs that have ended), its
 progress and ETA from the ranks' telemetry records, and the stragglers named so far (the rule of
-:mod:`hpcbench.measure.stragglers`, applied to the records as they arrive)."""
+:mod:`hpcbench.measure.stragglers`, applied to the records as they arrive). A job submitted to a
+login node over SSH is asked about there, and its run directory brought back at every look."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcbench.jobs.remote import login_for, using
+from hpcbench.jobs.schedulers.errors import SchedulerError
 from hpcbench.measure.stragglers import StragglerWatch
 from hpcbench.measure.telemetry_files import latest_records
 from hpcbench.watch.targets import Item, Target
@@ -100,6 +103,8 @@ class Watcher:
 
     def __init__(self, target: Target) -> None:
         self.target = target
+        # a job submitted over SSH: its scheduler asked there, its run directory brought back
+        self.login = login_for(target.record) if target.record is not None else None
         self.queries = 0
         self._stragglers: dict[str, StragglerWatch] = {}
         self._ended: dict[str, ItemRow] = {}  # runs seen to end: not asked about again
@@ -125,6 +130,7 @@ class Watcher:
             statuses = self._statuses(name, [i.job_id or "" for i in group]) if group else {}
             for item in group:
                 rows[item.label] = self._row(item, statuses.get(item.job_id or ""))
+        self._bring_back([r.item.run_dir for r in rows.values() if r.item.label not in self._ended])
         out = [rows[i.label] for i in items]
         for row in out:
             if row.item.run_dir is not None and (not row.done or row.item.label not in self._ended):
@@ -150,6 +156,16 @@ class Watcher:
                 rows[item.label] = ItemRow(item, "failed", True, "not a job id of its scheduler")
         return good
 
+    def _bring_back(self, run_dirs: list[Path | None]) -> None:
+        """The run directories of the runs still shown, from the login node (after the
+        scheduler's answers: what a run wrote before it ended is here)."""
+        if self.login is None:
+            return
+        try:
+            self.login.pull([d for d in run_dirs if d is not None])
+        except SchedulerError:  # the login node did not answer this time: again next time
+            pass
+
     def _statuses(self, name: str, job_ids: list[str]) -> dict[str, Any]:
         from hpcbench.jobs import schedulers
 
@@ -157,7 +173,8 @@ class Watcher:
             return {}
         self.queries += 1
         try:
-            return schedulers.get(name).statuses(job_ids)
+            with using(self.login):
+                return schedulers.get(name).statuses(job_ids)
         except Exception as err:  # the scheduler did not answer this time: ask again next time
             return {j: _Unknown(str(err)) for j in job_ids}
 

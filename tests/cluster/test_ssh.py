@@ -9,6 +9,7 @@ an unreachable host and a missing command are each one line."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -247,3 +248,43 @@ def test_a_bench_matrix_from_the_laptop_runs_on_the_cluster_and_is_reported_here
     report = hpcbench("report", str(results), cwd=here, env=env)
     assert report.returncode == 0, report.stdout + report.stderr
     assert "sacct (SLURM accounting)" in (results / "report" / "report.md").read_text()
+
+
+def test_watch_follows_a_job_on_the_login_node_across_a_dropped_connection(
+    slurm_cluster, login, laptop
+):
+    """watch asks the login node at every refresh and brings the run directory back; the shared
+    connection dropped in the middle, the next refresh makes a new one and the watch ends with
+    the job."""
+    here, env, remote = laptop
+    write_job(here, ["sh", "-c", 'sleep 6; echo ok > "$HPCBENCH_RUN_DIR/seen.txt"; sleep 2'])
+    r = hpcbench("submit", "job.toml", "--scheduler", "slurm", "--host", "login",
+                 "--remote-dir", str(remote), cwd=here, env=env)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = submitted(r.stdout)
+    before = login.accepted()
+    argv = [sys.executable, "-m", "hpcbench", "watch", job, "--interval", "1"]
+    with subprocess.Popen(argv, cwd=here, env={**os.environ, **env}, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as watching:  # fmt: skip
+        assert watching.stdout is not None
+        first = watching.stdout.readline()  # the first look has been shown
+        socket_dir = Path(env["XDG_RUNTIME_DIR"]) / "hpcbench" / "ssh"
+        subprocess.run(
+            [
+                "ssh",
+                "-F",
+                env["HPCBENCH_SSH_CONFIG"],
+                "-o",
+                f"ControlPath={socket_dir}/%C",
+                "-O",
+                "exit",
+                "login",
+            ],
+            capture_output=True,
+            check=True,
+        )  # fmt: skip  (the connection drops)
+        out, err = watching.communicate(timeout=120)
+    assert watching.returncode == 0, first + out + err
+    assert f"job {job} completed" in out, first + out + err
+    assert login.accepted() - before == 1  # submit's connection served it, then one made again
+    assert (here / "runs" / f"far-{job}" / "seen.txt").read_text() == "ok\n"  # brought back
