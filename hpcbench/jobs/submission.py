@@ -19,7 +19,7 @@ from hpcbench.jobs.job import Job
 from hpcbench.jobs.remote import RemoteHost, using
 from hpcbench.jobs.render import render_script
 from hpcbench.jobs.schedulers.base import JobRecord, Scheduler
-from hpcbench.jobs.spec import JobSpec, SpecError
+from hpcbench.jobs.spec import DEFAULT_PROGRAM_MODULE, JobSpec, SpecError
 from hpcbench.jobs.spec_load import load_spec as _load_spec
 from hpcbench.jobs.spec_options import field_keywords
 from hpcbench.jsonfile import read_json
@@ -137,6 +137,9 @@ def _submit(
         )
     # rendered first: a mistyped program argument is found before the scheduler is asked
     text = render_script(spec, name, template_dirs)
+    if host is not None and _runs_hpcbench_as_is(spec):
+        venv = spec.environment.venv
+        host.check_hpcbench(f"{venv.rstrip('/')}/bin/python" if venv else spec.program.python)
     if preflight:
         sched.preflight(spec)
     # Batch systems do not create the log directory; a job whose log path is missing dies unseen.
@@ -165,6 +168,15 @@ def _submit(
     run_dir = sched.run_dir(spec, job_id, workdir)
     record = JobRecord(job_id, name, script, out, err, run_dir, (), *where)
     return Job(record, sched, _remember(record))
+
+
+def _runs_hpcbench_as_is(spec: JobSpec) -> bool:
+    """Whether the job runs one of hpcbench's programs with a Python the login node can be
+    asked about: no module, conda, container or setup line prepares another before it."""
+    p, env = spec.program, spec.environment
+    module = p.module or ("" if p.command or p.script else DEFAULT_PROGRAM_MODULE)
+    prepared = env.modules or env.conda_env or env.container or env.setup
+    return module.split(".")[0] == "hpcbench" and not prepared
 
 
 def remote_fields(host: RemoteHost | None) -> tuple[str, str, str]:

@@ -149,6 +149,15 @@ def test_ssh_failures_are_one_line_each(slurm_cluster, login, laptop):
                  "--host", "login", "--remote-dir", str(remote), cwd=here, env=env)  # fmt: skip
     assert r.returncode != 0
     assert "bsub not found on login's PATH" in r.stderr, r.stderr
+    # hpcbench's trainer, with a Python the login node lacks, or one without hpcbench
+    for python, said in (
+        ("no-such-python", "no-such-python not found on login's PATH"),
+        ("/usr/bin/python3", "/usr/bin/python3 cannot import hpcbench: install it"),
+    ):
+        r = hpcbench("submit", "--scheduler", "slurm", "--python", python, "--host", "login",
+                     "--remote-dir", str(remote), cwd=here, env=env)  # fmt: skip
+        errors = [line for line in r.stderr.splitlines() if "error" in line]
+        assert r.returncode != 0 and len(errors) == 1 and said in errors[0], r.stderr
 
 
 SWEPT = """

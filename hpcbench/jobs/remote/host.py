@@ -117,14 +117,14 @@ class RemoteHost:
             raise RemoteError(f"{self.target}: cannot make {self.remote_dir}: {said}")
         self._ready = True
 
-    def check_program(self, program: str, timeout: float = 60) -> None:
-        """Refuse in one line a login node without ``program`` (hpcbench, python3) on PATH."""
-        self.prepare(timeout)
-        proc = self.ssh(f"command -v {shlex.quote(program)}", timeout)
+    def check_hpcbench(self, python: str, timeout: float = 60) -> None:
+        """Refuse in one line a login node where the jobs' Python is missing or cannot import
+        hpcbench (asked where the job's script runs: the remote working directory)."""
+        proc = self.run([python, "-c", "import hpcbench"], "the job's Python", timeout)
         if proc.returncode != 0:
             raise RemoteError(
-                f"{self.target} has no {program} on its PATH: install it there "
-                "(pip install hpcbench in the environment your jobs use)"
+                f"{self.target}: {python} cannot import hpcbench: install it in the environment "
+                "your jobs use (pip install hpcbench), or name that environment (--venv, --load)"
             )
 
     # ------------------------------------------------------------------------- files
