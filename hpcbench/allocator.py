@@ -4,9 +4,9 @@ By default glibc's ``malloc`` gives a block of 32 MiB or more its own ``mmap`` a
 it is freed, and returns the top of its heap to the kernel once more than twice its (adaptive)
 threshold is free there. A PyTorch step on the CPU allocates and frees the same activations and
 gradients at every step, so every step mapped fresh pages and the kernel zeroed and faulted each
-of them in again. Measured on a 2-core machine, 40 steps of the default training: 3.2 s of
-system time and 1.79 million page faults in 11.2 s; with the thresholds below 0.6 s and 0.25
-million in 8.9 s (peak memory 1.17 → 1.44 GB). This is what the CPU tuning guides get by
+of them in again. Measured on a 2-core machine (``benchmarks/allocator.py``, 40 steps of the
+default training): 2.62 s of system time and 1.25 million page faults in 11.9 s; with the
+thresholds below 0.77 s and 0.27 million in 9.9 s (peak memory 1.17 → 1.48 GB). This is what the CPU tuning guides get by
 preloading jemalloc or tcmalloc, without a library to install.
 
 :func:`keep_freed_memory` raises both thresholds with ``mallopt``; ``python -m hpcbench.train``
@@ -63,6 +63,10 @@ def keep_freed_memory(environ: Mapping[str, str] | None = None) -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
-        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    # each on its own: a glibc that refuses so high an mmap threshold (older ones cap it at
+    # 32 MiB) gets its cap, and the trim threshold is set whatever it said
+    mapped = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) or bool(
+        mallopt(M_MMAP_THRESHOLD, 32 << 20)
     )
+    trimmed = bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    return mapped and trimmed

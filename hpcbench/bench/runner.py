@@ -113,9 +113,13 @@ class Bench:
                 f"--results {self.results}: exists and is not a matrix's results directory "
                 "(no bench.json); give a new directory"
             )
+        recorded = _read_json(bench_file, BENCH_FORMAT) if bench_file.exists() else None
+        self.where = submission.recorded_login(
+            bench_file, recorded, self.where, self.results, self.cwd
+        )
+        self._login = None
         self._lock()
-        if bench_file.exists():
-            recorded = _read_json(bench_file, BENCH_FORMAT)
+        if recorded is not None:
             if _identity(recorded.get("matrix")) != _identity(self.matrix.to_dict()):
                 raise BenchError(
                     f"{bench_file}: holds another matrix; resume it with the matrix it was started "
@@ -145,6 +149,7 @@ class Bench:
                 "matrix": self.matrix.to_dict(),
                 "provenance": provenance(self.cwd),
                 "estimates": chosen_factors(self.matrix.estimates),
+                **({"login": self.where} if self.where else {}),
             },
         )
         self.runs = plan(self.matrix)
@@ -311,6 +316,8 @@ class Bench:
 
         try:
             status = job.wait(on_line=on_line)
+        except SchedulerUnreachable:
+            raise  # the login node is gone: the run stays running, reattached when resumed
         except SchedulerError as err:
             run.status, run.error = "failed", str(err)
         else:

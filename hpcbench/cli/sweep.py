@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from hpcbench.jobs.schedulers import SchedulerError
     from hpcbench.jobs.schedulers.polling import check_poll_ceiling
     from hpcbench.jobs.spec import SpecError
+    from hpcbench.jobs.submission import login_fields
     from hpcbench.sweep.plan import SweepError, read_sweep
     from hpcbench.sweep.runner import FAILED, SweepRunner, counts
 
@@ -84,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         os.environ[PROFILE_VAR] = args.profile
     try:
         sweep = read_sweep(args.sweep, args.smoke, args.axis, args.max_parallel, args.repetitions)
+        login_fields(args.host, args.remote_dir)  # a bad --host: one line, even with --plan
         if args.plan:
             _print_plan(sweep)
             return 0

@@ -112,6 +112,32 @@ def login_fields(host: str | None, remote_dir: str | None) -> dict[str, str]:
     return given
 
 
+def recorded_login(
+    document: Path, recorded: Any, given: dict[str, str], results: Path, cwd: Path
+) -> dict[str, str]:
+    """The login node a results directory's runs went to (its ``document``'s ``login``, read as
+    hostile ground) under the one given now: refused in one line when they differ, or when
+    the results are not under ``cwd`` (they come back into the same places here)."""
+    login = recorded.get("login") if isinstance(recorded, dict) else None
+    login = (
+        login_fields(login.get("host"), login.get("remote_dir")) if isinstance(login, dict) else {}
+    )
+    for key, value in given.items():
+        if key in login and login[key] != value:
+            raise SpecError(
+                f"--{key.replace('_', '-')} {value}: {document} ran on {login['host']} "
+                f"({login.get('remote_dir') or 'its default directory'}); continue it there, "
+                "or give a new --results"
+            )
+    chosen = {**login, **given}
+    if chosen.get("host") and not results.is_relative_to(cwd):
+        raise SpecError(
+            f"--results {results}: over SSH the results must be under this directory ({cwd}), "
+            "the remote working directory's mirror"
+        )
+    return chosen
+
+
 def remote_host(spec: JobSpec, workdir: Path) -> RemoteHost | None:
     """The login node ``spec`` is submitted to over SSH (``scheduler.host``), None for this
     machine's scheduler."""
@@ -138,8 +164,10 @@ def _submit(
     # rendered first: a mistyped program argument is found before the scheduler is asked
     text = render_script(spec, name, template_dirs)
     if host is not None and _runs_hpcbench_as_is(spec):
-        venv = spec.environment.venv
-        host.check_hpcbench(f"{venv.rstrip('/')}/bin/python" if venv else spec.program.python)
+        python, venv = spec.program.python, spec.environment.venv
+        if venv and "/" not in python:  # a bare name: found in the venv the job activates
+            python = f"{venv.rstrip('/')}/bin/{python}"
+        host.check_hpcbench(python)
     if preflight:
         sched.preflight(spec)
     # Batch systems do not create the log directory; a job whose log path is missing dies unseen.
@@ -172,10 +200,10 @@ def _submit(
 
 def _runs_hpcbench_as_is(spec: JobSpec) -> bool:
     """Whether the job runs one of hpcbench's programs with a Python the login node can be
-    asked about: no module, conda, container or setup line prepares another before it."""
+    asked about: no module, conda, container, setup line or variable prepares another."""
     p, env = spec.program, spec.environment
     module = p.module or ("" if p.command or p.script else DEFAULT_PROGRAM_MODULE)
-    prepared = env.modules or env.conda_env or env.container or env.setup
+    prepared = env.modules or env.conda_env or env.container or env.setup or env.variables
     return module.split(".")[0] == "hpcbench" and not prepared
 
 

@@ -30,7 +30,13 @@ from hpcbench.jobs.job import Job
 from hpcbench.jobs.program_args import check_program_args
 from hpcbench.jobs.remote import using
 from hpcbench.jobs.spec import Array, JobSpec
-from hpcbench.jobs.submission import load_spec, login_fields, resolve_scheduler, submit
+from hpcbench.jobs.submission import (
+    load_spec,
+    login_fields,
+    recorded_login,
+    resolve_scheduler,
+    submit,
+)
 from hpcbench.jsonfile import JsonFileError, read_json
 from hpcbench.sweep.plan import RUN_NAME, Sweep, SweepError, Task
 from hpcbench.sweep.task_states import (
@@ -159,11 +165,13 @@ class SweepRunner(TaskStates):
                 f"--results {self.results}: exists and is not a sweep's results directory "
                 "(no sweep.json); give a new directory"
             )
+        recorded = self._read(self.sweep_file, SWEEP_FORMAT) if self.sweep_file.exists() else None
+        self.where = recorded_login(self.sweep_file, recorded, self.where, self.results, self.cwd)
+        self._login = None  # the login node it ran on, when it was not given again
         if not self.sweep_file.exists():
             self.preflight(len(self.tasks))  # what the scheduler would refuse: before any file
         self._lock()
-        if self.sweep_file.exists():
-            recorded = self._read(self.sweep_file, SWEEP_FORMAT)
+        if recorded is not None:
             if recorded.get("sweep") != self.sweep.to_dict():
                 raise SweepError(
                     f"{self.sweep_file}: holds another sweep; continue it with the sweep it was "
@@ -183,6 +191,7 @@ class SweepRunner(TaskStates):
                 "sweep": self.sweep.to_dict(),
                 "tasks": [t.to_dict() for t in self.tasks],
                 "provenance": provenance(self.cwd),
+                **({"login": self.where} if self.where else {}),
             },
         )
         self._save()
@@ -221,9 +230,6 @@ class SweepRunner(TaskStates):
             self.submissions_file,
             {"format": SUBMISSIONS_FORMAT, "submissions": self.submissions},
         )
-
-    def _relative(self, path: Path) -> str:
-        return os.path.relpath(path, self.cwd) if path.is_relative_to(self.cwd) else str(path)
 
     # ------------------------------------------------------------------------- the states
 
@@ -290,8 +296,8 @@ class SweepRunner(TaskStates):
         parallel = self.sweep.max_parallel
         spec.array = Array(
             size=count,
-            tasks_dir=self._relative(folder),  # relative: the script runs on a login node too
-            runs_dir=self._relative(self.results / "runs"),
+            tasks_dir=self._placed(folder),
+            runs_dir=self._placed(self.results / "runs"),
             max_parallel=min(parallel, count) if parallel else None,
             task_args=self.sweep.program is not None,
         )

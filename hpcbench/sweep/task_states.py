@@ -5,6 +5,7 @@ over SSH is asked there, and its run directories and logs are brought back befor
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from typing import Any
 
 from hpcbench.files import read_regular
 from hpcbench.jobs import schedulers
-from hpcbench.jobs.remote import RemoteHost, using
+from hpcbench.jobs.remote import RemoteError, RemoteHost, using
 from hpcbench.jobs.schedulers.base import JobStatus
 from hpcbench.jobs.spec import JobSpec
 from hpcbench.jobs.submission import remote_host
@@ -22,6 +23,8 @@ from hpcbench.sweep.plan import Task
 METRICS_FILE = "metrics.json"
 # task states, as `hpcbench sweep` prints them
 COMPLETED, FAILED, QUEUED, RUNNING, TODO = "completed", "failed", "queued", "running", "to do"
+#: polls in a row without an answer from the login node before following the sweep stops
+LOGIN_MISSES = 10
 
 
 @dataclass
@@ -47,6 +50,14 @@ class TaskStates:
 
     def base_spec(self) -> JobSpec:
         raise NotImplementedError
+
+    def _placed(self, path: Path) -> str:
+        """``path`` as the array script names it: relative to the working directory on a login
+        node (the script runs there), absolute here (it may start elsewhere, as qsub's do)."""
+        return self._relative(path) if self.login is not None else str(path)
+
+    def _relative(self, path: Path) -> str:
+        return os.path.relpath(path, self.cwd) if path.is_relative_to(self.cwd) else str(path)
 
     @property
     def login(self) -> RemoteHost | None:
@@ -145,24 +156,25 @@ class TaskStates:
             )
 
     def follow(self, states: list[TaskState]) -> list[TaskState]:
-        """Poll the queued and running tasks until each has ended, saying so as each does."""
+        """Poll the queued and running tasks until each has ended, saying so as each does. A
+        login node that does not answer is asked again at the next poll (up to
+        :data:`LOGIN_MISSES` polls in a row): the tasks go on without us."""
         active = {id(s): s for s in states if s.state in (QUEUED, RUNNING)}
-        total = len(states)
+        total, misses = len(states), 0
         here = schedulers.this_machine()
         poll = schedulers.get(next(iter(active.values())).scheduler or here) if active else None
         intervals = poll.poll_intervals() if poll else iter(())
         while active:
             time.sleep(next(intervals))
-            by_scheduler: dict[str, list[TaskState]] = {}
-            for st in active.values():
-                by_scheduler.setdefault(st.scheduler or here, []).append(st)
-            answers = []
-            for name, group in by_scheduler.items():
-                with using(self.login):
-                    answers.append(
-                        (group, schedulers.get(name).statuses([st.job_id or "" for st in group]))
-                    )
-            self.bring_back()  # after the answers: what a task wrote before it ended is here
+            try:
+                answers = self._ask(list(active.values()), here)
+            except RemoteError as err:
+                misses += 1
+                if misses >= LOGIN_MISSES:
+                    raise
+                self.echo(f"no answer from the login node ({err}); asking again")
+                continue
+            misses = 0
             for group, found in answers:
                 for st in group:
                     self._apply(st, found.get(st.job_id or ""))
@@ -174,6 +186,21 @@ class TaskStates:
                             f"[{done}/{total}] {st.task.run}: {st.state}{why} (task {st.job_id})"
                         )
         return states
+
+    def _ask(self, active: list[TaskState], here: str) -> list[tuple[list[TaskState], Any]]:
+        """Each scheduler's answer for its tasks, then what they wrote brought back (after the
+        answers: what a task wrote before it ended is here)."""
+        by_scheduler: dict[str, list[TaskState]] = {}
+        for st in active:
+            by_scheduler.setdefault(st.scheduler or here, []).append(st)
+        answers = []
+        with using(self.login):
+            for name, group in by_scheduler.items():
+                answers.append(
+                    (group, schedulers.get(name).statuses([st.job_id or "" for st in group]))
+                )
+        self.bring_back()
+        return answers
 
 
 def counts(states: Sequence[TaskState]) -> str:

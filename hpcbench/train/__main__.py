@@ -12,7 +12,7 @@ step) or anything else, after printing this rank's traceback and stopping every 
 this process exits).
 
 glibc's allocator keeps the memory a step frees for the next step (:mod:`hpcbench.allocator`:
-a quarter less time per CPU step, measured), and the process then leaves without the
+a sixth less time per CPU step, measured), and the process then leaves without the
 interpreter's teardown (:mod:`hpcbench.fast_exit`: about a second of CPU less per rank).
 """
 

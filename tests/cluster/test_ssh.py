@@ -254,9 +254,16 @@ def test_a_bench_matrix_from_the_laptop_runs_on_the_cluster_and_is_reported_here
         assert (results / run["run_dir"] / "metrics.json").is_file()
         accounting = json.loads((results / run["run_dir"] / "accounting.json").read_text())
         assert accounting["available"] is True, accounting  # sacct, asked on the login node
+    scripts = list((remote / "runs" / "bench-far").rglob("*.sbatch"))
+    assert len(scripts) == 3 and not [s for s in scripts if str(here) in s.read_text()]
     report = hpcbench("report", str(results), cwd=here, env=env)
     assert report.returncode == 0, report.stdout + report.stderr
     assert "sacct (SLURM accounting)" in (results / "report" / "report.md").read_text()
+    # continued without --host: it runs on the login node it was started on, and no other
+    r = hpcbench("bench", "m.toml", "--scheduler", "slurm", "--no-history", cwd=here, env=env)
+    assert r.returncode == 0 and "resumed with 2 done" in r.stdout, r.stdout + r.stderr
+    r = hpcbench("bench", "m.toml", "--scheduler", "slurm", "--host", "other", cwd=here, env=env)
+    assert r.returncode == 2 and "ran on login" in r.stderr, r.stdout + r.stderr
 
 
 def test_watch_follows_a_job_on_the_login_node_across_a_dropped_connection(

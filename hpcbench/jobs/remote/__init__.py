@@ -11,6 +11,6 @@ hpcbench never stores or asks for a password, and never turns host-key checking 
 """
 
 from hpcbench.jobs.remote.context import current, using
-from hpcbench.jobs.remote.host import RemoteError, RemoteHost, login_for
+from hpcbench.jobs.remote.host import LoginUnreachable, RemoteError, RemoteHost, login_for
 
-__all__ = ["RemoteError", "RemoteHost", "current", "login_for", "using"]
+__all__ = ["LoginUnreachable", "RemoteError", "RemoteHost", "current", "login_for", "using"]

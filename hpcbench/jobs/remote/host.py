@@ -5,6 +5,7 @@ rsync where both sides have it, else scp."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 from hpcbench.jobs.remote.ssh import check_target, failure, ssh_options
 from hpcbench.jobs.schedulers.base import JobRecord
 from hpcbench.jobs.schedulers.commands import run_here
-from hpcbench.jobs.schedulers.errors import SchedulerError
+from hpcbench.jobs.schedulers.errors import SchedulerError, SchedulerUnreachable
 
 #: the remote working directory when none is given: under the remote home, by the local name
 DEFAULT_REMOTE_ROOT = "hpcbench"
@@ -30,6 +31,11 @@ def login_for(record: JobRecord | None) -> RemoteHost | None:
 
 class RemoteError(SchedulerError):
     """The login node cannot be reached or refused us; one line saying what to do."""
+
+
+class LoginUnreachable(RemoteError, SchedulerUnreachable):
+    """ssh itself failed (no route, a refused key, a changed host key): no command reaches the
+    login node now, so a matrix stops with its runs as they are and a poll asks again later."""
 
 
 @dataclass
@@ -82,7 +88,7 @@ class RemoteHost:
         argv = ["ssh", *ssh_options(), self.target, remote_command]
         proc = run_here(argv, f"ssh {self.target}", timeout)
         if proc.returncode == 255:
-            raise RemoteError(failure(self.target, proc.stderr))
+            raise LoginUnreachable(failure(self.target, proc.stderr))
         return proc
 
     def run(
@@ -170,9 +176,9 @@ class RemoteHost:
             self._copy(["scp", "-p", "-r", *ssh_options(), source, dest], timeout)
 
     def _relative(self, path: Path) -> str:
-        resolved = (self.local_dir / path).resolve() if not Path(path).is_absolute() else path
+        resolved = Path(os.path.normpath(self.local_dir / path))  # no ".." left to climb out
         try:
-            return str(Path(resolved).relative_to(self.local_dir))
+            return str(resolved.relative_to(self.local_dir))
         except ValueError:
             raise RemoteError(
                 f"{path}: only files under {self.local_dir} go to {self.target}"
@@ -190,8 +196,10 @@ class RemoteHost:
 
     def _copy(self, argv: list[str], timeout: float) -> None:
         proc = run_here(argv, f"{argv[0]} with {self.target}", timeout, cwd=self.local_dir)
+        if argv[0] == "rsync" and proc.returncode == 24:  # files that vanished meanwhile
+            return  # (a run's temporary files, renamed as they are written): the rest came
         if proc.returncode != 0:
             if "Permission denied" in proc.stderr or "Host key" in proc.stderr:
-                raise RemoteError(failure(self.target, proc.stderr))
+                raise LoginUnreachable(failure(self.target, proc.stderr))
             said = " ".join(proc.stderr.split())[:300] or f"exit status {proc.returncode}"
             raise RemoteError(f"{argv[0]} with {self.target}: {said}")
