@@ -45,7 +45,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "shapes"
         subprocess.run([sys.executable, "-m", "hpcbench", "prep", "synthetic", str(data),
-                        "--samples", "6000", "-q"], check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+                        "--samples", "6000", "-q"],
+                       check=True, stdout=subprocess.DEVNULL)  # fmt: skip
         argv = [sys.executable, "-m", "hpcbench.train", "--data", str(data), "--epochs", "1",
                 "--max-steps", str(a.steps), "--no-checkpoint", "--progress", "none",
                 "--output-dir", str(Path(tmp) / "run")]  # fmt: skip

@@ -6,8 +6,8 @@ threshold is free there. A PyTorch step on the CPU allocates and frees the same 
 gradients at every step, so every step mapped fresh pages and the kernel zeroed and faulted each
 of them in again. Measured on a 2-core machine (``benchmarks/allocator.py``, 40 steps of the
 default training): 2.62 s of system time and 1.25 million page faults in 11.9 s; with the
-thresholds below 0.77 s and 0.27 million in 9.9 s (peak memory 1.17 → 1.48 GB). This is what the CPU tuning guides get by
-preloading jemalloc or tcmalloc, without a library to install.
+thresholds below 0.77 s and 0.27 million in 9.9 s (peak memory 1.17 → 1.48 GB). This is what
+the CPU tuning guides get by preloading jemalloc or tcmalloc, without a library to install.
 
 :func:`keep_freed_memory` raises both thresholds with ``mallopt``; ``python -m hpcbench.train``
 and ``python -m hpcbench.predict`` call it first thing (their processes are ours: a library call

@@ -184,7 +184,9 @@ class Bench:
     def idle_spec(self) -> Any:
         """The idle-power job's spec (:func:`hpcbench.bench.run_specs.idle_spec`)."""
         output = self._relative(self.results / "idle")
-        idle_file = Path(self._relative(self.results / "idle.json"))  # read where the job runs
+        idle_file = self.results / "idle.json"
+        if self.login is not None:  # named where the job runs: the login node's directory
+            idle_file = Path(self._relative(idle_file))
         return self._placed(idle_spec(self.matrix, output, idle_file, self.scheduler))
 
     def measure_idle(self) -> None:

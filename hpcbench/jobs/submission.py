@@ -16,7 +16,7 @@ from typing import Any
 from hpcbench.atomic import write_atomically
 from hpcbench.jobs import registry, schedulers
 from hpcbench.jobs.job import Job
-from hpcbench.jobs.remote import RemoteHost, using
+from hpcbench.jobs.remote import RemoteHost, current, using
 from hpcbench.jobs.render import render_script
 from hpcbench.jobs.schedulers.base import JobRecord, Scheduler
 from hpcbench.jobs.spec import DEFAULT_PROGRAM_MODULE, JobSpec, SpecError
@@ -57,8 +57,6 @@ def resolve_scheduler(spec: JobSpec, forced: str | None = None) -> tuple[str, st
 def remote_scheduler(target: str) -> tuple[str, str]:
     """(scheduler name, why) of a login node: the batch system whose submit command it has, when
     only one has it (Grid Engine's and PBS's are both qsub: name it there)."""
-    from hpcbench.jobs.remote import current
-
     host = current()
     if host is None:
         raise SpecError(f"scheduler.host: {target}: name the scheduler (--scheduler)")

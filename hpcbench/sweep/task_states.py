@@ -1,7 +1,7 @@
 """Where each task of a sweep stands: completed (its metrics.json is there), else as its
 scheduler says of the array task that ran it last (one call per scheduler), else to do; and
 following the queued and running ones until each has ended. A sweep submitted to a login node
-over SSH is asked there, and its run directories and logs are brought back before each look."""
+over SSH is asked there, and its run directories and logs are brought back after each answer."""
 
 from __future__ import annotations
 

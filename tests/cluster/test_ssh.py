@@ -44,8 +44,15 @@ def laptop(login, tmp_path):
         "HPCBENCH_STATE_DIR": str(tmp_path / "laptop-state"),
     }
     yield here, env, tmp_path / "cluster-side"
-    subprocess.run(["ssh", "-F", str(login.config), "-O", "exit", "-o",
-                    f"ControlPath={sockets}/hpcbench/ssh/%C", "login"], capture_output=True)  # fmt: skip
+    drop_connection(env)
+
+
+def drop_connection(env: dict[str, str], check: bool = False) -> None:
+    """Stop the shared ssh connection hpcbench keeps to the login node (``check``: it must be
+    there): the next command has to make a new one."""
+    socket_dir = Path(env["XDG_RUNTIME_DIR"]) / "hpcbench" / "ssh"
+    subprocess.run(["ssh", "-F", env["HPCBENCH_SSH_CONFIG"], "-o", f"ControlPath={socket_dir}/%C",
+                    "-O", "exit", "login"], capture_output=True, check=check)  # fmt: skip
 
 
 def write_job(here: Path, command: list[str]) -> None:
@@ -92,21 +99,7 @@ def test_cancel_and_a_dropped_connection_made_again(slurm_cluster, login, laptop
                  "--remote-dir", str(remote), cwd=here, env=env)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     job = submitted(r.stdout)
-    socket_dir = Path(env["XDG_RUNTIME_DIR"]) / "hpcbench" / "ssh"
-    subprocess.run(
-        [
-            "ssh",
-            "-F",
-            env["HPCBENCH_SSH_CONFIG"],
-            "-o",
-            f"ControlPath={socket_dir}/%C",
-            "-O",
-            "exit",
-            "login",
-        ],
-        capture_output=True,
-        check=True,
-    )  # fmt: skip  (the connection drops)
+    drop_connection(env, check=True)
     r = hpcbench("status", job, cwd=here, env=env)
     assert r.returncode == 0 and re.search(rf"{job}\t(PENDING|RUNNING)", r.stdout), r.stdout
     r = hpcbench("cancel", job, cwd=here, env=env)
@@ -284,21 +277,7 @@ def test_watch_follows_a_job_on_the_login_node_across_a_dropped_connection(
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE) as watching:  # fmt: skip
         assert watching.stdout is not None
         first = watching.stdout.readline()  # the first look has been shown
-        socket_dir = Path(env["XDG_RUNTIME_DIR"]) / "hpcbench" / "ssh"
-        subprocess.run(
-            [
-                "ssh",
-                "-F",
-                env["HPCBENCH_SSH_CONFIG"],
-                "-o",
-                f"ControlPath={socket_dir}/%C",
-                "-O",
-                "exit",
-                "login",
-            ],
-            capture_output=True,
-            check=True,
-        )  # fmt: skip  (the connection drops)
+        drop_connection(env, check=True)
         out, err = watching.communicate(timeout=120)
     assert watching.returncode == 0, first + out + err
     assert f"job {job} completed" in out, first + out + err

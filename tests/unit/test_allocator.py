@@ -50,7 +50,8 @@ needs_glibc = pytest.mark.skipif(
 @pytest.mark.parametrize("entry", ["hpcbench.train", "hpcbench.predict"])
 def test_the_trainers_and_predictors_processes_fault_a_freed_block_in_once(entry):
     setup = (
-        f"import contextlib, io, importlib; main = importlib.import_module('{entry}.__main__').main\n"
+        "import contextlib, io, importlib\n"
+        f"main = importlib.import_module('{entry}.__main__').main\n"
         "with contextlib.redirect_stdout(io.StringIO()): main(['--help'])\n"
     )
     taken, pages = faults(setup)

@@ -158,6 +158,8 @@ class RemoteHost:
         """Bring remote files or directories back to the same places here, incrementally with
         rsync (only what changed); what does not exist remotely yet is left alone."""
         rels = [self._relative(p) for p in paths]
+        if not rels:
+            return
         self.prepare()
         quoted = " ".join(shlex.quote(self.remote_path(self.local_dir / r)) for r in rels)
         there = self.ssh(f'for p in {quoted}; do [ -e "$p" ] && echo y || echo n; done', timeout)
