@@ -70,7 +70,7 @@ class Config:
     device: str = "cpu"
     nodes: int = 1
     ranks_per_node: int = 1
-    launcher: str = ""  # empty: mpiexec for mpi, torchrun otherwise
+    launcher: str = ""  # empty: the strategy's default (StrategyKind.default_launcher)
     trainer_args: tuple[str, ...] = ()
     program_args: tuple[str, ...] = ()  # a program the matrix names: its own arguments
 
@@ -169,7 +169,8 @@ def _config(table: Any, where: str, program: dict[str, Any] | None = None) -> Co
         device=device,
         nodes=read_int(table, "nodes", where, 1, 1, 4096),
         ranks_per_node=read_int(table, "ranks_per_node", where, 1, 1, 1024),
-        launcher=read_str(table, "launcher", where, launcher_names()) or "",
+        launcher=read_str(table, "launcher", where, launcher_names())
+        or ("" if program is None else STRATEGY_KINDS[strategy].default_launcher(False)),
         trainer_args=tuple(read_args(table, "trainer_args", where)),
         program_args=tuple(read_args(table, "program_args", where, trainer=False)),
     )

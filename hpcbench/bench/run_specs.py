@@ -89,7 +89,7 @@ def idle_spec(matrix: Matrix, output_dir: str, idle_file: Path, scheduler: str |
         nodes=1,
         gpus_per_node=gpus,
         tasks_per_node=1,
-        launcher="torchrun",
+        launcher="direct",  # no agent's start-up or polling on the node it measures idle
         job_name=f"{m.name}-idle",
         output_dir=output_dir,
         module="hpcbench.energy",

@@ -41,8 +41,16 @@ class StrategyKind:
     reports_backend: ClassVar[bool] = False
 
     @classmethod
-    def default_launcher(cls) -> str:
-        return "mpiexec" if cls.mpi else "torchrun"
+    def default_launcher(cls, own_trainer: bool = True) -> str:
+        """What starts a run of it when the matrix names no launcher: mpiexec for MPI ranks;
+        hpcbench's trainer as one process (single, dp) directly, with no agent in front; a
+        user's program of one process under torchrun (a world of one: a script written for
+        torchrun, calling ``init_process_group``, runs unchanged); torchrun otherwise."""
+        if cls.mpi:
+            return "mpiexec"
+        if own_trainer and (cls.one_device or cls.drives_node_gpus):
+            return "direct"
+        return "torchrun"
 
     @classmethod
     def matrix_problem(
@@ -58,6 +66,11 @@ class StrategyKind:
             )
         if cls.mpi and launcher == "torchrun":
             return "launcher", f"{cls.name} ranks are started by mpiexec or srun, not torchrun"
+        if launcher == "direct" and not (cls.one_device or cls.drives_node_gpus):
+            return "launcher", (
+                f"direct starts one process without a launcher's rendezvous; {cls.name} ranks "
+                f"are started by {cls.default_launcher()}"
+            )
         return "", ""
 
 

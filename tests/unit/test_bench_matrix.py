@@ -42,7 +42,7 @@ def test_a_matrix_file_reads_into_configurations(tmp_path):
     m = read_matrix(path)
     assert [c.name for c in m.configs] == ["cpu", "ddp-2", "mpi-4"]
     assert [(c.devices, c.world_size, c.launcher_kind) for c in m.configs] == [
-        (1, 1, "torchrun"),
+        (1, 1, "direct"),  # hpcbench's trainer as one process: no agent
         (2, 2, "torchrun"),
         (4, 4, "mpiexec"),
     ]
@@ -208,6 +208,40 @@ def test_a_run_of_any_program_gets_its_arguments_and_its_configuration_in_its_en
     timing = bench.spec_for(Run("single", "timing", 1))
     assert "HPCBENCH_ENERGY" not in timing.environment.variables
     assert "export HPCBENCH_STRATEGY=single" in render_script(timing, "local")
+    # a user's program of one process runs under torchrun, a world of one (a script written
+    # for torchrun calls init_process_group); hpcbench's trainer runs directly
+    assert timing.launcher.kind == "torchrun"
+    assert "python -m torch.distributed.run" in render_script(timing, "local")
+
+
+def test_the_trainers_one_process_runs_and_the_idle_job_start_no_launcher(tmp_path):
+    """A single (or dp) run of hpcbench's trainer and the idle-power job are the program itself,
+    with no torchrun agent importing torch (and polling) beside it; a direct launcher for ranks
+    that meet is one line naming the key."""
+    from hpcbench.bench.run_specs import idle_spec
+
+    (tmp_path / "m.toml").write_text(
+        "idle_seconds = 2\n[[config]]\nname='cpu'\nstrategy='single'\n"
+        "[[config]]\nname='gpu'\nstrategy='single'\ndevice='cuda'\n"
+    )
+    matrix = read_matrix(tmp_path / "m.toml")
+    bench = Bench(matrix, "results", scheduler="local", cwd=tmp_path)
+    for run in (Run("cpu", "timing", 1), Run("gpu", "energy", 1)):
+        spec = bench.spec_for(run)
+        assert spec.launcher.kind == "direct"
+        text = render_script(spec, "slurm")
+        assert "torch.distributed.run" not in text and "mpiexec -n" not in text
+        assert "\nexec python -m hpcbench.train --no-checkpoint " in text  # the program itself
+    idle = idle_spec(matrix, "results", tmp_path / "idle.json", "slurm")
+    assert idle.launcher.kind == "direct"
+    assert "torch.distributed.run" not in render_script(idle, "slurm")
+    (tmp_path / "d.toml").write_text("[[config]]\nname='ddp'\nstrategy='ddp'\nlauncher='direct'\n")
+    with pytest.raises(MatrixError) as err:
+        read_matrix(tmp_path / "d.toml")
+    assert str(err.value) == (
+        f"{tmp_path / 'd.toml'}: config[0] (ddp): launcher: direct starts one process without a "
+        "launcher's rendezvous; ddp ranks are started by torchrun"
+    )
 
 
 def test_gpu_configurations_ask_for_their_gpus(tmp_path):

@@ -47,7 +47,7 @@ def test_render_prints_the_scheduler_choice_and_program_args(workdir):
     refused = hpcbench("render", "--scheduler", "pbs", "--launcher", "srun", cwd=workdir)
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1] == (
-        "hpcbench: error: launcher.kind: srun runs only under SLURM, not pbs; use mpiexec or torchrun"
+        "hpcbench: error: launcher.kind: srun runs only under SLURM, not pbs; use direct or mpiexec or torchrun"
     )
 
 

@@ -15,7 +15,7 @@ from hpcbench.jobs.spec_load import build_spec
 from tests.conftest import require
 
 SCHEDULERS = list(SCHEDULER_CLASSES)  # every scheduler the registry finds, a new one included
-LAUNCHERS = ["torchrun", "mpiexec", "srun"]
+LAUNCHERS = ["torchrun", "mpiexec", "srun", "direct"]
 
 
 def spec_for(launcher: str, nodes: int, **extra):
@@ -52,6 +52,8 @@ def matrix():
             for nodes in (1, 2):
                 if launcher == "srun" and scheduler not in ("slurm", "local"):
                     continue  # refused: see test_srun_needs_slurm
+                if launcher == "direct" and nodes > 1:
+                    continue  # refused: see test_direct_starts_the_program_itself_once
                 yield scheduler, launcher, nodes
 
 
@@ -59,7 +61,8 @@ def matrix():
 def test_every_script_passes_bash_n_and_shellcheck(tmp_path, scheduler, launcher, nodes):
     for with_container in (False, True):
         extra = {"environment": {"container": {"image": "/img/torch.sif", "binds": ["/scratch"]}}}
-        spec = spec_for(launcher, nodes, **(extra if with_container else {}))
+        one = {"resources": {"tasks_per_node": 1}} if launcher == "direct" else {}
+        spec = spec_for(launcher, nodes, **one, **(extra if with_container else {}))
         script = tmp_path / f"job-{with_container}.sh"
         script.write_text(render_script(spec, scheduler))
         lint_script(script)
@@ -77,6 +80,26 @@ def lint_script(script: Path) -> None:
         text=True,
     )
     assert lint.returncode == 0, lint.stdout + script.read_text()
+
+
+def test_direct_starts_the_program_itself_once():
+    """One process, no launcher in front: the batch shell runs the program (for a requeueable
+    job, execs it, so the shell's signals reach it); a job of more processes is one line."""
+    spec = spec_for("direct", 1, resources={"tasks_per_node": 1})
+    for scheduler in SCHEDULERS:
+        text = render_script(spec, scheduler)
+        assert "torch.distributed.run" not in text and "mpiexec -n" not in text
+        assert "srun --ntasks" not in text
+        launch = text.split("# --- launch ---", 1)[1]
+        assert "python -m hpcbench.train --epochs 2" in launch, (scheduler, launch)
+    for nodes, tasks in ((2, 1), (1, 2)):
+        spec = spec_for("direct", nodes, resources={"tasks_per_node": tasks})
+        with pytest.raises(RenderError) as err:
+            render_script(spec, "slurm")
+        assert str(err.value) == (
+            f"launcher.kind: direct starts one process, and this job has {nodes * tasks} "
+            f"({nodes} node(s) x {tasks} task(s)); use torchrun, mpiexec or srun"
+        )
 
 
 def test_slurm_torchrun_two_nodes_asks_one_agent_per_node():

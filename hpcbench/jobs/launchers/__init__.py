@@ -1,5 +1,5 @@
 """Launchers behind one shape (:class:`~.base.Launcher`), one module each: torchrun, mpiexec,
-srun.
+srun, direct (the program itself, one process).
 
 Every module of this package that defines a ``Launcher`` subclass with a ``name`` is a launcher:
 :func:`launcher_classes` finds them by importing them (and, on its first call, the modules other
