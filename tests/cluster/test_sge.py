@@ -36,10 +36,10 @@ def test_sge_job_trains_on_two_ranks(sge_cluster, workdir, cluster_data):
 
 
 def test_sge_status_and_cancel(sge_cluster, workdir):
-    # the job must really sleep: under torchrun from a python without torch it failed at once,
-    # and on a busy machine qdel came after its end
-    r = hpcbench("submit", "--scheduler", "sge", "--program", "sleep 120", "--python",
-                 sys.executable, cwd=workdir)  # fmt: skip
+    # the job must really sleep (started directly: no torchrun agent, which failed at once from
+    # a python without torch; on a busy machine qdel came after its end)
+    r = hpcbench("submit", "--scheduler", "sge", "--launcher", "direct", "--program", "sleep 120",
+                 "--python", sys.executable, cwd=workdir)  # fmt: skip
     assert r.returncode == 0, r.stderr
     job = submitted_id(r.stdout, "sge")
     state = ""

@@ -136,7 +136,10 @@ def test_a_failing_rank_fails_the_job_and_logs_show_its_traceback(
 
 
 def test_cancel_a_running_job(slurm_cluster, workdir):
-    r = hpcbench("submit", "--scheduler", "slurm", "--program", "sleep 120", cwd=workdir)
+    r = hpcbench(
+        *("submit", "--scheduler", "slurm", "--launcher", "direct", "--program", "sleep 120"),
+        cwd=workdir,
+    )
     assert r.returncode == 0, r.stderr
     job = submitted_id(r.stdout, "slurm")
     for _ in range(100):

@@ -254,10 +254,18 @@ def test_a_job_after_another_starts_when_it_succeeded_and_never_when_it_failed(w
 def test_a_job_after_a_cancelled_one_is_not_started_and_fails(workdir):
     """A cancelled job never writes an exit status: the job waiting for it must still end
     (FAILED, its log naming the cancelled job), not wait for ever."""
-    first_id = local_job(workdir, "--program", "sleep 60", "-J", "first")
+    first_id = local_job(workdir, "--launcher", "direct", "--program", "sleep 60", "-J", "first")
     marker = workdir / "second-ran"
     second_id = local_job(
-        workdir, "--after", first_id, "-J", "second", "--program", f"touch {marker}"
+        workdir,
+        "--after",
+        first_id,
+        "-J",
+        "second",
+        "--launcher",
+        "direct",
+        "--program",
+        f"touch {marker}",
     )
     cancelled = hpcbench("cancel", first_id, cwd=workdir)
     assert cancelled.returncode == 0, cancelled.stderr

@@ -46,7 +46,13 @@ def test_a_local_array_runs_at_most_its_cap_and_cancels_one_pending_task(workdir
     for k in (1, 2, 3, 4):
         (tasks_dir / f"{k}.run").write_text(f"t{k}\n")
         (tasks_dir / f"{k}.toml").write_text("")
-    spec = build_spec({"program": {"command": ["sleep", "4"]}, "resources": {"job_name": "arr"}})
+    spec = build_spec(
+        {
+            "program": {"command": ["sleep", "4"]},
+            "launcher": {"kind": "direct"},  # imports nothing: no agent importing torch
+            "resources": {"job_name": "arr"},
+        }
+    )
     spec.array = Array(4, str(tasks_dir), str(workdir / "runs"), max_parallel=2)
     job = submit(spec, "local", cwd=workdir)
     assert job.job_id.startswith("local-") and len(job.tasks) == 4
@@ -200,7 +206,13 @@ def test_cancelling_a_local_array_starts_none_of_its_pending_tasks(workdir):
         (tasks_dir / f"{k}.toml").write_text("")
     # long tasks (the cancel ends the running one): none can finish before the cancel, however
     # slowly a loaded machine runs this test
-    spec = build_spec({"program": {"command": ["sleep", "60"]}, "resources": {"job_name": "c"}})
+    spec = build_spec(
+        {
+            "program": {"command": ["sleep", "60"]},
+            "launcher": {"kind": "direct"},
+            "resources": {"job_name": "c"},
+        }
+    )
     spec.array = Array(3, str(tasks_dir), str(workdir / "runs"), max_parallel=1)
     job = submit(spec, "local", cwd=workdir)
     sched = get("local")
@@ -221,10 +233,10 @@ def local_array(
     command: list[str],
     parallel: int,
     name: str = "a",
-    launcher: str = "mpiexec",
+    launcher: str = "direct",
 ):
     """Submit ``command`` as a local array of ``size`` tasks, at most ``parallel`` at a time.
-    Started by mpiexec unless told: the tasks' programs import no torch, and torchrun's agent
+    Started directly unless told: the tasks' programs import no torch, and torchrun's agent
     would (a test of a task that starts while its array is cancelled keeps torchrun, whose agent
     shares the task's process group)."""
     if launcher == "mpiexec":
