@@ -122,11 +122,44 @@ def shapes_data(tmp_path_factory):
     def get(samples: int, classes: int, size: tuple[int, int], seed: int = 0) -> Path:
         key = (samples, classes, tuple(size), seed)
         if key not in made:
-            root = tmp_path_factory.mktemp(f"shapes-{samples}-{size[0]}x{size[1]}-") / "shapes"
+            root = (
+                tmp_path_factory.mktemp(f"shapes-{samples}-{classes}-{size[0]}x{size[1]}-s{seed}-")
+                / "shapes"
+            )
             options = ConvertOptions(size=tuple(size), grayscale=True, progress=False)
             convert(synthetic(samples, classes, seed=seed), root, options)
             made[key] = root
         return made[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def shared_run(tmp_path_factory):
+    """``shared_run(key, make)``: the directory ``make(path)`` fills, made once in the whole
+    session and shared by every test process (pytest-xdist's too) that asks for the same
+    ``key``: the first to ask makes it under a lock, the others wait for it. For a result
+    several modules compare against (an uninterrupted training run): the key must say all that
+    decides its content. Read it; never write into it."""
+    import fcntl
+    import hashlib
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # this session's directory, above each process's own
+    root = root / "shared-runs"
+    root.mkdir(exist_ok=True)
+
+    def get(key: str, make) -> Path:
+        name = hashlib.sha256(key.encode()).hexdigest()[:16]
+        out = root / name
+        with open(root / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if not (root / f"{name}.made").exists():
+                shutil.rmtree(out, ignore_errors=True)  # a maker that failed left it half made
+                make(out)
+                (root / f"{name}.made").write_text(key)
+        return out
 
     return get
 

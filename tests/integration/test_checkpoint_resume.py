@@ -105,19 +105,24 @@ def assert_same_run(reference: Path, resumed: Path) -> None:
     assert res["test"] == pytest.approx(ref["test"])
 
 
+def reference_run(shared_run, data: Path, strategy: str, ranks: int, *extra: str) -> Path:
+    """The uninterrupted run of ``train`` with these options on ``data`` (a ``shapes_data``
+    set, named by its shape), made once in the session for every module that compares with it."""
+
+    def make(out: Path) -> None:
+        r = train(strategy, ranks, data, out, *extra)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+    key = " ".join([data.parent.name.rsplit("-", 1)[0], strategy, str(ranks), *ARGS, *extra])
+    return shared_run(key, make)
+
+
 @pytest.fixture(scope="module")
-def references(data, tmp_path_factory):
-    """One uninterrupted run per (strategy, ranks), made when first asked for."""
-    made: dict[tuple, Path] = {}
+def references(data, shared_run):
+    """One uninterrupted run per (strategy, ranks, options), made when first asked for."""
 
     def get(strategy: str, ranks: int, *extra: str) -> Path:
-        key = (strategy, ranks, *extra)
-        if key not in made:
-            out = tmp_path_factory.mktemp(f"ref-{strategy}{ranks}")
-            r = train(strategy, ranks, data, out, *extra)
-            assert r.returncode == 0, r.stdout + r.stderr
-            made[key] = out
-        return made[key]
+        return reference_run(shared_run, data, strategy, ranks, *extra)
 
     return get
 

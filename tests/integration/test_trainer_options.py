@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tests.conftest import need_module
-from tests.integration.test_checkpoint_resume import final_weights, train
+from tests.integration.test_checkpoint_resume import final_weights, reference_run, train
 
 torch = need_module("torch")
 
@@ -23,15 +23,13 @@ def data(shapes_data):
 
 
 @pytest.fixture(scope="module")
-def plain(data, tmp_path_factory):
-    """The same runs without the options, one per strategy."""
-    out = {}
-    for strategy, ranks in (("single", 1), ("mpi", 2), ("ddp", 2)):
-        run_dir = tmp_path_factory.mktemp(f"plain-{strategy}") / "run"
-        r = train(strategy, ranks, data, run_dir)
-        assert r.returncode == 0, r.stdout + r.stderr
-        out[strategy] = run_dir
-    return out
+def plain(data, shared_run):
+    """The same runs without the options, one per strategy (the checkpoint tests' references:
+    made once in the session)."""
+    return {
+        strategy: reference_run(shared_run, data, strategy, ranks)
+        for strategy, ranks in (("single", 1), ("mpi", 2), ("ddp", 2))
+    }
 
 
 def metrics(run_dir):
