@@ -99,7 +99,7 @@ def test_a_plugged_in_scheduler_and_launcher_are_listed_rendered_and_run(workdir
     assert shown.stderr == "", shown.stderr  # every plug-in loaded, none refused
     helptext = shown.stdout
     assert "slurm,lsf,sge,pbs,local,toy}" in "".join(helptext.split())
-    assert "{torchrun,mpiexec,srun,toyrun}" in "".join(helptext.split())
+    assert "{torchrun,mpiexec,srun,direct,toyrun}" in "".join(helptext.split())
 
     program = f'{sys.executable} -c \'import os; print("launched:", os.environ["TOY_LAUNCHED"])\''
     flags = ["--scheduler", "toy", "--launcher", "toyrun", "--program", program]
