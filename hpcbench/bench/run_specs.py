@@ -39,7 +39,7 @@ def run_spec(matrix: Matrix, run: Any, output_dir: str, scheduler: str | None) -
     args += ["--strategy", config.strategy, "--device", config.device]
     if run.kind == ENERGY:
         args += ["--energy", "on", "--energy-interval", f"{matrix.energy_interval_s:g}"]
-    return submission.load_spec(
+    spec = submission.load_spec(
         matrix.job,
         smoke=matrix.smoke,
         **job_shape(config),
@@ -49,6 +49,9 @@ def run_spec(matrix: Matrix, run: Any, output_dir: str, scheduler: str | None) -
         args=args,
         **({"scheduler": scheduler} if scheduler else {}),
     )
+    if not config.launcher:  # started by the strategy's default: the job's launcher.args are
+        _drop_unused_launcher_args(spec)  # its own launcher's
+    return spec
 
 
 def program_run_spec(
@@ -95,11 +98,19 @@ def idle_spec(matrix: Matrix, output_dir: str, idle_file: Path, scheduler: str |
         module="hpcbench.energy",
         **({"scheduler": scheduler} if scheduler else {}),
     )
+    _drop_unused_launcher_args(spec)
     spec.program.config = None
     spec.program.args = ["idle", "--seconds", f"{m.idle_seconds:g}"] + [
         "--interval", f"{m.energy_interval_s:g}", "--output", str(idle_file)
     ]  # fmt: skip
     return spec
+
+
+def _drop_unused_launcher_args(spec: Any) -> None:
+    """A run the bench starts directly (no launcher) leaves out the arguments the job spec gives
+    its own launcher: there is none to hand them to."""
+    if spec.launcher.kind == "direct":
+        spec.launcher.args = []
 
 
 def job_shape(config: Config) -> dict[str, Any]:

@@ -145,34 +145,9 @@ def test_herbarium_smoke_trains_over_mpi_then_predicts_after_it(
 
 
 def test_a_job_after_a_failed_one_never_runs(slurm_cluster, studies):
-    failed = submitted_id(
-        submit(
-            studies,
-            "--scheduler",
-            "slurm",
-            "--launcher",
-            "direct",
-            "--program",
-            "false",
-            "-J",
-            "fails",
-        ),
-        "slurm",
-    )
-    after = submitted_id(
-        submit(
-            studies,
-            "--scheduler",
-            "slurm",
-            "--launcher",
-            "direct",
-            "--program",
-            "true",
-            "--after",
-            failed,
-        ),
-        "slurm",
-    )
+    direct = ("--scheduler", "slurm", "--launcher", "direct")  # false and true: no agent
+    failed = submitted_id(submit(studies, *direct, "--program", "false", "-J", "fails"), "slurm")
+    after = submitted_id(submit(studies, *direct, "--program", "true", "--after", failed), "slurm")
     assert finished(failed) == "FAILED"
     assert finished(after, timeout=120) == "CANCELLED"  # --kill-on-invalid-dep: not left pending
 

@@ -235,6 +235,21 @@ def test_the_trainers_one_process_runs_and_the_idle_job_start_no_launcher(tmp_pa
     idle = idle_spec(matrix, "results", tmp_path / "idle.json", "slurm")
     assert idle.launcher.kind == "direct"
     assert "torch.distributed.run" not in render_script(idle, "slurm")
+    # the job's arguments for its own launcher reach the runs that use it, not the direct ones
+    (tmp_path / "job.toml").write_text('[launcher]\nargs = ["--max-restarts", "2"]\n')
+    (tmp_path / "j.toml").write_text(
+        f"job = '{tmp_path / 'job.toml'}'\nidle_seconds = 2\n[[config]]\nname='cpu'\n"
+        "strategy='single'\n[[config]]\nname='ddp-2'\nstrategy='ddp'\nranks_per_node=2\n"
+    )
+    matrix = read_matrix(tmp_path / "j.toml")
+    bench = Bench(matrix, "results", scheduler="local", cwd=tmp_path)
+    single, ddp = (bench.spec_for(Run(c, "timing", 1)) for c in ("cpu", "ddp-2"))
+    assert (single.launcher.kind, single.launcher.args) == ("direct", [])
+    assert "--max-restarts" not in render_script(single, "slurm")
+    assert ddp.launcher.args == ["--max-restarts", "2"]
+    assert "--max-restarts 2" in render_script(ddp, "slurm")
+    idle = idle_spec(matrix, "results", tmp_path / "idle.json", "slurm")
+    assert idle.launcher.args == [] and "--max-restarts" not in render_script(idle, "slurm")
     (tmp_path / "d.toml").write_text("[[config]]\nname='ddp'\nstrategy='ddp'\nlauncher='direct'\n")
     with pytest.raises(MatrixError) as err:
         read_matrix(tmp_path / "d.toml")

@@ -100,6 +100,14 @@ def test_direct_starts_the_program_itself_once():
             f"launcher.kind: direct starts one process, and this job has {nodes * tasks} "
             f"({nodes} node(s) x {tasks} task(s)); use torchrun, mpiexec or srun"
         )
+    spec = spec_for("direct", 1, resources={"tasks_per_node": 1})
+    spec.launcher.args = ["--max-restarts", "2"]  # would be read as the program's name
+    with pytest.raises(RenderError) as err:
+        render_script(spec, "slurm")
+    assert str(err.value) == (
+        "launcher.args: direct starts the program with no launcher to hand them to; "
+        "remove them, or use torchrun, mpiexec or srun"
+    )
 
 
 def test_slurm_torchrun_two_nodes_asks_one_agent_per_node():

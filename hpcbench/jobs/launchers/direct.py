@@ -4,7 +4,7 @@ task): a ``single`` or ``dp`` training, an evaluation, a data conversion. It cos
 start (a torchrun agent is a second Python process that imports torch, seconds of a core, for a
 rank it would start alone) and sets none of the launchers' variables (``RANK``, ``WORLD_SIZE``,
 ``MASTER_ADDR``): a program that calls ``init_process_group`` wants torchrun. A job of more
-processes is refused in one line."""
+processes, or ``launcher.args`` (there is no launcher to take them), is refused in one line."""
 
 from __future__ import annotations
 
@@ -25,4 +25,9 @@ class Direct(Launcher):
                 f"launcher.kind: direct starts one process, and this job has {r.world_size} "
                 f"({r.nodes} node(s) x {r.ranks_per_node} task(s)); use torchrun, mpiexec or srun"
             )
-        return [*spec.launcher.args, *program_words(spec)]
+        if spec.launcher.args:
+            raise LaunchError(
+                "launcher.args: direct starts the program with no launcher to hand them to; "
+                "remove them, or use torchrun, mpiexec or srun"
+            )
+        return program_words(spec)
