@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     from hpcbench.train.failures import exit_code
 
     try:
-        run_training(argv, stop)
+        run_training(argv, stop, own_process=True)
         return 0
     except SystemExit as err:  # argparse: --help, or a usage error already printed
         return err.code if isinstance(err.code, int) else 2

@@ -20,10 +20,15 @@ if TYPE_CHECKING:
     from hpcbench.train.stopping import StopRequest
 
 
-def run_training(argv: list[str] | None = None, stop: StopRequest | None = None) -> dict[str, Any]:
+def run_training(
+    argv: list[str] | None = None, stop: StopRequest | None = None, *, own_process: bool = False
+) -> dict[str, Any]:
     """``stop``: the stop signals' record, installed as early as possible by the caller, who
     keeps it (a signal after the run then changes nothing); else one is installed here for the
-    run and the previous handlers are put back on return."""
+    run and the previous handlers are put back on return. ``own_process``: the process is this
+    run's alone (``python -m hpcbench.train``), so a run that compiles nothing leaves PyTorch's
+    compiler unloaded (:mod:`hpcbench.train.eager_dynamo`); a notebook's or a helper's process
+    keeps PyTorch as it is."""
     from hpcbench.train.command_line import parse_args
     from hpcbench.train.stopping import StopRequest
 
@@ -31,6 +36,10 @@ def run_training(argv: list[str] | None = None, stop: StopRequest | None = None)
     stop = stop or StopRequest().install()
     try:
         config = parse_args(argv)  # before torch is imported: a usage error answers at once
+        if own_process and config.compile == "off":
+            from hpcbench.train.eager_dynamo import defer
+
+            defer()
         return _train(config, stop)
     finally:
         if own:

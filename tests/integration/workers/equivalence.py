@@ -130,7 +130,10 @@ def main() -> int:
         Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
     )  # fmt: skip
     variants = sys.argv[5:]
+    from hpcbench.train.eager_dynamo import defer
     from hpcbench.train.runtime import make_runtime
+
+    defer()  # as the trainer's own process does: its ranks are what is compared
 
     runtime = make_runtime("cpu", threads=1)
     for i, variant in enumerate(variants):

@@ -1,0 +1,145 @@
+"""A training process that compiles nothing leaves PyTorch's compiler unloaded
+(:mod:`hpcbench.train.eager_dynamo`), learns bit for bit what it learns with the compiler loaded,
+and a later compile in the same process gets the real compiler, with what PyTorch marked as not
+to be compiled still marked. Each case is a fresh interpreter (the module table is per process):
+real torch, a real gloo process group and DistributedDataParallel, the real trainer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpcbench.train.eager_dynamo import OFF_VARIABLE, wanted
+from tests.conftest import need_module
+
+need_module("torch")
+
+# An eager DDP training (a gloo world of one) with everything an eager run calls: momentum SGD's
+# steps, zero_grad, the optimizer's state_dict and load_state_dict, a process group's start.
+EAGER_STEPS = """
+import hashlib, json, os, sys, tempfile
+import torch
+from hpcbench.train.eager_dynamo import defer
+deferred = defer() if sys.argv[1] == "defer" else False
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+store = dist.FileStore(os.path.join(tempfile.mkdtemp(), "store"), 1)
+dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+torch.manual_seed(0)
+model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(),
+                                                    torch.nn.Linear(5, 3)))
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+x, y = torch.randn(16, 6), torch.randint(0, 3, (16,))
+for step in range(4):
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    if step == 1:
+        opt.load_state_dict(opt.state_dict())
+dist.destroy_process_group()
+digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters()))
+print(json.dumps({"deferred": deferred, "weights": digest.hexdigest(),
+                  "compiler_loaded": "torch._dynamo.eval_frame" in sys.modules}))
+"""
+
+LATER_COMPILE = """
+import json, sys, torch
+from hpcbench.train.eager_dynamo import defer, loaded
+assert defer()
+def plus(x):
+    return x + 1
+marked = torch._dynamo.disable(plus)  # what the stand-in handed out
+model = torch.nn.Linear(3, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+model(torch.ones(4, 3)).sum().backward()
+opt.step()
+before = loaded()
+out = {"loaded_before": before}
+out["plain"] = torch.compile(lambda x: plus(x) * 2, fullgraph=True, backend="eager")(
+    torch.ones(2)).tolist()
+out["loaded_after"] = loaded()
+out["in_place"] = torch._dynamo is sys.modules["torch._dynamo"] and hasattr(torch._dynamo, "optimize")
+for name, fn in [("marked", lambda x: marked(x) * 2), ("zero_grad", lambda x: opt.zero_grad())]:
+    try:
+        torch.compile(fn, fullgraph=True, backend="eager")(torch.ones(2))
+        out[name] = "compiled"
+    except Exception as err:
+        out[name] = type(err).__name__
+print(json.dumps(out))
+"""
+
+
+def python(code: str, *args: str, env: dict | None = None) -> dict:
+    r = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_an_eager_ddp_training_never_loads_the_compiler_and_learns_bit_for_bit_the_same():
+    deferred = python(EAGER_STEPS, "defer")
+    plain = python(EAGER_STEPS, "plain")
+    assert deferred["deferred"] and not deferred["compiler_loaded"]
+    assert plain["compiler_loaded"]  # what PyTorch does by itself: the stand-in saves that
+    assert deferred["weights"] == plain["weights"]
+
+
+def test_a_later_compile_loads_the_real_compiler_and_what_was_marked_stays_uncompiled():
+    out = python(LATER_COMPILE)
+    assert out["loaded_before"] is False
+    assert out["plain"] == [4.0, 4.0] and out["loaded_after"] and out["in_place"]
+    # disabled functions handed out before the real compiler came cannot be compiled into one
+    # graph (PyTorch's own marks, as on the optimizer's zero_grad, too)
+    assert out["marked"] == out["zero_grad"] == "Unsupported"
+
+
+@pytest.mark.parametrize(
+    "environ,expected",
+    [
+        ({}, True),
+        ({OFF_VARIABLE: "1"}, True),
+        ({OFF_VARIABLE: "0"}, False),
+        ({OFF_VARIABLE: "0", "TORCH_HOME": "/x"}, False),
+        ({"TORCHINDUCTOR_COMPILE_THREADS": "1"}, True),  # the compiler's own: act when compiling
+    ],
+)
+def test_the_environment_can_keep_the_compiler_as_pytorch_loads_it(environ, expected):
+    assert wanted(environ) is expected
+
+
+def test_the_trainers_own_process_defers_and_a_notebooks_process_keeps_pytorch_as_it_is(
+    tmp_path: Path,
+):
+    from hpcbench.data_prep import ConvertOptions, convert, synthetic
+
+    data = tmp_path / "shapes"
+    convert(synthetic(120, 3), data, ConvertOptions(size=(8, 8), grayscale=True, progress=False))
+    run = """
+import json, sys
+from hpcbench.train.__main__ import main
+status = main(sys.argv[1:])
+print(json.dumps({"status": status, "compiler_loaded": "torch._dynamo.eval_frame" in sys.modules}))
+"""
+    args = ["--data", str(data), "--epochs", "1", "--global-batch-size", "16", "--max-steps", "2"]
+    args += ["--model", "small_cnn", "--progress", "none", "--output-dir", str(tmp_path / "run")]
+    eager = python(run, *args)
+    assert eager == {"status": 0, "compiler_loaded": False}
+    # in a notebook's process (run_training called directly) PyTorch stays as it is
+    direct = python(
+        "import json, sys\nfrom hpcbench.train.entry import run_training\n"
+        "run_training(sys.argv[1:])\n"
+        "print(json.dumps({'compiler_loaded': 'torch._dynamo.eval_frame' in sys.modules}))",
+        *args[:-1],
+        str(tmp_path / "run2"),
+    )
+    assert direct == {"compiler_loaded": True}
