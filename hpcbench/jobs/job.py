@@ -287,8 +287,7 @@ class Job:
         report = [f"job {self.job_id} {status.state.lower()}{code}{why}"]
         err = _first_failure((self.stderr(), self.stdout()))
         if err is not None and err.traceback:
-            who = f"rank {err.rank}" if err.rank is not None else "a rank"
-            report += [f"first failing {who}:", err.traceback]
+            report += [f"first failing {who_failed(err.rank)}:", err.traceback]
         elif self.record is not None and (
             err_tail := error_tail(tail(self.record.stderr_path, 4 * lines), lines)
             or tail(self.record.stdout_path, lines)
@@ -304,6 +303,14 @@ def _read(path: Path) -> str:
         return path.read_text(errors="replace")
     except OSError:
         return ""
+
+
+def who_failed(rank: str | None) -> str:
+    """The failing rank as a report names it: "rank 3", "rank (one of 2-3)" where the launcher
+    reported several together, "a rank" where the log does not say."""
+    if rank is None:
+        return "a rank"
+    return f"rank (one of {rank})" if any(c in rank for c in "-,") else f"rank {rank}"
 
 
 def _first_failure(logs: tuple[str, ...]) -> RankError | None:

@@ -38,8 +38,11 @@ _LAUNCHER_FRAMES = (
 # killer, a segfault): srun's "srun: error: node2: task 1: Killed". Not "Aborted" or
 # "Terminated": MPI_Abort and srun's own clean-up end the other ranks that way after a rank's
 # error. (MPICH's mpiexec names only the PID.)
+# The tasks of a node that ended alike reach srun together and share a line ("tasks 2-3:
+# Killed": one killed, its neighbour killed by --kill-on-bad-exit); which died first is not in
+# the log, so all of them are named.
 _SRUN_DEATH = re.compile(
-    r"srun: error: (?P<node>\S+): tasks? (?P<rank>\d+)(?:[-,][\d,-]*)?: "
+    r"srun: error: (?P<node>\S+): tasks? (?P<rank>\d+(?:[-,]\d+)*): "
     r"(?P<how>Killed|Segmentation fault|Bus error|Illegal instruction|Floating point exception)"
 )
 
@@ -50,7 +53,9 @@ _PEER_LOST = re.compile(r"mpi4py\.MPI\.Exception|MPI_ERR_PROC_FAILED|MPIDI_\w+: 
 
 @dataclass
 class RankError:
-    rank: str | None  # global rank when known, else the label the launcher printed
+    # global rank when known, else the label the launcher printed; several ("2-3", "4,6-7")
+    # where the launcher reported them together
+    rank: str | None
     traceback: str
 
 

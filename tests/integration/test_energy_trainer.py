@@ -87,13 +87,16 @@ def test_ranks_sharing_a_node_count_it_once(strategy, small_data, tmp_path):
     package, dram = fake_powercap(tmp_path / "powercap")
     out = tmp_path / "run"
     began = time.time()
-    proc = start_run(
-        strategy, small_data, out, tmp_path, {"HPCBENCH_POWERCAP_ROOT": str(tmp_path / "powercap")}
-    )
+    # The counters advance while the ranks are in their second epoch, far from the run's first
+    # and last sample (energy within a sampling interval is spread over it, so an advance in
+    # the interval where the run starts would be counted partly before it): the slow-step drill
+    # keeps each epoch longer than the advances, however fast the start-up and the steps.
+    extra = {"HPCBENCH_POWERCAP_ROOT": str(tmp_path / "powercap"), "HPCBENCH_STEP_DELAY": "0.01"}
+    proc = start_run(strategy, small_data, out, tmp_path, extra)
     lines = []
-    for line in proc.stdout:  # the banner comes after set-up, while the ranks start training
+    for line in proc.stdout:
         lines.append(line)
-        if line.startswith("hpcbench train:"):
+        if line.startswith("epoch 1/"):
             break
     unwrapped = 990_000
     for tick in range(TICKS):  # the node's energy while the ranks train

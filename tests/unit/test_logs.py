@@ -196,3 +196,26 @@ def test_a_peers_mpi_error_before_the_launchers_report_of_a_killed_rank_names_th
     assert err.rank == "3" and "task 3: Killed" in err.traceback
     ordinary = text.replace("mpi4py.MPI.Exception: Other MPI error", "ValueError: bad input")
     assert first_rank_error(ordinary).rank == "0"
+
+
+def test_tasks_srun_reports_killed_together_are_named_together_not_as_the_lowest():
+    """srun reports the tasks of a node that ended alike on one line ("tasks 2-3: Killed") when
+    their ends reach it together: task 3 killed, then task 2 killed by --kill-on-bad-exit. Which
+    died first is not in the log, so the report names them all rather than the lowest; one task
+    alone is still named."""
+    from hpcbench.jobs.job import who_failed
+
+    text = "\n".join(
+        [
+            "3: hpcbench predict: drill: rank 3 is killed (SIGKILL) at unit 3",
+            "srun: error: node2: tasks 2-3: Killed",
+            "srun: error: node1: tasks 0-1: Terminated",
+        ]
+    )
+    err = first_rank_error(text)
+    assert err.rank == "2-3" and "tasks 2-3: Killed" in err.traceback
+    assert who_failed(err.rank) == "rank (one of 2-3)"
+    listed = first_rank_error("srun: error: node3: tasks 4,6-7: Segmentation fault")
+    assert listed.rank == "4,6-7" and who_failed(listed.rank) == "rank (one of 4,6-7)"
+    assert first_rank_error("srun: error: node2: task 3: Killed").rank == "3"
+    assert who_failed("3") == "rank 3" and who_failed(None) == "a rank"
