@@ -19,8 +19,10 @@ real module does while nothing is compiled (nothing can trace without the real m
 - ``utils.get_optimize_ddp_mode()`` is the mode of the untouched setting, ``"ddp_optimizer"``.
 
 Any other use (``torch.compile``, any other name, a submodule's import) loads the real module in
-the stand-in's place, as the first import would have, and the stand-in forwards to it from then
-on. The trainer defers only in a process of its own that does not compile, and not where
+the stand-in's place, as the first import would have (under a lock: one thread loads it, the
+others wait), and the stand-in forwards to it from then on; the functions it disabled are then
+disabled by the real ``disable``, and a submodule the real package imported is the one an
+import of it gets (never a second copy). The trainer defers only in a process of its own that does not compile, and not where
 ``HPCBENCH_DEFER_DYNAMO=0``.
 """
 
@@ -28,22 +30,36 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import os
 import sys
+import threading
 import types
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
 NAME = "torch._dynamo"
 OFF_VARIABLE = "HPCBENCH_DEFER_DYNAMO"
 DEFAULT_DDP_MODE = "ddp_optimizer"  # torch._dynamo.config.optimize_ddp = True, untouched
+_SWAP = threading.Lock()  # the stand-in in or out of sys.modules
+_REDO = threading.RLock()  # the stand-in's disabled functions handed to the real module
+_DISABLE_CACHE = "__dynamo_disable"  # where torch._disable_dynamo keeps a function's disable
+# the functions the stand-in disabled, and the wrapper it gave each: redone by the real module
+_DISABLED: weakref.WeakKeyDictionary[Callable[..., Any], tuple[Callable[..., Any], dict]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class _StandIn(types.ModuleType):
     """``torch._dynamo`` while it is not loaded: the eager answers, and the real module for
-    anything else."""
+    anything else (``__path__`` too: a submodule's import needs the real package)."""
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name not in ("__path__", "__all__"):
+            raise AttributeError(name)  # a probe (hasattr, inspect, pickle) loads nothing
         return getattr(real(), name)
 
 
@@ -57,8 +73,43 @@ class _Part:
             setattr(self, attr, _eager_or_real(f"{name}.{attr}", eager))
 
     def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
         real()
         return getattr(importlib.import_module(f"{NAME}.{self._name}"), attr)
+
+
+class _LoadedFirst(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """First on ``sys.meta_path`` from the stand-in's arrival on. Python imports a submodule of
+    the stand-in (``import torch._dynamo.config``) by asking it for ``__path__``, which loads
+    the real package, which imports that submodule itself; Python then loads the file again, a
+    second module the rest of the compiler never reads. This finder hands over the first. It
+    stays (the import that loaded the real package is still under way when the load ends); once
+    the package is real, Python asks finders only for submodules not imported yet, and for those
+    it answers nothing."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if not fullname.startswith(NAME + "."):
+            return None
+        if not loaded():  # (while the real package imports its own submodules, it is)
+            real()
+        module = sys.modules.get(fullname)
+        if module is None:
+            return None  # not imported by the package: the usual finders load it, once
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        module = sys.modules[spec.name]
+        spec.loader_state = module.__spec__  # put back once Python has set its own
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        spec = module.__spec__
+        if spec is not None and spec.loader is self:  # (a config module refused the new one)
+            module.__spec__ = spec.loader_state
+
+
+_FINDER = _LoadedFirst()
 
 
 def loaded() -> bool:
@@ -68,13 +119,32 @@ def loaded() -> bool:
 
 
 def real() -> types.ModuleType:
-    """The real ``torch._dynamo``, loaded now in the stand-in's place if it was not yet."""
-    module = sys.modules.get(NAME)
-    if isinstance(module, _StandIn):
-        del sys.modules[NAME]
-        module = None
+    """The real ``torch._dynamo``, loaded now in the stand-in's place if it was not yet: one
+    thread takes the stand-in away and imports it, the others wait for that import as Python
+    makes them wait for any module (its per-module lock, with its deadlock detection)."""
+    with _SWAP:
+        swapping = isinstance(sys.modules.get(NAME), _StandIn)
+        if swapping:
+            del sys.modules[NAME]
     # the import also puts it on the torch package, where the stand-in was
-    return module if module is not None else importlib.import_module(NAME)
+    module = importlib.import_module(NAME)
+    if swapping:
+        _redisable(module)
+    return module
+
+
+def _redisable(module: types.ModuleType) -> None:
+    """Each function the stand-in disabled, disabled by the real module from now on, where
+    torch keeps it (its first call after this would otherwise still go through the stand-in's
+    wrapper, which a compiler would trace)."""
+    with _REDO:
+        for fn, (wrapper, how) in list(_DISABLED.items()):
+            if "_real" in wrapper.__dict__:
+                continue
+            disabled = module.disable(fn, how["recursive"], **how["options"])
+            wrapper.__dict__["_real"] = disabled
+            if getattr(fn, _DISABLE_CACHE, None) is wrapper:
+                setattr(fn, _DISABLE_CACHE, disabled)
 
 
 def _eager_or_real(path: str, eager: Callable[..., Any]) -> Callable[..., Any]:
@@ -96,19 +166,19 @@ def _graph_break(msg: str = "") -> None:
 
 def _disable(fn: Callable[..., Any] | None = None, recursive: bool = True, **options: Any) -> Any:
     """``torch._dynamo.disable``: ``fn`` as it is while nothing can compile, the real ``disable``
-    of it from the first call after the real module is loaded."""
+    of it once the real module is loaded."""
     if fn is None:
         return functools.partial(_disable, recursive=recursive, **options)
-    disabled: list[Callable[..., Any]] = []
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if not loaded():
-            return fn(*args, **kwargs)
-        if not disabled:
-            disabled.append(real().disable(fn, recursive, **options))
-        return disabled[0](*args, **kwargs)
+        disabled = call.__dict__.get("_real")
+        if disabled is None and loaded():  # loaded by a path that skipped real()
+            _redisable(real())
+            disabled = call.__dict__.get("_real")
+        return (disabled or fn)(*args, **kwargs)
 
+    _DISABLED[fn] = call, {"recursive": recursive, "options": options}
     return call
 
 
@@ -129,19 +199,27 @@ def wanted(environ: Mapping[str, str] | None = None) -> bool:
 
 def defer() -> bool:
     """Put the stand-in in place of ``torch._dynamo`` where the environment wants it
-    (:func:`wanted`) and the real module is not loaded yet; say whether it is (now or already)
-    in place."""
-    if isinstance(sys.modules.get(NAME), _StandIn):
-        return True
-    if NAME in sys.modules or not wanted():
+    (:func:`wanted`) and the real module is not loaded yet (``import torch`` itself loads it
+    where ``TORCH_COMPILE_DEBUG`` or a backend's plug-in asks); say whether it is (now or
+    already) in place."""
+    if not wanted():
         return False
     import torch
 
-    stand_in = _StandIn(NAME)
-    stand_in.graph_break = _eager_or_real("graph_break", _graph_break)  # type: ignore[attr-defined]
-    stand_in.disable = _eager_or_real("disable", _disable)  # type: ignore[attr-defined]
-    stand_in.trace_rules = _Part("trace_rules", {"clear_lru_cache": _nothing})  # type: ignore[attr-defined]
-    stand_in.utils = _Part("utils", {"get_optimize_ddp_mode": _default_ddp_mode})  # type: ignore[attr-defined]
-    sys.modules[NAME] = stand_in
-    torch._dynamo = stand_in  # type: ignore[attr-defined]  # as an import would have set it
-    return True
+    with _SWAP:
+        if isinstance(sys.modules.get(NAME), _StandIn):
+            return True
+        if NAME in sys.modules:
+            return False
+        stand_in = _StandIn(NAME)
+        # what a probe of the module reads, without loading it
+        stand_in.__spec__ = importlib.machinery.PathFinder.find_spec(NAME, torch.__path__)
+        stand_in.__file__ = getattr(stand_in.__spec__, "origin", None)
+        stand_in.graph_break = _eager_or_real("graph_break", _graph_break)  # type: ignore[attr-defined]
+        stand_in.disable = _eager_or_real("disable", _disable)  # type: ignore[attr-defined]
+        stand_in.trace_rules = _Part("trace_rules", {"clear_lru_cache": _nothing})  # type: ignore[attr-defined]
+        stand_in.utils = _Part("utils", {"get_optimize_ddp_mode": _default_ddp_mode})  # type: ignore[attr-defined]
+        sys.meta_path.insert(0, _FINDER)
+        sys.modules[NAME] = stand_in
+        torch._dynamo = stand_in  # type: ignore[attr-defined]  # as an import would have set it
+        return True

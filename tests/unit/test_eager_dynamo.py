@@ -7,6 +7,7 @@ real torch, a real gloo process group and DistributedDataParallel, the real trai
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -73,13 +74,53 @@ print(json.dumps(out))
 """
 
 
-def python(code: str, *args: str, env: dict | None = None) -> dict:
+# The real compiler arriving while the stand-in is in place by the way that could make two of
+# its modules: a submodule's import (Python asks the stand-in for __path__, which loads the
+# package, which imports that submodule itself), from four threads at once. Then torchvision
+# and --deterministic's PyTorch call, which import submodules of it too.
+ARRIVALS = """
+import gc, importlib.util, inspect, json, sys, threading, types
+import torch
+from hpcbench.train.eager_dynamo import defer, loaded
+assert defer()
+opt = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
+opt.zero_grad()
+hasattr(torch._dynamo, "__wrapped__")
+inspect.getmodule(opt.zero_grad)
+out = {"spec": importlib.util.find_spec("torch._dynamo").name, "probes_load": loaded()}
+got = []
+def arrive():
+    import torch._dynamo.config as config
+    got.append(config)
+threads = [threading.Thread(target=arrive) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+import torchvision
+torch.use_deterministic_algorithms(True)
+dyn = sys.modules["torch._dynamo"]
+out["one_config"] = len(got) == 4 and all(c is dyn.config for c in got)
+out["one_utils"] = dyn.utils is sys.modules["torch._dynamo.eval_frame"].utils
+names = [m.__name__ for m in gc.get_objects() if isinstance(m, types.ModuleType)
+         and m.__name__.startswith("torch._")]
+out["copies"] = sorted({n for n in names if names.count(n) > 1})
+dyn.config.optimize_ddp = "python_reducer"  # read by DDP through utils: the same config
+out["ddp_mode"] = torch._dynamo.utils.get_optimize_ddp_mode()
+marked = torch.optim.Optimizer.zero_grad.__wrapped__.__dict__["__dynamo_disable"]
+out["redisabled"] = getattr(marked, "_torchdynamo_disable", False)
+print(json.dumps(out))
+"""
+
+
+def python(code: str, *args: str, env: dict | None = None, cwd: Path | None = None) -> dict:
     r = subprocess.run(
         [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
         timeout=240,
         env=env,
+        cwd=cwd,
         stdin=subprocess.DEVNULL,
     )
     assert r.returncode == 0, r.stdout + r.stderr
@@ -101,6 +142,32 @@ def test_a_later_compile_loads_the_real_compiler_and_what_was_marked_stays_uncom
     # disabled functions handed out before the real compiler came cannot be compiled into one
     # graph (PyTorch's own marks, as on the optimizer's zero_grad, too)
     assert out["marked"] == out["zero_grad"] == "Unsupported"
+
+
+def test_the_real_compiler_arriving_any_way_is_one_module_and_takes_over_what_was_disabled():
+    out = python(ARRIVALS)
+    # probing the stand-in (hasattr, inspect, find_spec) loads nothing
+    assert out["spec"] == "torch._dynamo" and out["probes_load"] is False
+    assert out["one_config"] and out["one_utils"] and out["copies"] == []
+    assert out["ddp_mode"] == "python_reducer"
+    # the optimizer's zero_grad, disabled by the stand-in, is now disabled by the real module
+    assert out["redisabled"] is True
+
+
+def test_a_compiler_that_import_torch_already_loaded_is_left_in_place(tmp_path: Path):
+    """``TORCH_COMPILE_DEBUG=1`` makes ``import torch`` load the compiler: nothing is deferred,
+    and what needs the compiler (non-reentrant activation checkpointing reads its config)
+    finds it."""
+    code = (
+        "import json, torch\n"
+        "from hpcbench.train.eager_dynamo import defer\n"
+        "deferred = defer()\n"
+        "x = torch.ones(1, 2, requires_grad=True)\n"
+        "torch.utils.checkpoint.checkpoint(torch.nn.Linear(2, 2), x, use_reentrant=False)\n"
+        "print(json.dumps({'deferred': deferred, 'real': type(torch._dynamo).__name__}))"
+    )
+    env = {**os.environ, "TORCH_COMPILE_DEBUG": "1"}
+    assert python(code, env=env, cwd=tmp_path) == {"deferred": False, "real": "module"}
 
 
 @pytest.mark.parametrize(
