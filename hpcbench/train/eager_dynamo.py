@@ -47,10 +47,9 @@ DEFAULT_DDP_MODE = "ddp_optimizer"  # torch._dynamo.config.optimize_ddp = True, 
 _SWAP = threading.Lock()  # the stand-in in or out of sys.modules
 _REDO = threading.RLock()  # the stand-in's disabled functions handed to the real module
 _DISABLE_CACHE = "__dynamo_disable"  # where torch._disable_dynamo keeps a function's disable
-# the functions the stand-in disabled, and the wrapper it gave each: redone by the real module
-_DISABLED: weakref.WeakKeyDictionary[Callable[..., Any], tuple[Callable[..., Any], dict]] = (
-    weakref.WeakKeyDictionary()
-)
+_REDO_ATTRIBUTE = "__hpcbench_redisable__"  # on each wrapper: disable it with the real module
+# the wrappers the stand-in's disable gave out (held weakly: those dropped are not redone)
+_DISABLED: weakref.WeakSet[Callable[..., Any]] = weakref.WeakSet()
 
 
 class _StandIn(types.ModuleType):
@@ -60,7 +59,11 @@ class _StandIn(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name not in ("__path__", "__all__"):
             raise AttributeError(name)  # a probe (hasattr, inspect, pickle) loads nothing
-        return getattr(real(), name)
+        try:
+            module = real()
+        except AttributeError as err:  # a broken compiler, not a missing name
+            raise ImportError(f"{NAME} failed to import: {err}") from err
+        return getattr(module, name)
 
 
 class _Part:
@@ -89,10 +92,10 @@ class _LoadedFirst(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     it answers nothing."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if not fullname.startswith(NAME + "."):
+        # (a reload passes its module as target: that is the usual finders' work; and Python
+        # has read the stand-in's __path__, which loaded the real package, before it asks here)
+        if target is not None or not fullname.startswith(NAME + ".") or not loaded():
             return None
-        if not loaded():  # (while the real package imports its own submodules, it is)
-            real()
         module = sys.modules.get(fullname)
         if module is None:
             return None  # not imported by the package: the usual finders load it, once
@@ -105,7 +108,8 @@ class _LoadedFirst(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module: types.ModuleType) -> None:
         spec = module.__spec__
-        if spec is not None and spec.loader is self:  # (a config module refused the new one)
+        # (a config module refused the new spec: nothing to put back)
+        if spec is not None and spec.loader is self and spec.loader_state is not None:
             module.__spec__ = spec.loader_state
 
 
@@ -138,13 +142,8 @@ def _redisable(module: types.ModuleType) -> None:
     torch keeps it (its first call after this would otherwise still go through the stand-in's
     wrapper, which a compiler would trace)."""
     with _REDO:
-        for fn, (wrapper, how) in list(_DISABLED.items()):
-            if "_real" in wrapper.__dict__:
-                continue
-            disabled = module.disable(fn, how["recursive"], **how["options"])
-            wrapper.__dict__["_real"] = disabled
-            if getattr(fn, _DISABLE_CACHE, None) is wrapper:
-                setattr(fn, _DISABLE_CACHE, disabled)
+        for wrapper in list(_DISABLED):
+            getattr(wrapper, _REDO_ATTRIBUTE)(module)
 
 
 def _eager_or_real(path: str, eager: Callable[..., Any]) -> Callable[..., Any]:
@@ -165,20 +164,30 @@ def _graph_break(msg: str = "") -> None:
 
 
 def _disable(fn: Callable[..., Any] | None = None, recursive: bool = True, **options: Any) -> Any:
-    """``torch._dynamo.disable``: ``fn`` as it is while nothing can compile, the real ``disable``
-    of it once the real module is loaded."""
+    """``torch._dynamo.disable``: a function as it is while nothing can compile, the real
+    ``disable`` of it once the real module is loaded. Anything else (a module, a class, a
+    builtin: the real ``disable`` gives back another kind of object) loads the real module."""
     if fn is None:
         return functools.partial(_disable, recursive=recursive, **options)
+    if not isinstance(fn, (types.FunctionType, types.MethodType)):
+        return real().disable(fn, recursive, **options)
+    done: list[Callable[..., Any]] = []  # the real module's disable of fn, once made
+
+    def redisable(module: types.ModuleType) -> None:
+        with _REDO:
+            if not done:
+                done.append(module.disable(fn, recursive, **options))
+                if getattr(fn, _DISABLE_CACHE, None) is call:
+                    setattr(fn, _DISABLE_CACHE, done[0])
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        disabled = call.__dict__.get("_real")
-        if disabled is None and loaded():  # loaded by a path that skipped real()
-            _redisable(real())
-            disabled = call.__dict__.get("_real")
-        return (disabled or fn)(*args, **kwargs)
+        if not done and loaded():  # loaded by a path that did not go through real()
+            redisable(real())
+        return (done[0] if done else fn)(*args, **kwargs)
 
-    _DISABLED[fn] = call, {"recursive": recursive, "options": options}
+    setattr(call, _REDO_ATTRIBUTE, redisable)
+    _DISABLED.add(call)
     return call
 
 

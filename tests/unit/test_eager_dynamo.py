@@ -60,6 +60,12 @@ model(torch.ones(4, 3)).sum().backward()
 opt.step()
 before = loaded()
 out = {"loaded_before": before}
+class Net(torch.nn.Module):  # a module marked not to be compiled stays a module (its parameters)
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(2, 2)
+        self.head = torch.compiler.disable(torch.nn.Linear(2, 2))
+out["parameters"] = len(list(Net().parameters()))
 out["plain"] = torch.compile(lambda x: plus(x) * 2, fullgraph=True, backend="eager")(
     torch.ones(2)).tolist()
 out["loaded_after"] = loaded()
@@ -109,6 +115,8 @@ dyn.config.optimize_ddp = "python_reducer"  # read by DDP through utils: the sam
 out["ddp_mode"] = torch._dynamo.utils.get_optimize_ddp_mode()
 marked = torch.optim.Optimizer.zero_grad.__wrapped__.__dict__["__dynamo_disable"]
 out["redisabled"] = getattr(marked, "_torchdynamo_disable", False)
+hooks = importlib.reload(sys.modules["torch._dynamo.hooks"])  # the usual finders reload it
+out["reloaded"] = hooks.__spec__ is not None and hooks.__spec__.origin.endswith("hooks.py")
 print(json.dumps(out))
 """
 
@@ -138,6 +146,7 @@ def test_an_eager_ddp_training_never_loads_the_compiler_and_learns_bit_for_bit_t
 def test_a_later_compile_loads_the_real_compiler_and_what_was_marked_stays_uncompiled():
     out = python(LATER_COMPILE)
     assert out["loaded_before"] is False
+    assert out["parameters"] == 4  # as PyTorch gives: disable() of a module is the real one's
     assert out["plain"] == [4.0, 4.0] and out["loaded_after"] and out["in_place"]
     # disabled functions handed out before the real compiler came cannot be compiled into one
     # graph (PyTorch's own marks, as on the optimizer's zero_grad, too)
@@ -152,6 +161,7 @@ def test_the_real_compiler_arriving_any_way_is_one_module_and_takes_over_what_wa
     assert out["ddp_mode"] == "python_reducer"
     # the optimizer's zero_grad, disabled by the stand-in, is now disabled by the real module
     assert out["redisabled"] is True
+    assert out["reloaded"]  # a reload of one of its modules is Python's as usual
 
 
 def test_a_compiler_that_import_torch_already_loaded_is_left_in_place(tmp_path: Path):
