@@ -202,15 +202,22 @@ def test_the_trainers_own_process_defers_and_a_notebooks_process_keeps_pytorch_a
     data = tmp_path / "shapes"
     convert(synthetic(120, 3), data, ConvertOptions(size=(8, 8), grayscale=True, progress=False))
     run = """
-import json, sys
+import gc, json, sys, types
 from hpcbench.train.__main__ import main
 status = main(sys.argv[1:])
-print(json.dumps({"status": status, "compiler_loaded": "torch._dynamo.eval_frame" in sys.modules}))
+names = [m.__name__ for m in gc.get_objects() if isinstance(m, types.ModuleType)
+         and m.__name__.startswith("torch._")]
+print(json.dumps({"status": status, "compiler_loaded": "torch._dynamo.eval_frame" in sys.modules,
+                  "copies": sorted({n for n in names if names.count(n) > 1})}))
 """
     args = ["--data", str(data), "--epochs", "1", "--global-batch-size", "16", "--max-steps", "2"]
     args += ["--model", "small_cnn", "--progress", "none", "--output-dir", str(tmp_path / "run")]
     eager = python(run, *args)
-    assert eager == {"status": 0, "compiler_loaded": False}
+    assert eager == {"status": 0, "compiler_loaded": False, "copies": []}
+    # --deterministic's PyTorch call loads the compiler mid-run (through a submodule's import
+    # from the stand-in's place): the run goes on, with one copy of each of its modules
+    loads = python(run, *args[:-1], str(tmp_path / "run-deterministic"), "--deterministic")
+    assert loads == {"status": 0, "compiler_loaded": True, "copies": []}
     # in a notebook's process (run_training called directly) PyTorch stays as it is
     direct = python(
         "import json, sys\nfrom hpcbench.train.entry import run_training\n"
