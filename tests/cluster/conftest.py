@@ -197,10 +197,11 @@ def no_garbled_startups(request) -> Iterator[None]:
     )
 
 
-def bench_on_slurm(cwd: Path, *args: str, timeout: float = 1500) -> Path:
+def bench_on_slurm(cwd: Path, *args: str, timeout: float = 1500, env: dict | None = None) -> Path:
     """``hpcbench bench --scheduler slurm ARGS``; the results directory. The options come first:
-    ARGS may end with ``-- TRAINER-ARGS``."""
-    r = hpcbench("bench", "--scheduler", "slurm", *args, cwd=cwd, timeout=timeout)
+    ARGS may end with ``-- TRAINER-ARGS``. ``env``: more of the jobs' environment (sbatch passes
+    it on)."""
+    r = hpcbench("bench", "--scheduler", "slurm", *args, cwd=cwd, timeout=timeout, env=env)
     found = sorted((cwd / "runs").glob("bench-*"), key=lambda p: p.stat().st_mtime)
     assert found and r.returncode == 0, r.stdout + r.stderr
     return found[-1]

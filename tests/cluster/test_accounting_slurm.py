@@ -28,7 +28,9 @@ def test_a_finished_jobs_accounting_is_read_once_and_kept(slurm_cluster, workdir
     # slurm-up.sh started slurmdbd: sacct answers (it refuses on a cluster without)
     answer = subprocess.run(["sacct", "-n", "-X", "-S", "now"], capture_output=True, text=True)
     assert answer.returncode == 0, answer.stderr
-    job_id, _ = train_on("slurm", workdir, cluster_data, "--nodes", "2")
+    # the slow-step drill keeps the ranks alive through SLURM's memory samples (every 2 s here)
+    env = {"HPCBENCH_STEP_DELAY": "0.5"}
+    job_id, _ = train_on("slurm", workdir, cluster_data, "--nodes", "2", env=env)
     run_dir = api.job(job_id).record.run_dir
     record = json.loads((run_dir / "accounting.json").read_text())
     assert record["available"] and record["source"] == "sacct (SLURM accounting)"

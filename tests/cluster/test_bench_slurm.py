@@ -37,7 +37,10 @@ nodes = 2
 launcher = "srun"
 """
     )
-    results = bench_on_slurm(workdir, "m.toml", timeout=900)
+    # SLURM samples a job's memory every 2 s here (JobAcctGatherFrequency=task=2): the slow-step
+    # drill keeps each run's ranks alive through a few samples (a single run of 4 steps ends
+    # within one second, before the first, and then sacct has no MaxRSS to give)
+    results = bench_on_slurm(workdir, "m.toml", timeout=900, env={"HPCBENCH_STEP_DELAY": "1"})
     assert results == workdir / "runs" / "bench-cluster"
     runs = json.loads((results / "runs.json").read_text())["runs"]
     assert [(x["config"], x["status"], x["scheduler"]) for x in runs] == [
