@@ -9,6 +9,7 @@ credential's lifetime before it may start again (120 s by default; the test clus
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -284,3 +285,70 @@ def test_a_nodes_processes_killed_mid_run_end_the_job_naming_the_rank_and_resume
     for name in wa:
         assert torch.equal(wa[name], wb[name]), name
     assert la == (run_dir(workdir, again) / "steps.csv").read_text()
+
+
+def job_record(job: str) -> dict[str, str]:
+    """What ``scontrol show job`` says of ``job`` (JobState, Restarts, ...), one key each."""
+    shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True)
+    return dict(w.split("=", 1) for w in shown.stdout.split() if "=" in w)
+
+
+def ended_or_requeued(job: str) -> dict[str, str]:
+    """Wait until ``job`` has ended for good or SLURM has counted a restart of it."""
+    def settled():
+        record = job_record(job)
+        done = record.get("JobState") not in ("RUNNING", "PENDING", "COMPLETING", "REQUEUED")
+        return record if done or record.get("Restarts", "0") != "0" else None
+
+    return wait_for(settled, timeout=240)
+
+
+def test_a_cancel_ends_a_requeueable_job_cancelled_and_a_preemption_still_requeues(
+    slurm_cluster, workdir, cluster_data
+):
+    """The stop signal a requeueable job traps is the TERM that ``scancel`` sends too: the
+    ranks checkpoint on it either way, but a job SLURM calls CANCELLED is not requeued (the
+    user wants it gone, and it held its nodes again seconds later). ``hpcbench cancel`` of a
+    job, then a plain ``scancel`` of an array task; the array's other task gets the TERM alone,
+    as a preemption under GraceTime sends it (to the job's steps, the job still running):
+    requeued, and it finishes."""
+    flags, trainer = LAUNCHES["ddp under torchrun under srun"]
+    job = submit(workdir, cluster_data, *flags, trainer=trainer)
+    sweep = sweep_file_for_cancel(workdir, cluster_data)
+    r = hpcbench("sweep", str(sweep), "--scheduler", "slurm", "--results", str(workdir / "s"),
+                 "--no-wait", cwd=workdir, env={"HPCBENCH_STEP_DELAY": "0.3"})  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    array = re.search(r"as array job (\S+)", r.stdout).group(1)
+    run = wait_for(lambda: list((workdir / "runs").glob(f"*-{job}")))[0]
+    wait_for(lambda: (run / "control" / "ready").exists())
+    cancelled = hpcbench("cancel", job, cwd=workdir)
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+
+    tasks = {k: workdir / "s" / "runs" / f"lr={lr}" for k, lr in ((1, 0.01), (2, 0.05))}
+    wait_for(lambda: all((t / "control" / "ready").exists() for t in tasks.values()), timeout=300)
+    subprocess.run(["scancel", f"{array}_1"], check=True)
+    # a preemption under GraceTime: SLURM signals the job's steps, and the job goes on running
+    subprocess.run(["scancel", "--signal=TERM", f"{array}_2"], check=True)
+
+    for cancelled_job, where in ((job, run), (f"{array}_1", tasks[1])):
+        record = ended_or_requeued(cancelled_job)
+        seen = {k: record.get(k) for k in ("JobState", "Restarts", "Reason")}
+        assert seen["Restarts"] == "0", f"{cancelled_job} was requeued after its cancel: {seen}"
+        assert seen["JobState"] == "CANCELLED", seen
+        assert "cancel" in requeues(where) or requeues(where) == [], requeues(where)
+    err = (workdir / "runs" / f"hpcbench-{job}.err").read_text()
+    assert "cancelled: the ranks checkpoint and stop; not requeued" in err, err
+    assert "requeued (scontrol requeue)" not in err, err
+    release_requeued(f"{array}_2")
+    wait_for(lambda: (tasks[2] / "metrics.json").exists(), timeout=300)
+    assert requeues(tasks[2]) == ["signal"], requeues(tasks[2])
+    assert job_record(f"{array}_2")["Restarts"] == "1"
+
+
+def sweep_file_for_cancel(workdir: Path, data: Path) -> Path:
+    """Two tasks at once, each a node's slow run of 9 steps with checkpoints."""
+    path = workdir / "cancel-sweep.toml"
+    args = [*TRAINER, "--epochs", "6", "--data", str(data)]
+    path.write_text(f"trainer_args = {json.dumps(args)}\nmax_parallel = 2\n"
+                    "[axes]\nlr = [0.01, 0.05]\n")  # fmt: skip
+    return path
