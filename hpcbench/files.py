@@ -54,6 +54,16 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
     return data
 
 
+def read_tail(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The last ``limit`` bytes (at most) of the regular file at ``path``: a log that grew
+    large, a FIFO or a link to ``/dev/zero`` cannot hang or exhaust the reader."""
+    fd = open_regular(path)
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        fh.seek(max(0, size - limit))
+        return fh.read(limit)
+
+
 def regular_size(path: Path) -> int:
     """The size of the regular file at ``path`` (symbolic links followed)."""
     st = os.stat(path)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hpcbench.files import open_regular
+
 MAX_READ = 1 << 20  # bytes read per look: a job that floods its log is skipped ahead, not buffered
 
 
@@ -25,7 +27,7 @@ class LogFollower:
 
     def new_lines(self) -> list[str]:
         try:
-            with self.path.open("rb") as fh:
+            with os.fdopen(open_regular(self.path), "rb") as fh:  # never a FIFO or device
                 st = os.fstat(fh.fileno())
                 identity = (st.st_dev, st.st_ino)
                 if identity != self._identity or st.st_size < self._offset:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hpcbench.files import read_tail
 from hpcbench.jobs import registry
 from hpcbench.jobs.follow import LogFollower
 from hpcbench.jobs.logs import RankError, error_tail, first_rank_error
@@ -298,9 +299,13 @@ class Job:
         return "\n".join(report)
 
 
+#: how much of a log's end is read (a regular file only: a FIFO or a device is no log)
+LOG_READ_LIMIT = 16 * 1024 * 1024
+
+
 def _read(path: Path) -> str:
     try:
-        return path.read_text(errors="replace")
+        return read_tail(path, LOG_READ_LIMIT).decode("utf-8", "replace")
     except OSError:
         return ""
 

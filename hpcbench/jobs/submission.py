@@ -10,6 +10,7 @@ import errno
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,8 @@ def _submit(
             f"scheduler.host: {host.target} needs the login node's batch system, not the {name} "
             "scheduler: name it (--scheduler)"
         )
+    if host is not None:
+        spec = _mirrored_output(spec, workdir)
     # rendered first: a mistyped program argument is found before the scheduler is asked
     text = render_script(spec, name, template_dirs)
     if host is not None and _runs_hpcbench_as_is(spec):
@@ -194,6 +197,22 @@ def _submit(
     run_dir = sched.run_dir(spec, job_id, workdir)
     record = JobRecord(job_id, name, script, out, err, run_dir, (), *where)
     return Job(record, sched, _remember(record))
+
+
+def _mirrored_output(spec: JobSpec, workdir: Path) -> JobSpec:
+    """Over SSH the output directory is one of this directory's, written relative to it in the
+    script: the login node's mirror of this directory holds it, and brings it back."""
+    out = Path(spec.resources.output_dir)
+    if not out.is_absolute():
+        return spec
+    inside = Path(os.path.normpath(out))
+    if not inside.is_relative_to(workdir):
+        raise SpecError(
+            f"resources.output_dir: {out}: over SSH the output directory must be under this "
+            f"directory ({workdir}), which the remote working directory mirrors"
+        )
+    relative = str(inside.relative_to(workdir)) or "."
+    return replace(spec, resources=replace(spec.resources, output_dir=relative))
 
 
 def _runs_hpcbench_as_is(spec: JobSpec) -> bool:

@@ -48,8 +48,9 @@ def keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
-def start_login(root: Path) -> Login:
-    """Start the server; stop it with :func:`stop_login`."""
+def start_login(root: Path, extra: str = "") -> Login:
+    """Start the server (``extra``: more lines of its configuration); stop it with
+    :func:`stop_login`."""
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     root.mkdir(parents=True, exist_ok=True)
     keygen(root / "host_key")
@@ -64,7 +65,7 @@ def start_login(root: Path) -> Login:
         f"PidFile {root / 'sshd.pid'}\nAuthorizedKeysFile {root / 'authorized_keys'}\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
         "PermitRootLogin prohibit-password\nStrictModes no\nLogLevel INFO\n"
-        "MaxStartups 50\nMaxSessions 50\n"
+        "MaxStartups 50\nMaxSessions 50\n" + extra
     )
     log = root / "sshd.log"
     log.touch()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -283,3 +284,91 @@ def test_watch_follows_a_job_on_the_login_node_across_a_dropped_connection(
     assert f"job {job} completed" in out, first + out + err
     assert login.accepted() - before == 1  # submit's connection served it, then one made again
     assert (here / "runs" / f"far-{job}" / "seen.txt").read_text() == "ok\n"  # brought back
+
+
+@pytest.mark.parametrize("output_dir", [None, "out", "ABSOLUTE"])
+def test_the_default_remote_directory_works_as_the_readme_writes_it(
+    slurm_cluster, login, laptop, output_dir
+):
+    """``submit --host`` with no ``--remote-dir``: the job goes to ``~/hpcbench/<the local
+    directory's name>`` on the login node (the remote home's, wherever the command runs there),
+    with no --output-dir, a relative one and an absolute one inside the local directory."""
+    here, env, _ = laptop
+    mine = here.parent / f"laptop-{os.getpid()}-{output_dir or 'none'}".lower()
+    here.rename(mine)
+    write_job(mine, ["sh", "-c", "echo far away in $(pwd); echo done > $HPCBENCH_RUN_DIR/x.txt"])
+    remote = Path.home() / "hpcbench" / mine.name
+    assert not remote.exists()
+    flags = []
+    if output_dir:
+        flags = ["--output-dir", str(mine / "abs-out") if output_dir == "ABSOLUTE" else output_dir]
+    try:
+        r = hpcbench("submit", "job.toml", "--scheduler", "slurm", "--host", "login", *flags,
+                     "--wait", cwd=mine, env=env)  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        job = submitted(r.stdout)
+        assert f"far away in {remote}" in r.stdout, r.stdout
+        logs = {None: "runs", "out": "out", "ABSOLUTE": "abs-out"}[output_dir]
+        assert (mine / logs / f"far-{job}" / "x.txt").read_text() == "done\n"
+        assert (remote / logs / f"far-{job}" / "x.txt").read_text() == "done\n"
+        r = hpcbench("logs", job, cwd=mine, env=env)
+        assert r.returncode == 0 and "far away" in r.stdout, r.stdout + r.stderr
+    finally:
+        shutil.rmtree(remote, ignore_errors=True)  # made by this test alone (its unique name)
+
+
+def test_no_path_reaches_the_login_shell_and_only_plain_files_come_back(
+    slurm_cluster, login, laptop
+):
+    """An output directory the login node's shell would read as commands, with rsync passing
+    paths the old way (``RSYNC_OLD_ARGS=1``: what rsync before 3.2.4 does by default): carried
+    as a path, nothing run. What the job leaves in its run directory (a FIFO, a link to
+    /dev/zero, a link out of the tree, a set-uid file) comes back as plain files only."""
+    here, env, remote = laptop
+    marker = here.parent / "the-shell-ran"
+    out = f"runs;touch {marker};#"
+    write_job(here, ["sh", "-c", 'cd "$HPCBENCH_RUN_DIR" && mkfifo fifo && ln -s /dev/zero zero'
+                     " && ln -s /etc/passwd out && echo x > suid && chmod 4755 suid"
+                     " && ln -s suid inside && echo made"])  # fmt: skip
+    r = hpcbench("submit", "job.toml", "--scheduler", "slurm", "--host", "login", "--remote-dir",
+                 str(remote), "--output-dir", out, "--wait", cwd=here,
+                 env={**env, "RSYNC_OLD_ARGS": "1"})  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not marker.exists(), "a remote path ran as a command on the login node"
+    run = here / out / f"far-{submitted(r.stdout)}"
+    assert (run / "suid").read_text() == "x\n"
+    assert not (run / "suid").stat().st_mode & 0o6000, oct((run / "suid").stat().st_mode)
+    for special in ("fifo", "zero", "out"):
+        assert not os.path.lexists(run / special), special
+    assert (run / "inside").is_symlink() and (run / "inside").read_text() == "x\n"
+
+
+def test_a_login_shell_that_talks_and_a_home_relative_remote_dir(slurm_cluster, tmp_path):
+    """A login node whose shell prints a banner on stdout (here through ``BASH_ENV``, as a
+    ``.bashrc`` that echoes does), and ``--remote-dir ~/NAME``: the directory is NAME in the
+    remote home (not a directory named ``~``), and the banner is never read as an answer."""
+    require(Path("/usr/sbin/sshd").exists(), "sshd (apt-get install openssh-server)")
+    banner = tmp_path / "banner.sh"
+    banner.write_text('echo "Welcome to the cluster: y"\necho y\necho /\n')
+    server = start_login(tmp_path / "sshd", extra=f"SetEnv BASH_ENV={banner}\n")
+    here = tmp_path / "laptop"
+    here.mkdir()
+    env = {"PATH": laptop_path(tmp_path / "laptop-bin"), "HPCBENCH_SSH_CONFIG": str(server.config),
+           "XDG_RUNTIME_DIR": tempfile.mkdtemp(prefix="hs-"),
+           "HPCBENCH_STATE_DIR": str(tmp_path / "laptop-state")}  # fmt: skip
+    name = f"hpcbench-home-{os.getpid()}"
+    remote = Path.home() / name
+    assert not remote.exists()
+    write_job(here, ["sh", "-c", "echo far away in $(pwd); echo done > $HPCBENCH_RUN_DIR/x.txt"])
+    try:
+        r = hpcbench("submit", "job.toml", "--scheduler", "slurm", "--host", "login",
+                     "--remote-dir", f"~/{name}", "--wait", cwd=here, env=env)  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        job = submitted(r.stdout)
+        assert f"far away in {remote}" in r.stdout, r.stdout
+        assert (here / "runs" / f"far-{job}" / "x.txt").read_text() == "done\n"
+        assert not (here / "~").exists() and not (Path.home() / "~").exists()
+    finally:
+        drop_connection(env)
+        stop_login(server)
+        shutil.rmtree(remote, ignore_errors=True)  # made by this test alone (its unique name)

@@ -219,3 +219,27 @@ def test_tasks_srun_reports_killed_together_are_named_together_not_as_the_lowest
     assert listed.rank == "4,6-7" and who_failed(listed.rank) == "rank (one of 4,6-7)"
     assert first_rank_error("srun: error: node2: task 3: Killed").rank == "3"
     assert who_failed("3") == "rank 3" and who_failed(None) == "a rank"
+
+
+def test_a_log_that_is_a_fifo_or_a_link_to_a_device_is_no_log(tmp_path):
+    """A log pulled from a hostile run directory (or planted in a shared one) may be a FIFO
+    (an open would wait for ever) or a link to /dev/zero (a read would never end): neither is
+    read, and a large log is read from its end only."""
+    import os
+
+    from hpcbench.jobs.follow import LogFollower
+    from hpcbench.jobs.job import LOG_READ_LIMIT, _read
+    from hpcbench.jobs.schedulers.commands import tail
+
+    fifo = tmp_path / "job.out"
+    os.mkfifo(fifo)
+    zero = tmp_path / "job.err"
+    zero.symlink_to("/dev/zero")
+    for path in (fifo, zero):
+        assert tail(path) == "" and _read(path) == ""
+        assert LogFollower(path).new_lines() == []
+    big = tmp_path / "big.out"
+    with big.open("wb") as fh:
+        fh.write(b"x" * (LOG_READ_LIMIT + 10) + b"\nlast line\n")
+    assert len(_read(big)) == LOG_READ_LIMIT and _read(big).endswith("last line\n")
+    assert tail(big, 1) == "last line"

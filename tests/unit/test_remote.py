@@ -109,3 +109,65 @@ def test_the_script_is_the_same_whether_submitted_here_or_over_ssh():
     here = build_spec({"resources": {"nodes": 2}})
     far = build_spec({"resources": {"nodes": 2}, "scheduler": {"host": "alice@login"}})
     assert render_script(here, "slurm") == render_script(far, "slurm")
+
+
+@pytest.mark.parametrize("target", ["-x@login", "-oBatchMode@h", "-@login"])
+def test_a_target_ssh_would_read_as_an_option_is_refused(target, tmp_path):
+    with pytest.raises(ValueError, match="option"):
+        check_target(target)
+    with pytest.raises(RemoteError, match="host: "):
+        RemoteHost(target, tmp_path)
+
+
+def test_a_home_relative_remote_dir_is_relative_to_the_home_and_tilde_user_is_refused(tmp_path):
+    assert RemoteHost("login", tmp_path, "~/scratch/x").remote_dir == "scratch/x"
+    assert RemoteHost("login", tmp_path, "~").remote_dir == "."
+    for bad in ("~alice/x", "a\nb", "-rf"):
+        with pytest.raises(RemoteError, match="remote_dir: .* not a directory name"):
+            RemoteHost("login", tmp_path, bad)
+
+
+def test_a_socket_directory_of_another_user_or_a_link_is_refused(monkeypatch, tmp_path):
+    import os
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o777)
+    (tmp_path / "hpcbench").mkdir()
+    (tmp_path / "hpcbench" / "ssh").symlink_to(elsewhere)
+    with pytest.raises(ValueError, match="not a directory of yours"):
+        ssh_options()
+    host = RemoteHost("login", tmp_path)
+    with pytest.raises(RemoteError, match="not a directory of yours"):
+        host.ssh("true", 5)
+    if os.getuid() == 0:  # a directory another user owns
+        (tmp_path / "hpcbench" / "ssh").unlink()
+        (tmp_path / "hpcbench" / "ssh").mkdir(mode=0o700)
+        os.chown(tmp_path / "hpcbench" / "ssh", 65534, 65534)
+        with pytest.raises(ValueError, match="not a directory of yours"):
+            ssh_options()
+
+
+def test_legacy_scp_carries_only_paths_no_shell_reads_as_more(monkeypatch):
+    from hpcbench.jobs.remote import transfer
+
+    monkeypatch.setattr(transfer, "scp_speaks_sftp", lambda: False)
+    assert transfer.check_carried("hpcbench/proj/runs/far-1", "login") == "hpcbench/proj/runs/far-1"
+    for bad in ("runs;touch x;#", "a b", "$(id)", "x`id`", "r\nx"):
+        with pytest.raises(ValueError, match="passes paths through login's shell"):
+            transfer.check_carried(bad, "login")
+    assert transfer.scp_options() == []
+    monkeypatch.setattr(transfer, "scp_speaks_sftp", lambda: True)
+    assert transfer.check_carried("runs;touch x;#", "login") == "runs;touch x;#"
+    assert transfer.scp_options() == ["-s"]
+
+
+def test_rsync_is_never_told_to_hand_paths_to_the_shell(monkeypatch):
+    from hpcbench.jobs.remote import transfer
+
+    monkeypatch.setenv("RSYNC_OLD_ARGS", "1")
+    assert "RSYNC_OLD_ARGS" not in transfer.copy_env()
+    assert "--protect-args" in transfer.PULL_OPTIONS and "--protect-args" in transfer.PUSH_OPTIONS
+    # what comes back: no devices, FIFOs, permissions (set-id bits), owners; links kept inside
+    assert not {"-a", "-p", "-o", "-g", "-D", "--devices", "--specials"} & set(transfer.PULL_OPTIONS)
+    assert "--safe-links" in transfer.PULL_OPTIONS

@@ -14,12 +14,40 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcbench.jobs.remote.ssh import check_target, failure, ssh_options
+from hpcbench.jobs.remote.transfer import (
+    PULL_OPTIONS,
+    PUSH_OPTIONS,
+    check_carried,
+    copy_env,
+    disarm,
+    scp_options,
+)
 from hpcbench.jobs.schedulers.base import JobRecord
 from hpcbench.jobs.schedulers.commands import run_here
 from hpcbench.jobs.schedulers.errors import SchedulerError, SchedulerUnreachable
 
 #: the remote working directory when none is given: under the remote home, by the local name
 DEFAULT_REMOTE_ROOT = "hpcbench"
+
+
+#: the prefix of the lines hpcbench reads back from a remote shell (a banner is not one)
+_MARK = "hpcbench-answer:"
+
+
+def _home_relative(remote_dir: str) -> str:
+    """``remote_dir`` as the shell on the login node reads it: ``~/x`` is ``x`` (the commands
+    start in the home); refused in one line when it is not a directory name."""
+    text = remote_dir.strip()
+    if text in ("~", "~/"):
+        return "."
+    if text.startswith("~/"):
+        text = text[2:]
+    if "\n" in text or "\0" in text or text.startswith(("-", "~")):
+        raise RemoteError(
+            f"remote_dir: {remote_dir!r} is not a directory name (give a path relative to the "
+            "remote home, or an absolute one; ~user is not read)"
+        )
+    return text
 
 
 def login_for(record: JobRecord | None) -> RemoteHost | None:
@@ -55,10 +83,9 @@ class RemoteHost:
         except ValueError as err:
             raise RemoteError(f"host: {self.target!r}: {err}") from None
         self.local_dir = Path(self.local_dir).resolve()
-        if not self.remote_dir:
-            self.remote_dir = f"{DEFAULT_REMOTE_ROOT}/{self.local_dir.name or 'root'}"
-        if "\n" in self.remote_dir or self.remote_dir.startswith("-"):
-            raise RemoteError(f"remote_dir: {self.remote_dir!r} is not a directory name")
+        self.remote_dir = _home_relative(self.remote_dir) or (
+            f"{DEFAULT_REMOTE_ROOT}/{self.local_dir.name or 'root'}"
+        )
 
     # ---------------------------------------------------------------------- commands
 
@@ -85,7 +112,7 @@ class RemoteHost:
 
     def ssh(self, remote_command: str, timeout: float) -> subprocess.CompletedProcess[str]:
         """Run one shell command line on the login node (its exit status whatever it is)."""
-        argv = ["ssh", *ssh_options(), self.target, remote_command]
+        argv = ["ssh", *self._options(), self.target, remote_command]
         proc = run_here(argv, f"ssh {self.target}", timeout)
         if proc.returncode == 255:
             raise LoginUnreachable(failure(self.target, proc.stderr))
@@ -114,13 +141,20 @@ class RemoteHost:
         return proc
 
     def prepare(self, timeout: float = 60) -> None:
-        """Make the remote working directory (once per process)."""
+        """Make the remote working directory (once per process) and name it by its absolute
+        path from then on: every path the login node sees (the command's directory, the
+        script's, the logs') is then the same one, wherever a command runs there."""
         if self._ready:
             return
-        proc = self.ssh(f"mkdir -p -- {shlex.quote(self.remote_dir)}", timeout)
-        if proc.returncode != 0:
+        where = shlex.quote(self.remote_dir)
+        proc = self.ssh(
+            f'mkdir -p -- {where} && cd -- {where} && printf "\\n{_MARK}%s\\n" "$PWD"', timeout
+        )
+        found = [line[len(_MARK) :] for line in proc.stdout.splitlines() if line.startswith(_MARK)]
+        if proc.returncode != 0 or not found or not found[-1].startswith("/"):
             said = " ".join(proc.stderr.split()) or f"exit status {proc.returncode}"
             raise RemoteError(f"{self.target}: cannot make {self.remote_dir}: {said}")
+        self.remote_dir = found[-1]
         self._ready = True
 
     def check_hpcbench(self, python: str, timeout: float = 60) -> None:
@@ -147,12 +181,13 @@ class RemoteHost:
             self.ssh(f"mkdir -p -- {quoted}", timeout)
         if self._rsync(timeout):
             sources = [f"./{r}" for r in rels]
-            self._copy(["rsync", "-a", "--relative", "-e", self._rsh(), *sources,
+            self._copy(["rsync", *PUSH_OPTIONS, "--relative", "-e", self._rsh(), *sources,
                         f"{self.target}:{self.remote_dir}/"], timeout)  # fmt: skip
             return
         for rel in rels:
-            dest = f"{self.target}:{self.remote_path(self.local_dir / rel)}"
-            self._copy(["scp", "-p", "-r", *ssh_options(), f"./{rel}", dest], timeout)
+            dest = f"{self.target}:{self._carried(self.remote_path(self.local_dir / rel))}"
+            self._copy(["scp", *scp_options(), "-p", "-r", *self._options(), f"./{rel}", dest],
+                       timeout)  # fmt: skip
 
     def pull(self, paths: Sequence[Path], timeout: float = 600) -> None:
         """Bring remote files or directories back to the same places here, incrementally with
@@ -162,20 +197,31 @@ class RemoteHost:
             return
         self.prepare()
         quoted = " ".join(shlex.quote(self.remote_path(self.local_dir / r)) for r in rels)
-        there = self.ssh(f'for p in {quoted}; do [ -e "$p" ] && echo y || echo n; done', timeout)
-        found = [r for r, y in zip(rels, there.stdout.split(), strict=False) if y == "y"]
+        there = self.ssh(  # marked answers: a login shell's banner on stdout is no answer
+            f'for p in {quoted}; do [ -e "$p" ] && echo {_MARK}y || echo {_MARK}n; done', timeout
+        )
+        answers = [line[len(_MARK) :] for line in there.stdout.splitlines() if line.startswith(_MARK)]
+        found = [r for r, y in zip(rels, answers, strict=False) if y == "y"]
         for rel in found:
             (self.local_dir / rel).parent.mkdir(parents=True, exist_ok=True)
         if not found:
             return
         if self._rsync(timeout):
             sources = [f"{self.target}:{self.remote_dir}/./{r}" for r in found]
-            self._copy(["rsync", "-a", "--relative", "-e", self._rsh(), *sources, "./"], timeout)
+            self._copy(["rsync", *PULL_OPTIONS, "--relative", "-e", self._rsh(), *sources, "./"],
+                       timeout)  # fmt: skip
             return
         for rel in found:
-            source = f"{self.target}:{self.remote_path(self.local_dir / rel)}"
+            source = f"{self.target}:{self._carried(self.remote_path(self.local_dir / rel))}"
             dest = str((self.local_dir / rel).parent)
-            self._copy(["scp", "-p", "-r", *ssh_options(), source, dest], timeout)
+            self._copy(["scp", *scp_options(), "-r", *self._options(), source, dest], timeout)
+        disarm(self.local_dir, found)
+
+    def _carried(self, path: str) -> str:
+        try:
+            return check_carried(path, self.target)
+        except ValueError as err:
+            raise RemoteError(str(err)) from None
 
     def _relative(self, path: Path) -> str:
         resolved = Path(os.path.normpath(self.local_dir / path))  # no ".." left to climb out
@@ -187,7 +233,13 @@ class RemoteHost:
             ) from None
 
     def _rsh(self) -> str:
-        return shlex.join(["ssh", *ssh_options()])
+        return shlex.join(["ssh", *self._options()])
+
+    def _options(self) -> list[str]:
+        try:
+            return ssh_options()
+        except ValueError as err:
+            raise RemoteError(str(err)) from None
 
     def _rsync(self, timeout: float) -> bool:
         """Whether both sides have rsync (asked once)."""
@@ -197,11 +249,18 @@ class RemoteHost:
         return self._has_rsync
 
     def _copy(self, argv: list[str], timeout: float) -> None:
-        proc = run_here(argv, f"{argv[0]} with {self.target}", timeout, cwd=self.local_dir)
+        proc = run_here(argv, f"{argv[0]} with {self.target}", timeout, cwd=self.local_dir,
+                        env=copy_env())  # fmt: skip
         if argv[0] == "rsync" and proc.returncode == 24:  # files that vanished meanwhile
             return  # (a run's temporary files, renamed as they are written): the rest came
         if proc.returncode != 0:
             if "Permission denied" in proc.stderr or "Host key" in proc.stderr:
                 raise LoginUnreachable(failure(self.target, proc.stderr))
+            if argv[0] == "scp" and "Connection closed" in proc.stderr:
+                raise RemoteError(
+                    f"scp with {self.target}: the login node has no rsync, and closed the "
+                    "connection scp copies over (SFTP): install rsync there (or here), or ask "
+                    "the site whether its SFTP subsystem is off"
+                )
             said = " ".join(proc.stderr.split())[:300] or f"exit status {proc.returncode}"
             raise RemoteError(f"{argv[0]} with {self.target}: {said}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 #: how long the shared connection outlives the last command (seconds)
@@ -48,6 +49,8 @@ def check_target(target: str) -> str:
     holds anything but a user and host name."""
     if not _TARGET.fullmatch(target or ""):
         raise ValueError("not USER@HOST or a host name (letters, digits, . _ - only)")
+    if target.startswith("-"):
+        raise ValueError("a user or host name starting with '-' would be read as ssh's option")
     return target
 
 
@@ -56,7 +59,17 @@ def control_dir() -> Path:
     base = os.environ.get("XDG_RUNTIME_DIR") or str(Path.home() / ".cache")
     path = Path(base) / "hpcbench" / "ssh"
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path.chmod(0o700)
+    st = os.lstat(path)
+    # another user's directory (or a link to one) would hold the sockets that carry every
+    # command of this user's to the login node
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise ValueError(
+            f"{path}: the directory for ssh's shared connections is not a directory of yours "
+            "(a link, or another user's): remove it, or set XDG_RUNTIME_DIR to a directory of "
+            "your own"
+        )
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
     return path
 
 

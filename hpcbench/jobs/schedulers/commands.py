@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Protocol
 
+from hpcbench.files import read_tail
 from hpcbench.jobs.schedulers.errors import SchedulerError
 
 
@@ -53,9 +54,10 @@ def run_here(
     timeout: float = 60,
     stdin_file: Path | None = None,
     cwd: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """:func:`run_process` on this machine, wherever the block's scheduler commands run (ssh
-    itself, rsync and scp run here)."""
+    itself, rsync and scp run here); ``env`` replaces the environment when given."""
     try:
         given = open(stdin_file, "rb") if stdin_file is not None else None  # noqa: SIM115
     except OSError as err:
@@ -63,7 +65,7 @@ def run_here(
     try:
         return subprocess.run(
             list(argv), capture_output=True, text=True, timeout=timeout,
-            stdin=given if given is not None else subprocess.DEVNULL, cwd=cwd,
+            stdin=given if given is not None else subprocess.DEVNULL, cwd=cwd, env=env,
         )  # fmt: skip
     except FileNotFoundError:
         raise SchedulerError(f"{what}: {argv[0]} not found on PATH") from None
@@ -89,12 +91,8 @@ def tail(path: Path, lines: int = 30) -> str:
     """The last ``lines`` lines of a log file ('' for none, or when it does not exist yet)."""
     if lines <= 0:
         return ""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 64 * 1024))
-            text = fh.read().decode("utf-8", "replace")
+    try:  # a regular file only, its end only: a log may be a FIFO or a link to a device
+        text = read_tail(path, 64 * 1024).decode("utf-8", "replace")
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
