@@ -1,10 +1,13 @@
 """The ``hpcbench`` command line: parse, call the library, print. Each module of this package
 adds its commands (``add_parsers``) and names the function that runs each (``run``, one
-``argparse.Namespace`` in, an exit status out); nothing else lives here."""
+``argparse.Namespace`` in, an exit status out); nothing else lives here but what every command
+shares: output into a pipe whose reader has gone (``hpcbench history | head -1``) ends the
+command quietly with status 141, as a Unix tool killed by SIGPIPE does."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from hpcbench import __version__
@@ -37,7 +40,35 @@ def _split_program_args(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+#: the exit status of a command whose reader went away: a shell's for a process SIGPIPE ended
+READER_GONE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit status. Whatever it prints, its help and its usage errors
+    included, reaches stdout before it returns (or exits): a reader that has gone leaves no
+    BrokenPipeError traceback and no "Exception ignored" line at the interpreter's exit."""
+    try:
+        try:
+            return _main(argv)
+        finally:  # argparse's --help exits (SystemExit) with its text still buffered
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return READER_GONE
+
+
+def _stdout_to_devnull() -> None:
+    """/dev/null over stdout: the interpreter's last flush at exit writes what is left there,
+    not into the closed pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
+def _main(argv: list[str] | None) -> int:
     from hpcbench.launch import line_buffered_output
 
     line_buffered_output()  # progress reaches a pipe, a tee or a job's log as it happens
