@@ -309,8 +309,11 @@ def _print_accounting(scheduler: str, job_id: str) -> None:
 
 
 def _print_status(job_id: str, st: JobStatus) -> None:
+    from hpcbench.files import printable  # the scheduler's words: a job's name is in them
+
     code = "" if st.exit_code is None else f" exit={st.exit_code}"
-    print(f"{job_id}\t{st.state}{code}{chr(9) + st.reason if st.reason else ''}")
+    reason = f"\t{printable(st.reason)}" if st.reason else ""
+    print(f"{printable(job_id)}\t{printable(st.state)}{code}{reason}")
 
 
 def _cancel(sched: Scheduler, job_ids: list[str]) -> int:

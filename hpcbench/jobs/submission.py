@@ -128,6 +128,12 @@ def recorded_login(
                 f"({login.get('remote_dir') or 'its default directory'}); continue it there, "
                 "or give a new --results"
             )
+    if login.get("host") and "host" not in given and not _submitted_to(login["host"]):
+        raise SpecError(
+            f"{document} ran on {login['host']}, a login node you have not submitted to from "
+            f"here: give --host {login['host']} to continue there (a results directory does not "
+            "choose where your jobs go), or give a new --results"
+        )
     chosen = {**login, **given}
     if chosen.get("host") and not results.is_relative_to(cwd):
         raise SpecError(
@@ -135,6 +141,11 @@ def recorded_login(
             "the remote working directory's mirror"
         )
     return chosen
+
+
+def _submitted_to(host: str, looked_at: int = 1000) -> bool:
+    """Whether this user's own job records hold a job submitted to ``host``."""
+    return any(record.host == host for record in registry.recent(looked_at))
 
 
 def remote_host(spec: JobSpec, workdir: Path) -> RemoteHost | None:

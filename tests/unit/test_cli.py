@@ -105,3 +105,14 @@ def test_predict_quiet_prints_only_the_summary():
     quiet = summary(document, paths, quiet=True)
     assert quiet.startswith("classified 10 image(s)") and "stage" not in quiet
     assert "predicted" not in quiet
+
+
+def test_status_escapes_what_the_scheduler_says(capsys):
+    """A reason (or state) from the scheduler holds text another user chose, a job name among
+    it: printed escaped, it cannot clear the screen or fake a line of its own."""
+    from hpcbench.cli.jobs import _print_status
+    from hpcbench.jobs.schedulers.base import JobStatus
+
+    _print_status("12", JobStatus("PENDING", None, "Dependency\x1b[2J\n13\tCOMPLETED"))
+    out = capsys.readouterr().out
+    assert out == "12\tPENDING\tDependency\\x1b[2J\\n13\\tCOMPLETED\n", out

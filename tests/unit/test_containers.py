@@ -170,12 +170,29 @@ def test_pyxis_refuses_a_mount_with_a_comma_and_another_users_home_in_one_line()
         assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("runtime", ["apptainer", "singularity"])
+def test_apptainer_refuses_a_bind_with_a_comma_and_expands_a_home_destination(sandbox, runtime):  # noqa: F811
+    """``--bind`` takes a comma-separated list: ``/data,x`` would be two binds, refused in one
+    line; ``~/`` on either side of a bind is the node's home (not a directory named ``~``)."""
+    spec = spec_for("srun", 2, environment=container(runtime, binds=["/data,/etc:/x"]))
+    with pytest.raises(RenderError, match="separates its binds with commas") as err:
+        render_script(spec, "slurm")
+    assert "\n" not in str(err.value)
+    tmp, env = sandbox
+    spec = build_spec({"resources": {"nodes": 1}, "launcher": {"kind": "srun"},
+                       "environment": container(runtime, binds=["~/in:~/out"]),
+                       "program": {"command": ["prog"]}})  # fmt: skip
+    calls = run_script(tmp, env, render_script(spec, "slurm"))
+    (argv,) = [a for a in launch_calls(calls) if runtime in a]
+    assert argv[argv.index("--bind") + 1] == f"{tmp}/in:{tmp}/out", argv
+
+
 @pytest.mark.parametrize("runtime", CONTAINER_RUNTIMES)
 def test_hostile_images_binds_and_options_arrive_intact_and_inert(sandbox, runtime):  # noqa: F811
     tmp, env = sandbox
     launcher = "srun"
     for value in HOSTILE:
-        if runtime == "pyxis" and "," in value:
+        if runtime in ("pyxis", "apptainer", "singularity") and "," in value:
             continue  # refused in one line (above)
         spec = build_spec(
             {

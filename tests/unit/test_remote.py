@@ -171,3 +171,22 @@ def test_rsync_is_never_told_to_hand_paths_to_the_shell(monkeypatch):
     # what comes back: no devices, FIFOs, permissions (set-id bits), owners; links kept inside
     assert not {"-a", "-p", "-o", "-g", "-D", "--devices", "--specials"} & set(transfer.PULL_OPTIONS)
     assert "--safe-links" in transfer.PULL_OPTIONS
+
+
+def test_a_results_directory_does_not_choose_a_login_node_never_used(tmp_path, monkeypatch):
+    """A results directory from someone else may record any login node: continuing it without
+    ``--host`` goes there only if this user has submitted there before; else one line asks for
+    ``--host`` to confirm it."""
+    from hpcbench.jobs.spec import SpecError
+    from hpcbench.jobs.submission import recorded_login
+
+    monkeypatch.setenv("HPCBENCH_STATE_DIR", str(tmp_path / "state"))
+    recorded = {"login": {"host": "attacker.example", "remote_dir": "/tmp/x"}}
+    doc, results = tmp_path / "r" / "sweep.json", tmp_path / "r"
+    with pytest.raises(SpecError, match="give --host attacker.example to continue there"):
+        recorded_login(doc, recorded, {}, results, tmp_path)
+    given = {"host": "attacker.example"}
+    assert recorded_login(doc, recorded, given, results, tmp_path)["host"] == "attacker.example"
+    registry.record(JobRecord("7", "slurm", tmp_path / "s", tmp_path / "o", tmp_path / "e",
+                              tmp_path / "d", (), "attacker.example", "/tmp/x", str(tmp_path)))  # fmt: skip
+    assert recorded_login(doc, recorded, {}, results, tmp_path)["host"] == "attacker.example"

@@ -4,8 +4,8 @@ and the working directory)."""
 
 from __future__ import annotations
 
-from hpcbench.jobs.containers.base import ContainerRuntime, image_word
-from hpcbench.jobs.shell import Word, path_word
+from hpcbench.jobs.containers.base import ContainerError, ContainerRuntime, bind_options, image_word
+from hpcbench.jobs.shell import Word
 from hpcbench.jobs.spec import JobSpec
 
 
@@ -21,9 +21,20 @@ class Apptainer(ContainerRuntime):
         words: list[Word] = [cls.name, "exec"]
         if spec.resources.gpus_per_node:
             words.append("--nv")  # the node's NVIDIA driver and devices inside
-        for bind in c.binds:
-            words += ["--bind", path_word(bind)]
+        words += bind_options("--bind", c.binds)  # ~/ on either side: the node's home
         return [*words, *c.options, image_word(spec)]
+
+    @classmethod
+    def check(cls, spec: JobSpec, scheduler: str, launcher: str) -> None:
+        super().check(spec, scheduler, launcher)
+        c = spec.environment.container
+        assert c is not None
+        for bind in c.binds:
+            if "," in bind:  # --bind takes a list: a comma would start another bind
+                raise ContainerError(
+                    f"environment.container.binds: {bind!r}: {cls.name} separates its binds "
+                    "with commas, so a path holding one cannot be bound"
+                )
 
 
 class Singularity(Apptainer):
