@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcbench.bench.key_figures import FIGURE_NAMES, UNITS, analysis_figures
+from hpcbench.bench.run_lines import failure_cause
+from hpcbench.files import printable
 
 
 class ReferenceError(ValueError):
@@ -186,3 +188,22 @@ def check(
                 )
             )
     return outcomes
+
+
+def failed_run_lines(results: Any) -> list[str]:
+    """One line per configuration and kind of run with failed runs (``check`` fails on them):
+    how many of how many, and the first failure's cause in one line
+    (:func:`~hpcbench.bench.run_lines.failure_cause`: ``rank 1: RuntimeError: …``)."""
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for run in results.runs:
+        groups.setdefault((run.config, run.kind), []).append(run)
+    lines = []
+    for (config, kind), runs in groups.items():
+        bad = [r for r in runs if r.status == "failed"]
+        if bad:
+            why = next((failure_cause(r.error) for r in bad if r.error), "") or "no reason recorded"
+            lines.append(
+                f"{printable(config)}: {len(bad)} of {len(runs)} {kind} run(s) failed "
+                f"({printable(why)})"
+            )
+    return lines

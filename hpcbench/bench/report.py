@@ -12,7 +12,6 @@ format it lands in. Documented in docs/report.md.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,11 +23,9 @@ from hpcbench.bench.analysis import Analysis, analyse, factors_of
 from hpcbench.bench.document import (
     Block,
     Bullets,
-    Code,
     Heading,
     Image,
     Para,
-    Table,
     to_html,
     to_markdown,
 )
@@ -37,6 +34,7 @@ from hpcbench.bench.power_traces import power_traces
 from hpcbench.bench.report_accounting import accounting_blocks, estimate_blocks
 from hpcbench.bench.report_energy import energy_blocks
 from hpcbench.bench.report_ranks import rank_blocks
+from hpcbench.bench.report_runs import closing_blocks, failed_summary
 from hpcbench.bench.report_tables import (
     accuracy_table,
     config_table,
@@ -46,7 +44,6 @@ from hpcbench.bench.report_tables import (
 )
 from hpcbench.bench.results_reader import Results, load_results
 from hpcbench.bench.tables import write_tables
-from hpcbench.files import printable
 
 
 class ReportError(ValueError):
@@ -65,115 +62,6 @@ def _total_words() -> str:
     if "setup" not in phases:
         text += " (set-up, shown on its own, is left out, as MLPerf and the throughput do)"
     return text
-
-
-def _failed_blocks(runs: Sequence[dict[str, Any]]) -> list[Block]:
-    failed = [r for r in runs if r.get("status") == "failed"]
-    if not failed:
-        return [Para("No run failed.")]
-    blocks: list[Block] = [
-        Para(f"{len(failed)} run(s) failed; the analysis leaves them out.", "warn")
-    ]
-    for r in failed:
-        blocks.append(
-            Heading(
-                3,
-                f"{r.get('config')}, {r.get('kind')} run {r.get('rep')} "
-                f"(job {r.get('job_id') or '–'}, {r.get('scheduler') or '–'})",
-            )
-        )
-        blocks.append(Code(str(r.get("error") or "(no error recorded)")))
-    return blocks
-
-
-def _warned_blocks(runs: Sequence[Any]) -> list[Block]:
-    """The completed runs whose measurement warned (a program measured with
-    hpcbench.measure that called it wrongly), one line each: their figures are kept."""
-    lines = []
-    for run in runs:
-        warned = (run.metrics or {}).get("warnings") or []
-        if run.status == "completed" and isinstance(warned, list) and warned:
-            more = f" (and {len(warned) - 1} more)" if len(warned) > 1 else ""
-            lines.append(
-                f"{run.config}, {run.kind} run {run.rep} ({run.run_dir.name}): "
-                f"{printable(str(warned[0]))[:200]}{more}"
-            )
-    if not lines:
-        return []
-    return [
-        Para(
-            f"{len(lines)} run(s) completed with measurement warnings (metrics.json's "
-            "warnings; their figures are kept):",
-            "warn",
-        ),  # fmt: skip
-        Bullets(lines),
-    ]
-
-
-def _run_row(r: dict[str, Any]) -> list[str]:
-    """One run in the table of runs: what, where, when and how long."""
-    started, ended = r.get("started"), r.get("ended")
-    took = (
-        f"{num(ended - started)} s"
-        if isinstance(started, (int, float)) and isinstance(ended, (int, float))
-        else "–"
-    )
-    return [
-        str(r.get("config")),
-        str(r.get("kind")),
-        str(r.get("rep")),
-        str(r.get("status")),
-        str(r.get("scheduler") or "–"),
-        str(r.get("job_id") or "–"),
-        when(started),
-        took,
-        str(r.get("run_dir") or "–"),
-    ]
-
-
-def _provenance_blocks(bench: dict[str, Any], runs: Sequence[dict[str, Any]]) -> list[Block]:
-    prov = bench.get("provenance") or {}
-    rows = []
-    for key, value in prov.items():
-        if isinstance(value, (list, tuple)):
-            text = ", ".join(str(v) for v in value)
-        elif isinstance(value, dict):
-            text = json.dumps(value, sort_keys=True)
-        else:
-            text = "–" if value is None else str(value)
-        rows.append([str(key), text])
-    matrix = bench.get("matrix") or {}
-    rows.append(["created", str(bench.get("created", "–"))])
-    rows.append(
-        ["common trainer flags", " ".join(str(a) for a in matrix.get("trainer_args") or [])]
-    )
-    rows.append(
-        [
-            "repetitions",
-            f"{matrix.get('repetitions')} timing + {matrix.get('energy_repetitions')} energy "
-            f"per configuration, {num(matrix.get('cooldown_s'))} s cool-down",
-        ]
-    )
-    run_rows = [_run_row(r) for r in runs]
-    return [
-        Table(["what", "value"], rows),
-        Heading(3, "Runs"),
-        Table(
-            [
-                "configuration",
-                "kind",
-                "rep",
-                "status",
-                "scheduler",
-                "job id",
-                "started",
-                "wall time",
-                "run directory",
-            ],
-            run_rows,
-            numeric={2, 7},
-        ),
-    ]
 
 
 def _differences(analysis: Analysis) -> list[str]:
@@ -209,9 +97,7 @@ def _summary_blocks(analysis: Analysis, runs: Sequence[dict[str, Any]]) -> list[
             "number of runs."
         )
     )
-    failed = sum(r.get("status") == "failed" for r in runs)
-    if failed:
-        blocks.append(Para(f"{failed} of {len(runs)} runs failed; see Failed runs below.", "warn"))
+    blocks += failed_summary(runs)
     shared = [r for r in runs if r.get("shared")]
     if shared:
         which = ", ".join(f"{r.get('config')} {r.get('kind')} {r.get('rep')}" for r in shared[:8])
@@ -297,26 +183,7 @@ def build_blocks(
         blocks += [Heading(2, "Carbon and cost (estimates)", "estimates"), *estimated]
     blocks += [Heading(2, "Ranks: stragglers and traces", "ranks"), *rank_blocks(results, out_dir)]
 
-    return blocks + _closing_blocks(results, tables, out_dir)
-
-
-def _closing_blocks(results: Results, tables: Sequence[Path], out_dir: Path) -> list[Block]:
-    """The report's last sections: the failed runs (and those whose measurement warned), the
-    provenance, the files beside the report."""
-    runs = [run.record for run in results.runs]
-    return [
-        Heading(2, "Failed runs", "failed"),
-        *_failed_blocks(runs),
-        *_warned_blocks(results.runs),
-        Heading(2, "Provenance", "provenance"),
-        *_provenance_blocks(results.bench, runs),
-        Heading(2, "Files", "files"),
-        Para(
-            "Next to this report: report.md and report.html (the same content), the figures as "
-            "PNG in figures/, and the tables as CSV:"
-        ),
-        Bullets([t.relative_to(out_dir).as_posix() for t in tables] or ["(none)"]),
-    ]
+    return blocks + closing_blocks(results, tables, out_dir)
 
 
 def render_report(

@@ -1,8 +1,10 @@
-"""What the benchmark runner says of its runs: each one's outcome in a few words, the reason
-of a failure, and the time the runs left should take."""
+"""What the benchmark runner says of its runs: each one's outcome in a few words, the cause
+of a failure in one line (as ``check`` and the report name it too), and the time the runs left
+should take."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ def duration(seconds: float) -> str:
 
 def outcome(results: Path, run: Any) -> str:
     if run.status != "completed":
-        reason = failure_reason(run.error)
+        reason = failure_cause(run.error)
         return f" ({reason})" if reason else ""
     try:
         metrics = run_metrics(results, run.run_dir) or {}
@@ -44,10 +46,29 @@ def outcome(results: Path, run: Any) -> str:
         return ""
 
 
-def failure_reason(error: str) -> str:
-    """The line of a failure report that says why: the failing rank's last line (its exception
-    or one-line error), else the report's first line."""
-    lines = [line for line in error.strip().splitlines() if not line.startswith("logs: ")]
-    if any(line.startswith("first failing ") for line in lines):
-        return lines[-1].strip()
-    return lines[0].strip() if lines else ""
+#: a launcher's label before a rank's line (torchrun --tee, MPICH's -prepend-rank, Open MPI's
+#: --tag-output, srun --label) and PyTorch's own ``[rank1]:``
+_LABEL = re.compile(
+    r"^(?:\[default\d+\]:|\[rank\d+\]:\s?|\[\d+\] |\[\d+,\d+\]<std(?:err|out)>:\s?|\s*\d+: )"
+)
+#: the longest cause said: one short line, never a log's worth
+CAUSE_LIMIT = 200
+
+
+def failure_cause(error: str) -> str:
+    """A failed run's cause in one short line, from the failure report bench keeps
+    (``Job.failure_report``): the first failing rank and its traceback's last line
+    (``rank 1: RuntimeError: …``); else the last line of the log's tail it quotes; else the
+    report's first line (a run never submitted, a program that wrote no metrics.json)."""
+    lines = [line.rstrip() for line in error.strip().splitlines() if not line.startswith("logs: ")]
+    lines = [line for line in lines if line.strip()]
+    head = next((i for i, line in enumerate(lines) if line.startswith("first failing ")), None)
+    tail = next((i for i, line in enumerate(lines) if line.startswith("last lines of ")), None)
+    if head is not None and head + 1 < len(lines):
+        who = lines[head].removeprefix("first failing ").removesuffix(":")
+        cause = f"{who}: {_LABEL.sub('', lines[-1]).strip()}"
+    elif tail is not None and tail + 1 < len(lines):
+        cause = _LABEL.sub("", lines[-1]).strip()
+    else:
+        cause = lines[0].strip() if lines else ""
+    return cause if len(cause) <= CAUSE_LIMIT else cause[: CAUSE_LIMIT - 1].rstrip() + "…"

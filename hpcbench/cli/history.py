@@ -213,7 +213,7 @@ def _check(args: argparse.Namespace) -> int:
     import os
 
     from hpcbench.bench.analysis import analyse
-    from hpcbench.bench.references import ReferenceError, check
+    from hpcbench.bench.references import ReferenceError, check, failed_run_lines
     from hpcbench.bench.results_reader import load_results
 
     results = load_results(args.results)
@@ -257,21 +257,3 @@ def _check(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 1 if failed or (failed_runs and not args.allow_failed) else 0
-
-
-def failed_run_lines(results: Any) -> list[str]:
-    """One line per configuration and kind of run with failed runs: how many of how many, and
-    the first failure's reason."""
-    groups: dict[tuple[str, str], list[Any]] = {}
-    for run in results.runs:
-        groups.setdefault((run.config, run.kind), []).append(run)
-    lines = []
-    for (config, kind), runs in groups.items():
-        bad = [r for r in runs if r.status == "failed"]
-        if bad:
-            why = next((r.error for r in bad if r.error), "no reason recorded")
-            lines.append(
-                f"{printable(config)}: {len(bad)} of {len(runs)} {kind} run(s) failed "
-                f"({printable(why)})"
-            )
-    return lines
