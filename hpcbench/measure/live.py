@@ -101,11 +101,15 @@ class RunLive:
 
     def close(self, m: Measurement, completed: bool = True) -> None:
         """The last record and a trace window the run ended inside (neither for a run that
-        failed: its records so far stay)."""
+        failed: its records so far stay); the telemetry's thread joined and its file closed."""
         if self.tracer is not None:
             self.tracer.close() if completed else self.tracer.discard()
-        if completed:
-            self.record(m)
+        tel = self.telemetry
+        if tel is not None:
+            tel.scan_stragglers = False  # the end starts no scan: it joins the one running
+            if completed:
+                self.record(m)
+            tel.close(final=completed)
 
 
 def _cuda_device() -> int | None:

@@ -113,6 +113,7 @@ class Measurement:
         self.finals: dict[str, float] = {}
         self.started = self.ended = 0.0
         self._sampler: Any = None
+        self.token: str | None = None  # rank 0's, of a run of several ranks (:mod:`.exchange`)
         self._done = False
 
     # ------------------------------------------------------------------ start and finish
@@ -134,6 +135,8 @@ class Measurement:
             if told and interval_from(told, -1.0) == -1.0:
                 self._fault("telemetry", ValueError(f"$HPCBENCH_TELEMETRY={told!r}: not 0 nor "
                             "seconds from 0.1 to 3600; a record every 5 s"))  # fmt: skip
+            if self.launch.world_size > 1 and self.launch.rank == 0:
+                self._make_token()
             if self.telemetry or self.trace_steps:
                 from hpcbench.measure.live import RunLive
 
@@ -141,6 +144,16 @@ class Measurement:
         except Exception as err:
             self._fault("start", err)
         return self
+
+    def _make_token(self) -> None:
+        """Rank 0: this run's token, which the other ranks' records must carry."""
+        from hpcbench.measure.exchange import make_token
+
+        assert self.run_dir is not None
+        try:
+            self.token = make_token(self.run_dir)
+        except OSError as err:
+            self._fault("exchange", err, depth=5)
 
     def finish(self) -> Path | None:
         """End the measurement: close open phases, gather every rank's record to rank 0, which
@@ -175,7 +188,11 @@ class Measurement:
             from hpcbench.measure.energy import stop_sampler
 
             node = stop_sampler(self._sampler)
+        said = len(self.warnings)
         records = gather(self.record(node), self.launch, self.run_dir, self.timeout)
+        for line in self.warnings[said:]:  # the exchange's own (in the documents too)
+            with contextlib.suppress(Exception):
+                warnings.warn(f"hpcbench.measure: {line}", MeasureWarning, stacklevel=4)
         if records is None:
             return None
         facts = RunFacts(self.meta, self.launch, self.run_dir, self.energy, self.energy_interval)
@@ -184,6 +201,10 @@ class Measurement:
     def abandon(self) -> None:
         """Stop without writing anything (the user's run failed)."""
         self._done = True
+        if self.token is not None and self.run_dir is not None:
+            from hpcbench.measure.exchange import drop_token
+
+            drop_token(self.run_dir)
         self._close_live(completed=False)
         if self._sampler is not None:
             with contextlib.suppress(Exception):
@@ -307,6 +328,7 @@ class Measurement:
             "elapsed_s": self.ended - self.started,
             "warnings": self.warnings,
             "energy_node": node,
+            **({"token": self.token} if self.token else {}),
         }
 
     def _phase_name(self, name: str) -> str:

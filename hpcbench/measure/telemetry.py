@@ -38,13 +38,23 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.measure.device_use import DeviceUse
-from hpcbench.measure.telemetry_files import MAX_RECORDS, latest_records, rank_file, read_records
+from hpcbench.measure.telemetry_files import (
+    DIRECTORY,
+    MAX_RECORDS,
+    WHOLE_BYTES,
+    latest_records,
+    parse_records,
+    rank_file,
+)
+from hpcbench.safe_write import RunSubdir
 
 FORMAT = 1
 DEFAULT_INTERVAL_S = 5.0
 MAX_PENDING = 4096  # device-timed steps not yet read (a device far behind: the oldest dropped)
 #: the fields that are per-step means over a record's interval (merged weighted by steps)
 PER_STEP = ("compute_s", "data_s", "comm_s")
+#: how long the end of a run waits for rank 0's last straggler scan (a hung filesystem)
+SCAN_JOIN_S = 60.0
 
 
 def _empty_sums() -> dict[str, Any]:
@@ -85,6 +95,52 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class RankFile:
+    """One rank's file, written inside ``telemetry/`` held open without following a link
+    (:class:`hpcbench.safe_write.RunSubdir`): a planted link, another user's file or a
+    directory that is a link is refused (:class:`~hpcbench.safe_write.UnsafePath`)."""
+
+    def __init__(self, run_dir: str | Path, rank: int) -> None:
+        self.name = rank_file(run_dir, rank).name
+        self._dir = RunSubdir(run_dir, DIRECTORY)
+        try:
+            self._fh = self._dir.open_append(self.name)
+        except BaseException:
+            self._dir.close()
+            raise
+
+    def lines(self) -> int:
+        """The lines it holds (a resumed run goes on counting them)."""
+        return self.read_whole().count(b"\n")
+
+    def append(self, line: bytes) -> None:
+        """One more line; a line a killed run left unended is ended first."""
+        fd = self._fh.fileno()
+        size = os.fstat(fd).st_size
+        lead = b"" if size == 0 or os.pread(fd, 1, size - 1) == b"\n" else b"\n"
+        self._fh.write(lead + line)
+        self._fh.flush()
+
+    def read_whole(self) -> bytes:
+        fd, data = self._fh.fileno(), b""
+        while len(data) <= WHOLE_BYTES:
+            chunk = os.pread(fd, 1 << 20, len(data))
+            if not chunk:
+                return data
+            data += chunk
+        raise ValueError(f"{self._dir.path / self.name}: larger than {WHOLE_BYTES:,} bytes")
+
+    def replace(self, data: bytes) -> None:
+        """Its content replaced (a private temporary file, then a rename), and reopened."""
+        self._dir.write_atomically(self.name, data)
+        self._fh.close()
+        self._fh = self._dir.open_append(self.name)
+
+    def close(self) -> None:
+        self._fh.close()
+        self._dir.close()
+
+
 class Telemetry:
     """One rank's telemetry writer. ``total_steps``: the run's steps when known (progress and
     ETA); ``cuda_index``: the GPU this rank computes on; ``log``: where rank 0 names stragglers
@@ -119,17 +175,14 @@ class Telemetry:
         self._since = time.monotonic()
         self._use = DeviceUse(cuda_index)
         self._watch: Any = None
+        self.scan_stragglers = True
         self._scan: threading.Thread | None = None
+        self._file: RankFile | None = None  # opened at the first record
         self.broken = False
         if rank == 0 and world_size > 1:
             from hpcbench.measure.stragglers import StragglerWatch
 
             self._watch = StragglerWatch()
-        try:  # a resumed run goes on in the same file, as its records
-            if self.path.is_file():
-                self.records = sum(1 for _ in self.path.open("rb"))
-        except OSError as err:
-            self._fail(err)
 
     def add(
         self,
@@ -181,7 +234,7 @@ class Telemetry:
             self._sums = _empty_sums()
             self._since = now
             self._append(record)
-            if self._watch is not None:
+            if self._watch is not None and self.scan_stragglers:
                 self._name_stragglers()
         except Exception as err:
             self._fail(err)
@@ -233,24 +286,25 @@ class Telemetry:
 
     def _append(self, record: dict[str, Any]) -> None:
         """One more line (the directory made at the first: a run that fails in its set-up leaves
-        none; a line a killed run left unended is ended first)."""
-        if not self.records:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        none; a resumed run goes on in the same file, counting its lines)."""
+        if self._file is None:
+            self._file = RankFile(self.run_dir, self.rank)
+            self.records = self._file.lines()
         if self.records >= MAX_RECORDS:
             self._compact()
-        with self.path.open("a+b") as f:
-            lead = b""
-            if f.tell() > 0:
-                f.seek(f.tell() - 1)
-                lead = b"" if f.read(1) == b"\n" else b"\n"
-            f.write(lead + json.dumps(record, separators=(",", ":")).encode() + b"\n")
+        self._file.append(json.dumps(record, separators=(",", ":")).encode() + b"\n")
         self.records += 1
 
+    def _read_whole(self) -> list[dict[str, Any]]:
+        assert self._file is not None
+        return parse_records(self._file.read_whole().decode("utf-8", "replace"), self.rank)[0]
+
     def _compact(self) -> None:
-        """Merge each pair of neighbours in the older half (temporary file, then rename): the
-        newest records keep the interval's resolution, the oldest grow coarser. A file that
-        cannot be read whole is left as it is (the error stops the telemetry)."""
-        old = read_records(self.path, max_records=MAX_RECORDS + 1, strict=True)
+        """Merge each pair of neighbours in the older half (a private temporary file, then a
+        rename): the newest records keep the interval's resolution, the oldest grow coarser. A
+        file that cannot be read whole is left as it is (the error stops the telemetry)."""
+        assert self._file is not None
+        old = self._read_whole()[-(MAX_RECORDS + 1) :]
         if len(old) < self.records // 2:
             raise OSError(f"{self.path}: {len(old)} records read of {self.records}: not rewritten")
         half = len(old) // 2
@@ -258,10 +312,9 @@ class Telemetry:
         if half % 2:
             merged.append(old[half - 1])
         merged += old[half:]
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in merged)
-        os.replace(tmp, self.path)
+        self._file.replace(
+            "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in merged).encode()
+        )
         self.records = len(merged)
 
     def _name_stragglers(self) -> None:
@@ -285,12 +338,28 @@ class Telemetry:
         except Exception:  # the next record scans again
             pass
 
-    def close(self) -> None:
-        """The last record (the steps since the previous one)."""
-        self.flush()
+    def close(self, final: bool = True) -> None:
+        """The last record (the steps since the previous one; none when not ``final``: a run
+        that failed), then the end: rank 0's straggler scan joined, the file closed."""
+        self.scan_stragglers = False  # the run's end starts no scan
+        if final:
+            self.flush()
+        scan, self._scan = self._scan, None
+        if scan is not None:
+            scan.join(SCAN_JOIN_S)
+        self._close_file()
+
+    def _close_file(self) -> None:
+        file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()
+            except OSError:
+                pass
 
     def _fail(self, err: BaseException) -> None:
         self.broken = True
+        self._close_file()
         try:
             warnings.warn(f"hpcbench telemetry stopped: {err}", RuntimeWarning, stacklevel=3)
         except Exception:

@@ -23,6 +23,7 @@ _RANK_FILE = re.compile(r"rank-(\d{1,6})\.jsonl")
 MAX_RANKS = 4096
 TAIL_BYTES = 16_384
 WHOLE_BYTES = 4 * 2**20  # a whole file: MAX_RECORDS lines of a few hundred bytes, and room
+MAX_LINE = 4096  # a record is a few hundred characters: a longer line is not one
 
 
 def telemetry_dir(run_dir: str | Path) -> Path:
@@ -82,17 +83,33 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _records(text: str, rank: int | None) -> list[dict[str, Any]]:
-    out = []
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line being written, or not ours
-        if not well_formed(record) or (rank is not None and record["rank"] != rank):
+def parse_records(text: str, rank: int | None) -> tuple[list[dict[str, Any]], int]:
+    """The records among ``text``'s lines (of ``rank`` when given), and how many lines were
+    not one; an unended last line (being written) is neither."""
+    out, bad = [], 0
+    lines = text.split("\n")
+    for line in lines[:-1] if not text.endswith("\n") else lines:
+        if not line.strip():
             continue
-        out.append(record)
-    return out
+        if len(line) <= MAX_LINE:
+            record = _parse(line)
+            if record is not None and (rank is None or record["rank"] == rank):
+                out.append(record)
+                continue
+        bad += 1
+    return out, bad
+
+
+def _parse(line: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return record if well_formed(record) else None
+
+
+def _records(text: str, rank: int | None) -> list[dict[str, Any]]:
+    return parse_records(text, rank)[0]
 
 
 def read_records(

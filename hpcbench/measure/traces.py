@@ -24,14 +24,14 @@ import contextlib
 import json
 import os
 import re
-import tempfile
+import secrets
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
-from hpcbench.atomic import current_umask, write_json_atomically
 from hpcbench.files import open_regular
+from hpcbench.safe_write import RunSubdir
 
 COLLECTIVE_WORDS = tuple(
     "allreduce all_reduce broadcast allgather all_gather reduce_scatter c10d:: gloo: nccl:".split()
@@ -42,6 +42,7 @@ COST_NOTE = (
 )
 TRACE_NAME = re.compile(r"rank-([0-9]+)\.pt\.trace\.json")
 SUMMARY_NAME = re.compile(r"rank-([0-9]+)\.summary\.json")
+MAX_TRACE_BYTES = 8 << 30  # torch's export of a window read back to be labelled
 MAX_WINDOW = 200  # a trace of every operator: a few steps tell, thousands fill a rank's memory
 
 
@@ -172,31 +173,29 @@ class StepTracer:
             return
         prof, self._prof, self.done = self._prof, None, True
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._write_trace(prof)
-            write_json_atomically(
-                self.directory / f"rank-{self.rank}.summary.json", self._summary(prof, seconds)
-            )
+            with RunSubdir(self.directory.parent, self.directory.name) as folder:
+                self._write_trace(prof, folder)
+                summary = json.dumps(self._summary(prof, seconds), indent=1) + "\n"
+                folder.write_atomically(f"rank-{self.rank}.summary.json", summary.encode())
         except Exception as err:
             self._give_up(f"could not write the step trace to {self.directory}", err)
 
-    def _write_trace(self, prof: Any) -> None:
-        path = self.directory / f"rank-{self.rank}.pt.trace.json"
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=self.directory)
-        os.close(fd)
+    def _write_trace(self, prof: Any, folder: RunSubdir) -> None:
+        """torch's export to a private temporary file of ``folder`` (reached through the
+        directory held open), labelled, then written in place through another."""
+        name = f"rank-{self.rank}.pt.trace.json"
+        export = f".{name}.{secrets.token_hex(8)}.export"
+        os.close(folder.open_fd(export, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        held = Path(f"/proc/self/fd/{folder.fd}")
         try:
-            prof.export_chrome_trace(tmp)
-            with open(tmp, encoding="utf-8") as fh:
-                trace = json.load(fh)
+            prof.export_chrome_trace(str((held if held.is_dir() else folder.path) / export))
+            trace = json.loads(folder.read(export, MAX_TRACE_BYTES))
             self._label(trace)
-            trace["traceName"] = str(path)  # torch wrote the temporary name
-            with open(tmp, "w", encoding="utf-8") as fh:  # dumps: C-encoded, json.dump is not
-                fh.write(json.dumps(trace, separators=(",", ":")))
-            os.chmod(tmp, 0o644 & ~current_umask())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            trace["traceName"] = str(self.directory / name)  # torch wrote the temporary name
+            # dumps: C-encoded, json.dump is not
+            folder.write_atomically(name, json.dumps(trace, separators=(",", ":")).encode())
+        finally:
+            folder.unlink(export)
 
     def _label(self, trace: dict[str, Any]) -> None:
         """Add hpcbench's keys and name every numbered process ``rank R`` (a device's process

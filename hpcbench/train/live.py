@@ -67,8 +67,8 @@ class Live:
         complete (an error, a stop) writes neither: its records so far stay."""
         if self.tracer is not None:
             self.tracer.close() if completed else self.tracer.discard()
-        if self.telemetry is not None and completed:
-            self.telemetry.close()
+        if self.telemetry is not None:  # its straggler scan joined, its file closed
+            self.telemetry.close(final=completed)
 
 
 def open_live(t: Training, run_path: Path | None) -> Live:

@@ -66,13 +66,14 @@ def test_a_rank_file_left_by_an_earlier_run_is_not_taken_as_this_runs(tmp_path):
     import time
 
     from hpcbench.launch import LaunchInfo
-    from hpcbench.measure.exchange import SAME_RUN_S, gather
+    from hpcbench.measure.exchange import SAME_RUN_S, gather, make_token
 
     folder = tmp_path / ".measure"
-    folder.mkdir()
-    stale = {"rank": 1, "began_at": time.time() - SAME_RUN_S - 60, "totals": {"train": 999.0}}
+    token = make_token(tmp_path)
+    stale = {"rank": 1, "began_at": time.time() - SAME_RUN_S - 60, "totals": {"train": 999.0},
+             "token": token}  # fmt: skip
     (folder / "rank-1.json").write_text(json.dumps(stale))
-    mine = {"rank": 0, "began_at": time.time(), "warnings": []}
+    mine = {"rank": 0, "began_at": time.time(), "warnings": [], "token": token}
     place = LaunchInfo(0, 2, 0, 2, 0, "openmpi", "h")
     records = gather(mine, place, tmp_path, timeout=0.3)
     assert [r["rank"] for r in records] == [0]  # the earlier run's rank 1 is left out
@@ -82,10 +83,13 @@ def test_a_rank_file_left_by_an_earlier_run_is_not_taken_as_this_runs(tmp_path):
     (tmp_path / "elsewhere.json").write_text(json.dumps(fresh))
     (folder / "rank-1.json").unlink()
     (folder / "rank-1.json").symlink_to(tmp_path / "elsewhere.json")  # a link is never read
-    assert [r["rank"] for r in gather({**mine, "warnings": []}, place, tmp_path, 0.3)] == [0]
+    again = {**mine, "warnings": [], "token": token}
+    assert [r["rank"] for r in gather(again, place, tmp_path, 0.3)] == [0]
     (folder / "rank-1.json").unlink()
     (folder / "rank-1.json").write_text(json.dumps(fresh))  # this run's, a regular file: taken
-    assert [r["rank"] for r in gather({**mine, "warnings": []}, place, tmp_path, 0.3)] == [0, 1]
+    again = {**mine, "warnings": [], "token": token}
+    assert [r["rank"] for r in gather(again, place, tmp_path, 0.3)] == [0, 1]
+    assert not folder.exists()  # what was taken and the token removed
 
 
 def test_wrong_calls_keep_what_is_right_stay_bounded_and_never_raise(tmp_path):

@@ -214,7 +214,7 @@ def test_a_compaction_that_cannot_read_the_file_leaves_it_whole(tmp_path, monkey
     def stale(*args, **kwargs):
         raise OSError(116, "Stale file handle")
 
-    monkeypatch.setattr(tm, "read_records", stale)
+    monkeypatch.setattr(tm.RankFile, "read_whole", stale)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t.add(1, 8, 0.01)

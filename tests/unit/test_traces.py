@@ -176,3 +176,17 @@ def test_read_summaries_skips_links_garbage_and_oversized_files(tmp_path):
 def test_the_module_imports_without_torch():
     code = "import sys, hpcbench.measure.traces; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+def test_a_linked_traces_directory_is_never_written_through(tmp_path):
+    elsewhere = tmp_path / "victim"
+    elsewhere.mkdir()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "traces").symlink_to(elsewhere, target_is_directory=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train(StepTracer(run, rank=0, world_size=1, steps=(1, 1)), 0, 2)
+    assert list(elsewhere.iterdir()) == []
+    assert [w.category for w in caught] == [TraceWarning]
+    assert f"{run / 'traces'}: a symbolic link" in str(caught[0].message)
