@@ -6,6 +6,7 @@ the device it is to use, and whether this run samples energy."""
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from hpcbench.bench.matrix_values import MatrixError, matrix_error, read_args
@@ -60,6 +61,25 @@ def check_arguments(table: dict[str, Any], where: str, program: dict[str, Any] |
         )  # fmt: skip
 
 
+def program_line(program: dict[str, Any] | None, args: list[str]) -> str:
+    """The program and its arguments as a person reads them (``python train.py --lr {lr}``);
+    hpcbench's trainer for None. A word with a space or a quote in it is quoted."""
+    if program is None:
+        words = ["python", "-m", "hpcbench.train"]
+    elif "command" in program:
+        words = [str(w) for w in program["command"]]
+    elif "module" in program:
+        words = ["python", "-m", str(program["module"])]
+    else:
+        words = ["python", str(program.get("script"))]
+    return " ".join(_shown_word(w) for w in [*words, *args])
+
+
+def _shown_word(word: str) -> str:
+    needs_quotes = not word or any(c.isspace() or c in "'\"\\" for c in word)
+    return shlex.quote(word) if needs_quotes else word
+
+
 def run_variables(strategy: str, device: str, energy_interval: float | None) -> dict[str, str]:
     """The variables a run of any program gets: its configuration's strategy and device, and,
     for an energy run, the sampler's period."""
@@ -69,4 +89,4 @@ def run_variables(strategy: str, device: str, energy_interval: float | None) -> 
     return found
 
 
-__all__ = ["MatrixError", "check_arguments", "read_program", "run_variables"]
+__all__ = ["MatrixError", "check_arguments", "program_line", "read_program", "run_variables"]

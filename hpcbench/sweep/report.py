@@ -21,6 +21,7 @@ from hpcbench.bench.document import (
     to_html,
     to_markdown,
 )
+from hpcbench.bench.matrix_program import program_line
 from hpcbench.bench.plotting import PALETTE, Plot, accuracy_range, label, new_figure, save
 from hpcbench.bench.report import claim_output, require_matplotlib
 from hpcbench.csvfile import csv_text
@@ -221,6 +222,25 @@ def _ranking_table(analysis: dict[str, Any]) -> Table:
     return Table(header, rows, numeric={0, n + 1, n + 3, n + 4})
 
 
+def what_ran(sweep: dict[str, Any]) -> list[str]:
+    """The header's lines of what every task ran: the program and its arguments (each
+    ``{axis}`` as the sweep gives it), or hpcbench's trainer and its common options; the job
+    spec."""
+    smoke = " (its smoke form)" if sweep.get("smoke") else ""
+    job = f"job spec: {sweep['job']}{smoke}" if sweep.get("job") else (
+        f"job spec: none (hpcbench's default job){smoke}"
+    )  # fmt: skip
+    program = sweep.get("program")
+    if program:
+        return [f"program: {program_line(program, list(sweep.get('program_args') or []))}", job]
+    options = " ".join(str(a) for a in sweep.get("trainer_args") or []) or "none"
+    return [
+        f"program: hpcbench's trainer ({program_line(None, [])})",
+        f"common trainer options: {options}",
+        job,
+    ]
+
+
 def build_blocks(analysis: dict[str, Any], plots: Sequence[Plot], tables: Sequence[Path],
                  out: Path) -> list[Block]:  # fmt: skip
     sweep = analysis["sweep"]
@@ -230,11 +250,9 @@ def build_blocks(analysis: dict[str, Any], plots: Sequence[Plot], tables: Sequen
         Para(best_in_words(analysis)),
         Bullets(
             [
-                f"job: {sweep.get('job') or '(the defaults)'}"
-                + (" (its smoke form)" if sweep.get("smoke") else ""),
+                *what_ran(sweep),
                 f"axes: {axes}; combined as {sweep['mode']}; "
                 f"{sweep['repetitions']} repetition(s) of each setting",
-                f"common trainer options: {' '.join(sweep.get('trainer_args') or []) or 'none'}",
                 f"tasks: {len(analysis['tasks'])}, completed "
                 f"{sum(t['completed'] for t in analysis['tasks'])}",
             ]
