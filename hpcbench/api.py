@@ -21,6 +21,7 @@ from hpcbench.jobs.job import Job, JobFailed
 from hpcbench.jobs.spec import JobSpec
 from hpcbench.jobs.submission import (
     check_job_id,
+    input_warnings,
     job,
     lead_warning,
     load_spec,
@@ -36,6 +37,7 @@ __all__ = [
     "Job",
     "JobFailed",
     "check_job_id",
+    "input_warnings",
     "job",
     "lead_warning",
     "load_spec",

@@ -116,8 +116,14 @@ def run(args: argparse.Namespace) -> int:
         )
         name, why = api.resolve_scheduler(spec, args.scheduler)
         print(f"hpcbench: scheduler {name} ({why})", file=sys.stderr)
-        if args.action == "render" or args.dry_run:
+        if args.action == "render":
             sys.stdout.write(api.render(spec, name, args.template_dir))
+            return 0
+        for warning in api.input_warnings(spec, name):  # a job that runs here: refused
+            print(f"hpcbench: warning: {warning}", file=sys.stderr)
+        if args.dry_run:
+            sys.stdout.write(api.render(spec, name, args.template_dir))
+            print(_dry_run_preflight(spec, name, args.preflight), file=sys.stderr)
             return 0
         if (warning := api.lead_warning(spec)) is not None:
             print(f"hpcbench: warning: {warning}", file=sys.stderr)
@@ -146,6 +152,25 @@ def run(args: argparse.Namespace) -> int:
         where = f"{err.filename}: " if err.filename else ""
         print(f"hpcbench: error: {where}{err.strerror or err}", file=sys.stderr)
         return 1
+
+
+def _dry_run_preflight(spec: Any, scheduler: str, wanted: bool) -> str:
+    """A dry run's preflight (the scheduler's limits for the request), as one line: passed,
+    skipped and why; a request the cluster refuses raises as a submission would."""
+    from hpcbench.jobs.schedulers import SchedulerError, get
+    from hpcbench.jobs.schedulers.errors import RequestRefused
+
+    if not wanted:
+        return "hpcbench: preflight skipped (--no-preflight); nothing was submitted"
+    if spec.scheduler.host:
+        return "hpcbench: preflight skipped (over SSH it runs at submission); nothing was submitted"
+    try:
+        get(scheduler).preflight(spec)
+    except RequestRefused:
+        raise
+    except SchedulerError as err:  # no controller, or none of its commands here
+        return f"hpcbench: preflight skipped ({err}); nothing was submitted"
+    return "hpcbench: preflight passed; nothing was submitted"
 
 
 def _quiet_stdout() -> None:

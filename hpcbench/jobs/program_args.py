@@ -45,6 +45,9 @@ def check_program_args(spec: JobSpec) -> None:
 
     parser.error = refuse  # type: ignore[method-assign]
     try:
-        parser.parse_args(args)
+        given = parser.parse_args(args)
     except argparse.ArgumentError as err:  # raised directly where exit_on_error is off
         refuse(str(err))
+    rules = getattr(importlib.import_module(PARSERS[program.module]), "given_problem", None)
+    if rules is not None and (problem := rules(given)) is not None:
+        raise SpecError(f"{where}: {problem}")

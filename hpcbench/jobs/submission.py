@@ -18,6 +18,7 @@ from hpcbench.atomic import write_atomically
 from hpcbench.jobs import registry, schedulers
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.remote import RemoteHost, current, using
+from hpcbench.jobs.program_inputs import check_program_inputs
 from hpcbench.jobs.render import render_script
 from hpcbench.jobs.schedulers.base import JobRecord, Scheduler
 from hpcbench.jobs.spec import DEFAULT_PROGRAM_MODULE, JobSpec, SpecError
@@ -175,6 +176,8 @@ def _submit(
         spec = _mirrored_output(spec, workdir)
     # rendered first: a mistyped program argument is found before the scheduler is asked
     text = render_script(spec, name, template_dirs)
+    if host is None:  # a missing script or dataset of a job that runs here: refused
+        check_program_inputs(spec, sched.plays_every_system, workdir)
     if host is not None and _runs_hpcbench_as_is(spec):
         python, venv = spec.program.python, spec.environment.venv
         if venv and "/" not in python:  # a bare name: found in the venv the job activates
@@ -269,6 +272,16 @@ def _array_job(
     )
     problem = _remember(record) or next((p for p in problems if p), "")
     return Job(record, sched, problem)
+
+
+def input_warnings(spec: JobSpec, scheduler: str, cwd: str | Path | None = None) -> list[str]:
+    """The program's files (``program.script``, the trainer's ``--data``) that are missing:
+    :class:`SpecError` where the job runs on this machine, a warning each for a cluster's
+    nodes, which may see other files (nothing for a login node over SSH)."""
+    if spec.scheduler.host:
+        return []
+    here = schedulers.get(scheduler).plays_every_system
+    return check_program_inputs(spec, here, Path(cwd or os.getcwd()).resolve())
 
 
 def lead_warning(spec: JobSpec, cwd: str | Path | None = None) -> str | None:

@@ -156,3 +156,15 @@ def _override(
         names.pop(name, None)
         if label is not None:
             names[name] = label
+
+
+def given_problem(given: argparse.Namespace) -> str | None:
+    """The first option given on the command line that breaks its own rule (``--model
+    resnet19``: no such model), as the trainer would refuse it; checked at submission, where
+    ``--config``'s file and the run's environment are not read."""
+    for f in OPTIONS:
+        rule = f.metadata["rule"]
+        value = getattr(given, f.name, None)
+        if rule is not None and value is not None and (problem := rule(value)) is not None:
+            return f"{flag(f)} {problem}"
+    return None

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import MISSING, field
 from typing import Any
 
+from hpcbench.train.model_names import unknown_model
 from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
 STRATEGIES = ("auto", *STRATEGY_KINDS)
@@ -87,7 +88,9 @@ def model_problem(spec: str) -> str | None:
     base, colon, arg = spec.partition(":")
     if not base:
         return f"{spec!r}: give a model name, e.g. small_cnn or resnet18"
-    if not colon or user_model(spec) is not None:
+    if not colon:
+        return unknown_model(base)
+    if user_model(spec) is not None:
         return None
     if base not in MIN_WIDTH:
         return (

@@ -14,3 +14,8 @@ class SchedulerUnreachable(SchedulerError):
 
 class JobIdError(SchedulerError):
     """A job id that is not of the form the scheduler hands out (a usage error)."""
+
+
+class RequestRefused(SchedulerError):
+    """The batch system would refuse the request as it stands (a partition's limits, an array
+    too large), found by a preflight before anything is queued."""

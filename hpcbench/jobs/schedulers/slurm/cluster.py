@@ -11,7 +11,7 @@ from hpcbench.jobs.schedulers.base import (
     SchedulerError,
 )
 from hpcbench.jobs.schedulers.commands import run_command, run_process
-from hpcbench.jobs.schedulers.errors import SchedulerUnreachable
+from hpcbench.jobs.schedulers.errors import RequestRefused, SchedulerUnreachable
 from hpcbench.jobs.spec import JobSpec
 from hpcbench.jobs.units import format_time_hms
 
@@ -80,7 +80,7 @@ def _sacct_answers() -> bool:
 # ------------------------------------------------------------------------------ preflight
 
 
-class PreflightError(SchedulerError):
+class PreflightError(RequestRefused):
     """The request exceeds what the partition allows (the message quotes the limit)."""
 
 
