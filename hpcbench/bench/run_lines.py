@@ -72,3 +72,20 @@ def failure_cause(error: str) -> str:
     else:
         cause = lines[0].strip() if lines else ""
     return cause if len(cause) <= CAUSE_LIMIT else cause[: CAUSE_LIMIT - 1].rstrip() + "…"
+
+
+#: an epoch's line as a training prints it, the trainer's (``epoch 2/3: loss …``) or a user's
+#: script's (``epoch 1: loss …``, ``Epoch 2/10 - loss: …``, ``Epoch [4/5] loss=…``): the word,
+#: its number (of how many), then what the epoch gave; never a progress bar (``epoch 1/3 [###``)
+_EPOCH = re.compile(
+    r"(?i)epoch\s*(?:\[\s*\d+(?:\s*/\s*\d+)?\s*\]|\d+(?:\s*/\s*\d+)?)(?!\s*\[)(?!\s*/)"
+    r"(?:\s*[:,|\-–]\s*|\s+)\S.*"
+)
+
+
+def epoch_line(line: str) -> str | None:
+    """The epoch line in ``line`` without the launcher's label before it, as bench shows it of
+    a run while it goes; None for any other line."""
+    text = _LABEL.sub("", line.rstrip(), count=1).strip()
+    m = _EPOCH.fullmatch(text)
+    return m.group(0) if m else None

@@ -16,7 +16,6 @@ Nothing here imports torch: it runs on a login node.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -34,7 +33,7 @@ from hpcbench.bench.results_reader import (
     AnalysisError,
     read_document,
 )
-from hpcbench.bench.run_lines import outcome, time_left
+from hpcbench.bench.run_lines import epoch_line, outcome, time_left
 from hpcbench.bench.run_plan import Run, plan
 from hpcbench.bench.run_side import record_run_side
 from hpcbench.bench.run_specs import ENERGY, idle_spec, run_spec
@@ -48,7 +47,6 @@ from hpcbench.jobs.schedulers.errors import SchedulerUnreachable
 FINISHED = ("completed", "failed")
 SUBMIT_RETRIES = (10.0, 30.0)  # seconds before asking a refusing scheduler again
 # the trainer's line at the end of each epoch, after any launcher's rank label
-EPOCH_LINE = re.compile(r"epoch [0-9]+/[0-9]+: .*")
 
 
 class BenchError(RuntimeError):
@@ -310,11 +308,11 @@ class Bench:
     def _finish(self, run: Run, job: Job, prefix: str) -> None:
         last = [""]
 
-        def on_line(line: str) -> None:
-            m = EPOCH_LINE.search(line)
-            if m and m.group(0) != last[0]:
-                last[0] = m.group(0)
-                self.echo(f"{prefix}: {m.group(0)}")
+        def on_line(line: str) -> None:  # the trainer's epoch lines and a user's script's
+            shown = epoch_line(line)
+            if shown is not None and shown != last[0]:  # once, not once per rank
+                last[0] = shown
+                self.echo(f"{prefix}: {shown}")
 
         try:
             status = job.wait(on_line=on_line)
