@@ -26,6 +26,13 @@ _TRACEBACK = "Traceback (most recent call last):"
 _LAUNCHER_ERRORS = re.compile(r"(?:srun|slurmstepd|mpiexec|mpirun|torchrun|hpcbench)(?:-\S+)?:")
 # "prog: error: …" as argparse prints it; prog may be "python -m hpcbench.train"
 _ERROR_LINE = re.compile(r"[A-Za-z][\w./-]*(?: [\w./-]+){0,3}: error: \S")
+# The lines that say why a rank's program never started or died without a traceback: Python
+# that cannot open the script or find the module, a shell or launcher that cannot execute the
+# program, the C++ runtime's abort (a thread left running at exit), a fatal interpreter error.
+_FATAL_LINE = re.compile(
+    r"can't open file |: No module named |Error while finding module specification"
+    r"|: command not found$|execve\(\)|execvp error|terminate called |Fatal Python error: "
+)
 # Frames of the launchers themselves: their tracebacks say that a rank died, not why.
 _LAUNCHER_FRAMES = (
     "torch/distributed/run.py",
@@ -131,10 +138,12 @@ def _first_traceback(
 
 def _first_error_line(lines: list[str], root_rank: str | None) -> tuple[int, RankError] | None:
     """A rank that stopped with a one-line error (``hpcbench train: error: ...``, argparse's
-    ``prog: error: ...``) and no traceback: that line is the reason."""
+    ``prog: error: ...``) and no traceback, or whose program never started (``can't open
+    file``) or aborted (``terminate called ...``): that line is the reason."""
     for i, line in enumerate(lines):
         prefix, label, body = _split(line)
-        if _ERROR_LINE.match(body) and not _LAUNCHER_ERRORS.match(body):
+        one_line = _ERROR_LINE.match(body) and not _LAUNCHER_ERRORS.match(body)
+        if one_line or _FATAL_LINE.search(body):
             torchrun = prefix.startswith("[default")
             return i, RankError(
                 root_rank if (torchrun or label is None) and root_rank else label, line

@@ -243,3 +243,40 @@ def test_a_log_that_is_a_fifo_or_a_link_to_a_device_is_no_log(tmp_path):
         fh.write(b"x" * (LOG_READ_LIMIT + 10) + b"\nlast line\n")
     assert len(_read(big)) == LOG_READ_LIMIT and _read(big).endswith("last line\n")
     assert tail(big, 1) == "last line"
+
+
+def test_a_program_that_cannot_start_is_named_by_its_own_line_not_torchruns_traceback():
+    """torchrun's own traceback (ChildFailedError) and its Root Cause table follow a script
+    that is not there; the failure is Python's one line before them, as recorded here."""
+    from pathlib import Path
+
+    from hpcbench.jobs.logs import first_rank_error
+
+    text = (Path(__file__).parent / "recorded" / "logs" / "torchrun-cannot-open-script.err").read_text()
+    found = first_rank_error(text)
+    assert found is not None and found.rank == "0", found
+    assert "can't open file '/tmp/nope.py'" in found.traceback, found
+    assert "ChildFailedError" not in found.traceback
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[default1]:terminate called without an active exception",
+        "[1] /usr/bin/python3: No module named mytrainer",
+        "1: bash: line 1: mytrain: command not found",
+        "slurmstepd: error: execve(): mytrain: No such file or directory",
+        "[default0]:Fatal Python error: Segmentation fault",
+    ],
+)
+def test_an_abort_or_a_program_that_never_ran_is_the_reason_shown(line):
+    """Such a line is the reason even 25 lines of a launcher's traceback later: the report
+    shows it instead of a tail it was pushed out of."""
+    from hpcbench.jobs.logs import first_rank_error
+
+    launcher = ["Traceback (most recent call last):"] + [
+        f'  File "/x/torch/distributed/elastic/agent/server/api.py", line {n}, in run'
+        for n in range(25)
+    ] + ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "]  # fmt: skip
+    found = first_rank_error("\n".join(["starting", line, *launcher]))
+    assert found is not None and found.traceback == line, found
