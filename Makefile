@@ -44,6 +44,10 @@ bytecode: $(STAMP)
 
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/hpcbench submit jobs/demo.toml --scheduler local --wait
+	@echo ""
+	@echo "Next: . $(VENV)/bin/activate   (puts hpcbench on this shell's PATH; again in each new shell)"
+	@echo "  then docs/quickstart.md: a short job, a benchmark matrix and its report"
+	@echo "  and docs/measure.md: your own training script measured (from hpcbench import measure)"
 
 # One pytest, four processes (pytest-xdist, --dist loadgroup: tests/conftest.py groups the tests):
 # the SLURM cluster's tests in two of them, a module whole in one, one test after the other in each

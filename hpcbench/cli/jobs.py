@@ -192,7 +192,8 @@ def _wait_for(job: Any, name: str, args: argparse.Namespace) -> int:
     assert job.record is not None
     print(f"--- {job.record.stdout_path} as it grows", flush=True)
     try:
-        status = job.wait(args.timeout, on_line=lambda line: print(line, flush=True))
+        status = job.wait(args.timeout, on_line=lambda line: print(line, flush=True),
+                          on_state=lambda st: _say_state(job.job_id, st))  # fmt: skip
     except KeyboardInterrupt:
         print(
             f"\nstopped waiting; job {job.job_id} goes on (hpcbench cancel {job.job_id} "
@@ -208,6 +209,19 @@ def _wait_for(job: Any, name: str, args: argparse.Namespace) -> int:
         return 0
     print(job.failure_report(status), file=sys.stderr)
     return status.exit_code if status.exit_code not in (None, 0) else 1
+
+
+def _say_state(job_id: str, st: JobStatus) -> None:
+    """``submit --wait``'s line for each change of the job's state: pending and why (the
+    scheduler's reason: Resources, Priority, QOSMaxJobsPerUserLimit), started, ..."""
+    from hpcbench.files import printable
+
+    if st.finished:
+        return  # how it ended is said after its log
+    why = f" ({printable(st.reason)})" if st.reason and st.reason != "None" else ""
+    said = {"PENDING": "is pending", "RUNNING": "is running"}.get(st.state)
+    print(f"hpcbench: job {job_id} {said or printable(st.state).lower()}{why}", file=sys.stderr,
+          flush=True)  # fmt: skip
 
 
 def _logs_command(args: argparse.Namespace) -> int:

@@ -144,16 +144,26 @@ class Job:
         return self.status().finished
 
     def wait(
-        self, timeout: float | None = None, on_line: Callable[[str], None] | None = None
+        self,
+        timeout: float | None = None,
+        on_line: Callable[[str], None] | None = None,
+        on_state: Callable[[JobStatus], None] | None = None,
     ) -> JobStatus:
         """Poll until the job has finished (backing off); its final status. ``on_line`` is
-        given each new line of the job's stdout log as it arrives (about once a second)."""
+        given each new line of the job's stdout log as it arrives (about once a second),
+        ``on_state`` the job's status each time its state or the scheduler's reason changes
+        (pending for Resources, running, ...)."""
         with using(self.login_node()):
-            status = self._wait(timeout, on_line)
+            status = self._wait(timeout, on_line, _changes(on_state))
             self.fetch()  # its logs and run directory, from the login node if there is one
         return status
 
-    def _wait(self, timeout: float | None, on_line: Callable[[str], None] | None) -> JobStatus:
+    def _wait(
+        self,
+        timeout: float | None,
+        on_line: Callable[[str], None] | None,
+        on_status: Callable[[str, JobStatus], None] | None = None,
+    ) -> JobStatus:
         if self._submitit is not None:
             self._submitit.wait()
             return self.status()
@@ -172,7 +182,7 @@ class Job:
             found = self.scheduler.wait(list(self.tasks), timeout, on_tick)
             status = array_status([found[t] for t in self.tasks])
         else:
-            status = self.scheduler.wait([self.job_id], timeout, on_tick)[self.job_id]
+            status = self.scheduler.wait([self.job_id], timeout, on_tick, on_status)[self.job_id]
         if on_line is not None:
             self.fetch(stdout)
             for line in follower.rest():  # written since the last look, and an unended last line
@@ -297,6 +307,23 @@ class Job:
         if self.record is not None:
             report.append(f"logs: {self.record.stdout_path} and {self.record.stderr_path}")
         return "\n".join(report)
+
+
+def _changes(
+    on_state: Callable[[JobStatus], None] | None,
+) -> Callable[[str, JobStatus], None] | None:
+    """``on_state`` called only when a job's (state, reason) differs from its last one."""
+    if on_state is None:
+        return None
+    last: dict[str, tuple[str, str]] = {}
+
+    def seen(job_id: str, status: JobStatus) -> None:
+        now = (status.state, status.reason)
+        if last.get(job_id) != now:
+            last[job_id] = now
+            on_state(status)
+
+    return seen
 
 
 #: how much of a log's end is read (a regular file only: a FIFO or a device is no log)

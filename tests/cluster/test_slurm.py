@@ -308,3 +308,22 @@ def test_every_step_task_gets_the_test_clusters_mpi_module_and_scratch(slurm_clu
     out = (workdir / "runs" / f"hpcbench-{job}.out").read_text()
     assert out.count("ofi\n") == 2, out
     assert out.count(f"/tmp/{job}\n") == 2, out
+
+
+def test_submit_wait_says_why_a_job_is_pending_and_when_it_starts(slurm_cluster, workdir):
+    """A job held behind another: ``submit --wait`` says it is pending and SLURM's reason
+    (Dependency), then that it is running, each once, before its log and its end."""
+    first = hpcbench("submit", "--scheduler", "slurm", "--launcher", "direct", "--program",
+                     "sleep 4", cwd=workdir)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    after = submitted_id(first.stdout, "slurm")
+    r = hpcbench("submit", "--scheduler", "slurm", "--launcher", "direct", "--program",
+                 "sh -c 'sleep 3; echo second'", "--after", after, "--wait", cwd=workdir,
+                 timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = submitted_id(r.stdout, "slurm")
+    said = [line for line in r.stderr.splitlines() if line.startswith(f"hpcbench: job {job} ")]
+    assert said[0] == f"hpcbench: job {job} is pending (Dependency)", r.stderr
+    assert f"hpcbench: job {job} is running" in said, said
+    assert len(said) == len(set(said)), said  # each change once, not each poll
+    assert "second" in r.stdout and f"job {job} completed" in r.stdout

@@ -108,3 +108,17 @@ def test_the_gpu_benchmark_where_no_gpu_is_visible_says_so_in_one_line(tmp_path)
     (line,) = r.stderr.strip().splitlines()
     assert line.startswith("benchmarks/gpu.py: no GPU here (") and "--device cpu" in line
     assert not out.exists() and r.stdout == ""
+
+
+def test_make_demo_ends_with_what_to_do_next_and_the_readme_says_how_to_reach_hpcbench():
+    """A newcomer's first command ends with the next ones (hpcbench on the PATH, the
+    quickstart, measuring their own script), and the README says how a new shell finds it."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    planned = subprocess.run(["make", "-n", "-s", "demo", "STAMP=/dev/null"], cwd=repo,
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+    after = planned.split("--wait", 1)[1]
+    for step in (". .venv/bin/activate", "docs/quickstart.md", "docs/measure.md"):
+        assert step in after, planned
+    assert ". .venv/bin/activate" in (repo / "README.md").read_text()

@@ -347,9 +347,11 @@ class Scheduler(ABC):
         jobs: Sequence[str | JobRecord],
         timeout: float | None = None,
         on_tick: Callable[[], None] | None = None,
+        on_status: Callable[[str, JobStatus], None] | None = None,
     ) -> dict[str, JobStatus]:
         """Poll until every job has finished; one scheduler call per poll, backing off.
-        ``on_tick`` is called about once a second meanwhile (to show the job's progress).
+        ``on_tick`` is called about once a second meanwhile (to show the job's progress),
+        ``on_status`` with each job's status at each poll.
 
         A job whose state stays UNKNOWN for ``unknown_polls`` polls in a row (the scheduler has
         forgotten it, or its answer cannot be read) ends the wait with a SchedulerError, so that
@@ -363,6 +365,8 @@ class Scheduler(ABC):
             for job_id, status in self.statuses(sorted(pending)).items():
                 if job_id not in pending:
                     continue
+                if on_status is not None:
+                    on_status(job_id, status)
                 if status.finished:
                     final[job_id] = status
                     pending.discard(job_id)
