@@ -277,12 +277,21 @@ def _jobs_command(args: argparse.Namespace) -> int:
         if not recent:
             print(f"no jobs submitted from here (records in {registry.state_dir() / 'jobs'})")
             return 0
+        listed: dict[str, tuple[str, ...]] = {}
         for found in recent:  # newest first, whatever their schedulers
             key = (found.scheduler, found if found.host else None)
+            if found.tasks:  # an array: its state from its tasks', as `status ID` says it
+                by_scheduler.setdefault(key, []).extend(found.tasks)
+                listed[found.job_id] = found.tasks
+                order.append(("array", found.job_id))
+                continue
             by_scheduler.setdefault(key, []).append(found.job_id)
             order.append(("job", found.job_id))
         job_ids = []
     arrays = _group_named_jobs(job_ids, args.scheduler if named else None, by_scheduler, order)
+    if args.action == "status" and not args.job_ids:
+        arrays.update(listed)
+        by_scheduler = {key: list(dict.fromkeys(ids)) for key, ids in by_scheduler.items()}
     states: dict[str, tuple[str, JobStatus]] = {}
     for (name, remote_record), ids in by_scheduler.items():
         sched = schedulers.get(name)

@@ -327,3 +327,25 @@ def test_submit_wait_says_why_a_job_is_pending_and_when_it_starts(slurm_cluster,
     assert f"hpcbench: job {job} is running" in said, said
     assert len(said) == len(set(said)), said  # each change once, not each poll
     assert "second" in r.stdout and f"job {job} completed" in r.stdout
+
+
+def test_the_status_list_and_status_id_agree_on_a_finished_array(slurm_cluster, workdir):
+    """The list of jobs submitted from here says of an array what ``status ARRAY`` says: its
+    state from its tasks' (not the array id's own answer, which squeue and sacct give as one
+    task's, or not at all)."""
+    from hpcbench.jobs.spec import Array
+    from hpcbench.jobs.spec_load import build_spec
+    from hpcbench.jobs.submission import submit
+
+    spec = build_spec({"program": {"command": ["true"]}, "launcher": {"kind": "direct"}})
+    (workdir / "tasks").mkdir()
+    for k in (1, 2):  # each task's run directory, by name (a sweep writes these)
+        (workdir / "tasks" / f"{k}.run").write_text(f"task-{k}\n")
+    spec.array = Array(2, str(workdir / "tasks"), str(workdir / "runs"))
+    job = submit(spec, "slurm", cwd=workdir)
+    assert job.wait(timeout=120).state == "COMPLETED"
+    alone = hpcbench("status", job.job_id, cwd=workdir).stdout.splitlines()
+    (line,) = [x for x in alone if x.startswith(f"{job.job_id}\t")]
+    assert line == f"{job.job_id}\tCOMPLETED exit=0\t2 tasks completed", alone
+    listed = hpcbench("status", cwd=workdir).stdout.splitlines()
+    assert line in listed, listed
