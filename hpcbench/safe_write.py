@@ -77,7 +77,8 @@ class RunSubdir:
             except OSError as err:
                 if err.errno in (errno.ELOOP, errno.ENOTDIR):
                     link = stat.S_ISLNK(os.lstat(name, dir_fd=top).st_mode)
-                    raise UnsafePath(self.path, "a symbolic link" if link else "not a directory")
+                    why = "a symbolic link" if link else "not a directory"
+                    raise UnsafePath(self.path, why) from None
                 raise
         finally:
             os.close(top)

@@ -14,6 +14,7 @@ from typing import Any
 
 from hpcbench import __version__
 from hpcbench.launch import MPI_LAUNCHERS, LaunchInfo, container, job_id, node_list
+from hpcbench.measure.values import plain
 from hpcbench.run_documents import EPOCH_FIELDS, write_energy, write_results
 
 
@@ -39,12 +40,15 @@ TEST_VALUES = {"accuracy": "test_accuracy", "loss": "test_loss", "macro_f1": "te
 def write_documents(m: RunFacts, records: list[dict[str, Any]]) -> Path | None:
     """``metrics.json`` and ``epochs.csv`` (and ``energy.json`` when sampled) in ``m``'s run
     directory: the path of ``metrics.json``."""
-    metrics = metrics_document(m, records)
+    changed: list[str] = []  # what could not be kept as JSON (a last guard: said, never lost)
+    metrics = plain(metrics_document(m, records), changed.append, "metrics.json")
     nodes = [r["energy_node"] for r in records if r.get("energy_node")]
     if m.energy:
         from hpcbench.energy.sampler import energy_document
 
-        write_energy(m.run_dir, energy_document(nodes, m.energy_interval, records[0]["windows"]))
+        energy = energy_document(nodes, m.energy_interval, records[0]["windows"])
+        write_energy(m.run_dir, plain(energy, changed.append, "energy.json"))
+    metrics["warnings"].extend(changed)
     return write_results(m.run_dir, metrics)[0]
 
 
@@ -92,7 +96,8 @@ def epoch_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         values.setdefault("train_loss", values.pop("loss", None))
         values.setdefault("train_accuracy", values.pop("accuracy", None))
         train, data, comm = slowest("train"), slowest("data"), slowest("comm")
-        samples = sum(int(e["samples"]) for e in same)
+        known = not any(e.get("unknown_samples") for e in same)
+        samples = sum(int(e["samples"]) for e in same) if known else None
         row: dict[str, Any] = dict.fromkeys(k for k, _, _ in EPOCH_FIELDS)
         row.update(
             epoch=i + 1,
@@ -103,7 +108,7 @@ def epoch_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             compute_time_s=max(0.0, train - (data or 0.0) - (comm or 0.0))
             if train is not None and (data is not None or comm is not None)
             else None,
-            samples_per_s=samples / train if train else None,
+            samples_per_s=samples / train if train and samples is not None else None,
         )
         row.update((k, v) for k, v in values.items() if v is not None or k not in row)
         rows.append(row)
@@ -120,11 +125,15 @@ def metrics_document(m: RunFacts, records: list[dict[str, Any]]) -> dict[str, An
     batch_sizes = [int(r["first_batch"] or 0) for r in records]
     count = len(epochs) or 1
     steps_per_epoch = int(first["steps"]) // count
-    samples = sum(int(r["samples"]) for r in records)
+    unknown = sum(int(r.get("unknown_samples") or 0) for r in records)
+    samples = sum(int(r["samples"]) for r in records) if not unknown else None
+    if unknown:
+        warn.append(f"{unknown} step(s) of unknown samples (a count refused): the throughput "
+                    "is null")  # fmt: skip
     train_s = float(phases["train_s"] or 0.0)
     finals = first["finals"]
     test = {k: finals[v] for k, v in TEST_VALUES.items() if v in finals}
-    if "test_samples" in finals:
+    if finals.get("test_samples") is not None:
         test["samples"] = int(finals["test_samples"])
     return {
         "run": {
@@ -146,7 +155,7 @@ def metrics_document(m: RunFacts, records: list[dict[str, Any]]) -> dict[str, An
         "phases": phases,
         "phase_windows": first["windows"],
         "throughput": {
-            "train_samples_per_s": samples / train_s if train_s else None,
+            "train_samples_per_s": samples / train_s if train_s and samples is not None else None,
             "comm_share": (phases["comm_s"] or 0.0) / train_s if phases["comm_s"] else None,
         },
         "epochs": epochs,
@@ -169,7 +178,7 @@ def _rank_times(record: dict[str, Any]) -> dict[str, Any]:
         "host": record.get("host"),
         "phases": {f"{k}_s": v for k, v in record["totals"].items()},
         "steps": record.get("steps"),
-        "samples": record.get("samples"),
+        "samples": None if record.get("unknown_samples") else record.get("samples"),
         "elapsed_s": record.get("elapsed_s"),
     }
 

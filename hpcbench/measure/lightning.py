@@ -52,17 +52,23 @@ def batch_samples(batch: Any) -> int | None:
     except AttributeError:
         return None
     except Exception as err:
-        raise ValueError(f"a {type(batch).__name__} batch whose size cannot be read ({err})")
+        raise ValueError(
+            f"a {type(batch).__name__} batch whose size cannot be read ({err})"
+        ) from None
     try:
         dims = tuple(shape)
     except TypeError:
-        raise ValueError(f"a {type(batch).__name__} batch whose shape {shape!r} is no tuple")
+        raise ValueError(
+            f"a {type(batch).__name__} batch whose shape {shape!r} is no tuple"
+        ) from None
     return _whole(dims[0], batch) if dims else None
 
 
 def _whole(first: Any, batch: Any) -> int:
     if isinstance(first, bool) or not hasattr(first, "__index__"):
-        raise ValueError(f"a {type(batch).__name__} batch whose length {first!r} is no whole number")
+        raise ValueError(
+            f"a {type(batch).__name__} batch whose length {first!r} is no whole number"
+        )
     return int(first.__index__())
 
 

@@ -11,42 +11,31 @@ untouched: the run then writes no ``metrics.json`` (a failed run is not a measur
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import re
-import sys
 import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hpcbench.launch import LaunchInfo, detect_launch, job_id
+from hpcbench.launch import LaunchInfo, detect_launch
+from hpcbench.measure.naming import (
+    PHASE_ALIASES,
+    RESERVED_VALUES,
+    default_run_dir,
+    numbers,
+    phase_name,
+    seconds_from,
+)
 from hpcbench.measure.telemetry import interval_from
+from hpcbench.measure.values import plain
 
-#: the names users give phases, as the documents name them
-PHASE_ALIASES = {
-    "validate": "val",
-    "validation": "val",
-    "eval": "val",
-    "training": "train",
-    "testing": "test",
-    "set_up": "setup",
-    "set-up": "setup",
-}
-_PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
-_VALUE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-#: what hpcbench computes itself: a phase or an epoch value of these names is refused
-RESERVED_PHASES = frozenset({"compute"})
-RESERVED_VALUES = frozenset(
-    {"epoch", "train_time_s", "val_time_s", "data_time_s", "compute_time_s", "comm_time_s",
-     "samples_per_s", "bytes_read", "bytes_read_rank0", "files_opened_rank0",
-     "step_breakdown_ms"}
-)  # fmt: skip
 #: bounds for a run of days: the warnings kept, and the phase windows (a phase opened at the top
 #: on every step would otherwise grow without end)
 MAX_WARNINGS = 100
 MAX_WINDOWS = 20_000
+#: the most samples one step may count (more is a wrong count, not a batch)
+MAX_STEP_SAMPLES = 10**12
 
 
 class MeasureWarning(UserWarning):
@@ -91,7 +80,7 @@ class Measurement:
         }
         self._run_dir_arg = run_dir
         self.energy = energy or told.get("HPCBENCH_ENERGY") == "on"
-        self.energy_interval = _seconds(told.get("HPCBENCH_ENERGY_INTERVAL"), energy_interval)
+        self.energy_interval = seconds_from(told.get("HPCBENCH_ENERGY_INTERVAL"), energy_interval)
         self.timeout = timeout
         self.telemetry = (
             interval_from(told.get("HPCBENCH_TELEMETRY")) if telemetry is None else telemetry
@@ -106,10 +95,10 @@ class Measurement:
         self._open: list[tuple[str, float, float]] = []  # (name, perf start, unix start)
         self.totals: dict[str, float] = {}
         self.windows: list[dict[str, Any]] = []
-        self.steps = self.samples = 0
+        self.steps = self.samples = self.unknown_samples = 0
         self.first_batch: int | None = None
         self.epochs: list[dict[str, Any]] = []
-        self._mark: dict[str, Any] = {"totals": {}, "steps": 0, "samples": 0}
+        self._mark: dict[str, Any] = {"totals": {}, "steps": 0, "samples": 0, "unknown": 0}
         self.finals: dict[str, float] = {}
         self.started = self.ended = 0.0
         self._sampler: Any = None
@@ -126,7 +115,7 @@ class Measurement:
             self.started = time.perf_counter()
             self.wall_started = time.time()
             if self.meta["config"]:  # kept as JSON: a Path or an enum as its text
-                self.meta["config"] = json.loads(json.dumps(self.meta["config"], default=str))
+                self.meta["config"] = plain(self.meta["config"], self._config_fault)
             if self.energy and self.launch.local_rank == 0:
                 from hpcbench.measure.energy import start_sampler
 
@@ -144,6 +133,9 @@ class Measurement:
         except Exception as err:
             self._fault("start", err)
         return self
+
+    def _config_fault(self, line: str) -> None:
+        self._fault("config", ValueError(line), depth=7)
 
     def _make_token(self) -> None:
         """Rank 0: this run's token, which the other ranks' records must carry."""
@@ -270,15 +262,24 @@ class Measurement:
         return any(n == PHASE_ALIASES.get(name, name) for n, _, _ in self._open)
 
     def step(self, samples: int = 1) -> None:
-        """One training step of ``samples`` samples on this rank (nothing is synchronised)."""
+        """One training step of ``samples`` samples on this rank (nothing is synchronised). A
+        count that is not a whole number from 0 to :data:`MAX_STEP_SAMPLES` is refused with a
+        warning: a negative or huge one still counts the step, its samples unknown (null)."""
         try:
-            self.samples += samples.__index__()
-            self.steps += 1
-            if self.first_batch is None:
-                self.first_batch = samples.__index__()
+            count = samples.__index__()
         except Exception:
             self._fault("step", TypeError(f"samples must be a whole number, got {samples!r}"))
             return
+        self.steps += 1
+        if 0 <= count <= MAX_STEP_SAMPLES:
+            self.samples += count
+            if self.first_batch is None:
+                self.first_batch = count
+        else:
+            shown = count if count.bit_length() <= 64 else f"a number of {count.bit_length()} bits"
+            self.unknown_samples += 1
+            self._fault("step", ValueError(f"samples must be a whole number from 0 to "
+                        f"{MAX_STEP_SAMPLES:,}, got {shown}: this step's samples unknown (null)"))  # fmt: skip
         if self._live is not None:
             try:
                 self._live.stepped(self)
@@ -295,10 +296,12 @@ class Measurement:
                 "seconds": {k: v - mark["totals"].get(k, 0.0) for k, v in totals.items()},
                 "steps": self.steps - mark["steps"],
                 "samples": self.samples - mark["samples"],
+                "unknown_samples": self.unknown_samples - mark["unknown"],
                 "values": self._numbers("epoch", values, RESERVED_VALUES),
             }
             self.epochs.append(row)
-            self._mark = {"totals": dict(totals), "steps": self.steps, "samples": self.samples}
+            self._mark = {"totals": dict(totals), "steps": self.steps, "samples": self.samples,
+                          "unknown": self.unknown_samples}  # fmt: skip
         except Exception as err:
             self._fault("epoch", err)
 
@@ -322,6 +325,7 @@ class Measurement:
             "windows": self.windows,
             "steps": self.steps,
             "samples": self.samples,
+            "unknown_samples": self.unknown_samples,
             "first_batch": self.first_batch,
             "epochs": self.epochs,
             "finals": self.finals,
@@ -332,33 +336,14 @@ class Measurement:
         }
 
     def _phase_name(self, name: str) -> str:
-        key = PHASE_ALIASES.get(name, name) if isinstance(name, str) else name
-        if not isinstance(key, str) or not _PHASE_NAME.fullmatch(key):
-            raise ValueError(f"phase name {name!r}: use lower-case letters, digits and _")
-        if key in RESERVED_PHASES:
-            raise ValueError(f"phase name {name!r}: hpcbench computes it (train - data - comm)")
-        return key
+        return phase_name(name)
 
     def _numbers(
         self, call: str, values: dict[str, Any], reserved: frozenset[str] = frozenset()
-    ) -> dict[str, float]:
-        """The values that are named numbers; each other one is left out with a warning (the
-        rest are kept)."""
-        out = {}
-        for key, value in values.items():
-            if value is None:  # not measured this time (an epoch without validation)
-                continue
-            if not _VALUE_NAME.fullmatch(key) or key in reserved:
-                why = "hpcbench's own" if key in reserved else "not a name"
-                self._fault(call, ValueError(f"{call}(): {key!r} is {why}: left out"), depth=4)
-                continue
-            try:
-                out[key] = float(value)
-            except (TypeError, ValueError):
-                self._fault(
-                    call, ValueError(f"{call}({key}=…): {value!r} is not a number"), depth=4
-                )
-        return out
+    ) -> dict[str, float | None]:
+        """The values that are named numbers (one that is not finite: None); each other one is
+        left out with a warning (the rest are kept)."""
+        return numbers(call, values, reserved, lambda err: self._fault(call, err, depth=6))
 
     def _fault(self, where: str, err: BaseException, depth: int = 3) -> None:
         """Record a fault (bounded) and warn once per kind, pointing at the user's call
@@ -373,33 +358,6 @@ class Measurement:
                 warnings.warn(f"hpcbench.measure: {where}: {err}", MeasureWarning, stacklevel=depth)
             except Exception:
                 pass
-
-
-def _seconds(text: str | None, default: float) -> float:
-    try:
-        value = float(text or "")
-    except ValueError:
-        return default
-    return value if 0.01 <= value <= 60 else default
-
-
-def default_run_dir(launch: LaunchInfo) -> str:
-    """``$HPCBENCH_RUN_DIR`` (the job's), else ``runs/measure-<job id>`` (every rank of a job
-    agrees on it), else ``runs/measure-<time>`` for one process."""
-    if os.environ.get("HPCBENCH_RUN_DIR"):
-        return os.environ["HPCBENCH_RUN_DIR"]
-    job = job_id() or os.environ.get("TORCHELASTIC_RUN_ID")
-    if job and job != "none":
-        return f"runs/measure-{re.sub(r'[^A-Za-z0-9._-]', '_', job)}"
-    if launch.world_size > 1:
-        if launch.rank == 0:
-            print(
-                "hpcbench.measure: no run directory: give run_dir= (ranks outside a job cannot "
-                "agree on a time-stamped one); using runs/measure",
-                file=sys.stderr,
-            )
-        return "runs/measure"
-    return f"runs/measure-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def start(run_dir: str | Path | None = None, **options: Any) -> Measurement:

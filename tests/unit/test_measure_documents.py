@@ -117,3 +117,60 @@ def test_wrong_calls_keep_what_is_right_stay_bounded_and_never_raise(tmp_path):
         fresh.begin("compute")
     assert not fresh.is_open("compute") and any("train - data - comm" in w for w in fresh.warnings)
     fresh.abandon()
+
+
+def strict_json(path):
+    import json
+
+    def refuse(constant: str):
+        raise ValueError(f"{path}: {constant} is not JSON")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def test_non_finite_values_and_bad_sample_counts_are_null_with_a_warning(tmp_path):
+    import math
+
+    m = Measurement(tmp_path / "run", telemetry=0).start()
+    with m.phase("train"):
+        m.step(samples=4)
+        with pytest.warns(MeasureWarning, match="-4"):
+            m.step(samples=-4)  # refused at the call: the step counts, its samples unknown
+    with pytest.warns(MeasureWarning, match="not a finite number"):
+        m.epoch(train_loss=math.nan, val_accuracy=math.inf, lr=0.1)
+    m.final(test_accuracy=-math.inf, test_loss=0.5, test_samples=math.nan)
+    path = m.finish()
+    metrics = strict_json(path)  # valid JSON: no NaN, no Infinity
+    [row] = metrics["epochs"]
+    assert row["train_loss"] is None and row["val_accuracy"] is None and row["lr"] == 0.1
+    assert metrics["test"]["accuracy"] is None and metrics["test"]["loss"] == 0.5
+    assert metrics["ranks"][0]["steps"] == 2 and metrics["ranks"][0]["samples"] is None
+    assert metrics["throughput"]["train_samples_per_s"] is None and row["samples_per_s"] is None
+    assert any("samples must be a whole number from 0" in w for w in metrics["warnings"])
+    assert any("1 step(s) of unknown samples" in w for w in metrics["warnings"])
+
+
+def test_a_bad_config_value_or_a_huge_count_keeps_the_rest_of_metrics_json(tmp_path):
+    class Unprintable:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    cycle: dict = {"lr": 0.1}
+    cycle["self"] = cycle
+    config = {"cycle": cycle, "odd": Unprintable(), "nan": float("nan"), "batch": 32,
+              "big": 10**5000}  # fmt: skip
+    with pytest.warns(MeasureWarning, match="config"):
+        m = Measurement(tmp_path / "run", config=config, telemetry=0).start()
+    with m.phase("train"):
+        m.step(samples=8)
+        with pytest.warns(MeasureWarning, match="samples"):
+            m.step(samples=10**400)
+    path = m.finish()
+    assert path is not None
+    metrics = strict_json(path)
+    got = metrics["config"]
+    assert got["batch"] == 32 and got["cycle"]["lr"] == 0.1 and got["nan"] is None
+    assert isinstance(got["cycle"]["self"], str) and "cycle" in got["cycle"]["self"]
+    assert isinstance(got["odd"], str) and "Unprintable" in got["odd"]
+    assert isinstance(got["big"], str)
+    assert metrics["ranks"][0]["steps"] == 2 and metrics["phases"]["train_s"] > 0
