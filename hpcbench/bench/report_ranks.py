@@ -132,6 +132,10 @@ def rank_blocks(results: Results, out_dir: Path) -> list[Block]:
             caption += "rank named a straggler in red."
             blocks.append(Image("Compute time per step, by rank", caption,
                                 path.relative_to(out_dir).as_posix(), png))  # fmt: skip
+    skipped = [line for r in results.runs for line in r.skipped_telemetry]
+    if skipped:
+        blocks.append(Para("Telemetry lines that were not a record, skipped: " + "; ".join(
+            printable(line) for line in skipped) + ".", "warn"))  # fmt: skip
     if with_traces:
         blocks += [
             Para("Profiler traces (--trace-steps): each rank's traced steps split into compute, "

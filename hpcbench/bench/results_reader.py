@@ -12,6 +12,7 @@ returns.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from hpcbench.files import printable
 from hpcbench.jobs.accounting.records import load as load_accounting
 from hpcbench.jsonfile import JsonFileError, read_json
 from hpcbench.measure.stragglers import analyse as analyse_ranks
-from hpcbench.measure.telemetry_files import all_records
+from hpcbench.measure.telemetry_files import all_records, skipped_line
 from hpcbench.measure.traces import read_summaries
 from hpcbench.run_documents import METRICS_FORMAT
 
@@ -58,6 +59,8 @@ class Run:
     stragglers: dict[str, Any] | None = None
     #: its ranks' profiler trace summaries (:func:`hpcbench.measure.traces.read_summaries`)
     traces: list[dict[str, Any]] = field(default_factory=list)
+    #: one line per telemetry file with lines that were not a record (skipped, counted)
+    skipped_telemetry: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -203,7 +206,7 @@ def load_results(results_dir: str | Path) -> Results:
         )
         if run_dir:  # an unreadable accounting.json is as good as none: it never fails a report
             run.accounting = load_accounting(run.run_dir)
-            run.stragglers = analyse_ranks(all_records(run.run_dir))  # none read: None
+            run.stragglers, run.skipped_telemetry = _ranks(run.run_dir)
             run.traces = read_summaries(run.run_dir)
         if run.status == "completed":
             _read_run_files(directory, run_dir, run)
@@ -216,6 +219,18 @@ def load_results(results_dir: str | Path) -> Results:
             raise AnalysisError(f'{idle_path}: no list of "devices"')
         results.idle = idle
     return results
+
+
+def _ranks(run_dir: Path) -> tuple[dict[str, Any] | None, list[str]]:
+    """A run's ranks read for stragglers (None: none read), and a line per telemetry file whose
+    lines were not all records, each also said on standard error: a hostile or damaged line is
+    skipped, never the whole results directory refused."""
+    skipped: dict[Path, int] = {}
+    stragglers = analyse_ranks(all_records(run_dir, skipped=skipped))
+    said = [skipped_line(path, n) for path, n in sorted(skipped.items())]
+    for line in said:
+        print(f"hpcbench: {line}", file=sys.stderr)
+    return stragglers, said
 
 
 def _check_run_record(rec: Any, where: str, names: set[str], directory: Path) -> None:

@@ -92,8 +92,9 @@ class RunLive:
             return
         last = m.epochs[-1]["values"] if m.epochs else {}
         epoch = max(0, len(m.epochs) - (1 if m.ended else 0))  # the one under way, or the last
+        unmarked = tuple(p for p in ("data", "comm") if p not in m.totals and not m.is_open(p))
         tel.add(steps, m.samples - samples0, (now - t0) - data - comm - other, data, comm,
-                loss=last.get("train_loss"), epoch=epoch)  # fmt: skip
+                loss=last.get("train_loss"), epoch=epoch, not_measured=unmarked)  # fmt: skip
         tel.flush()
 
     def part(self, name: str) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -149,16 +150,20 @@ class Measurement:
 
     def finish(self) -> Path | None:
         """End the measurement: close open phases, gather every rank's record to rank 0, which
-        writes the documents. The path of ``metrics.json`` on rank 0 (None on the others, and
+        writes the documents and says where on standard error (one line). The path of ``metrics.json`` on rank 0 (None on the others, and
         when nothing could be written: a warning says why). Every rank calls it once."""
         if self._done:
             return None
         self._done = True
         try:
-            return self._finish()
+            written = self._finish()
         except Exception as err:
             self._fault("finish", err)
             return None
+        if written is not None:  # where to look, for a run started by hand
+            with contextlib.suppress(Exception):
+                print(f"hpcbench.measure: wrote {written}", file=sys.stderr, flush=True)
+        return written
 
     def _finish(self) -> Path | None:
         from hpcbench.measure.documents import RunFacts, write_documents

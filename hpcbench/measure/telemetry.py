@@ -11,7 +11,8 @@ whole run, when known),
 communication, which is where the other ranks wait for a slow one), ``data_s`` and ``comm_s``;
 ``loss`` (the last one, read once per record: no host–device synchronisation per step),
 ``cpu_cores``, ``rss_mb``, ``gpu_util``, ``gpu_mem_mb`` (:mod:`.device_use`; ``None`` where not
-readable).
+readable), and ``not_measured``, where there are any: the parts of a step (``data``, ``comm``)
+the program does not mark (their times null, never a guessed 0).
 
 Bounded for a run of days: at :data:`MAX_RECORDS` records the file is rewritten with each pair of
 neighbours in its older half merged into one (sums summed, per-step means weighted by steps), so
@@ -170,6 +171,7 @@ class Telemetry:
         self.step = self.samples = 0
         self.epoch: int | None = None
         self._loss: Any = None
+        self._unmarked: tuple[str, ...] = ()  # the parts the program does not mark
         self._sums = _empty_sums()  # since the last record
         self._pending: deque[tuple[Any, Any]] = deque(maxlen=MAX_PENDING)  # device events
         self._since = time.monotonic()
@@ -193,12 +195,15 @@ class Telemetry:
         comm_s: float | None = 0.0,
         loss: Any = None,
         epoch: int | None = None,
+        not_measured: tuple[str, ...] = (),
     ) -> None:
         """Count ``steps`` more steps (the step position, samples and per-step times); write a
         record when one is due. ``loss`` may be a tensor: it is read once per record.
         ``compute_s`` may be a (start, end) pair of CUDA events of one step: read when the
         device has passed both (``query``), never waited for. ``comm_s`` None: not known now
-        (a GPU's, read later): the record's ``comm_s`` is then null."""
+        (a GPU's, read later): the record's ``comm_s`` is then null. ``not_measured``: the
+        parts (``data``, ``comm``) the program does not mark: null, and named in the record."""
+        self._unmarked = tuple(not_measured)
         sums = self._sums
         sums["steps"] += steps
         sums["samples"] += samples
@@ -278,10 +283,13 @@ class Telemetry:
             "wall_s": round(wall, 6),
             "samples_per_s": sums["samples"] / wall if wall > 0 else None,
             "compute_s": compute,
-            "data_s": sums["data"] / steps,
-            "comm_s": None if sums["comm_unknown"] else sums["comm"] / steps,
+            "data_s": None if "data" in self._unmarked else sums["data"] / steps,
+            "comm_s": None
+            if sums["comm_unknown"] or "comm" in self._unmarked
+            else sums["comm"] / steps,
             "loss": None if loss is None or not math.isfinite(float(loss)) else float(loss),
             **self._use.read(),
+            **({"not_measured": list(self._unmarked)} if self._unmarked else {}),
         }
 
     def _append(self, record: dict[str, Any]) -> None:

@@ -1,21 +1,24 @@
-"""Where the ranks' telemetry files (:mod:`.telemetry`) are, and reading those of a run directory that may be anyone's
-(``hpcbench watch`` and the report read other people's results too): regular files only, never
-through a symbolic link, a bounded number of bytes and of files, and only lines that parse as a
-record of the rank the file is named after.
+"""Where the ranks' telemetry files (:mod:`.telemetry`) are, and reading those of a run
+directory that may be anyone's (``hpcbench watch`` and the report read other people's results
+too): regular files only, never through a symbolic link, a bounded number of bytes and of files,
+and only lines that parse as a record of the rank the file is named after (every number finite,
+of its kind and at most :data:`MAX_NUMBER`). A line that is not one is skipped, never an error;
+the readers count them per file (``skipped``) for a one-line note (:func:`skipped_line`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-from hpcbench.files import open_regular
+from hpcbench.files import open_regular, printable
 
 DIRECTORY = "telemetry"
+#: where a reader counts the lines that were not a record: path -> how many (None: not counted)
+Skipped = dict[Path, int] | None
 #: records a rank's file holds at most (:mod:`.telemetry` merges neighbours beyond)
 MAX_RECORDS = 2000
 
@@ -56,10 +59,15 @@ MAYBE = ("compute_s", "data_s", "comm_s", "samples_per_s", "cpu_cores", "rss_mb"
 MAYBE_WHOLE = ("of", "epoch", "epochs")
 
 
+#: no field of a record is larger (a step count, a Unix time, samples, megabytes): a larger
+#: number is someone else's line, and would overflow the readers' sums and estimates
+MAX_NUMBER = 1e15
+
+
 def _number(value: Any, whole: bool = False) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float) if not whole else int):
         return False
-    return math.isfinite(value) and value >= 0
+    return 0 <= value <= MAX_NUMBER  # NaN compares false: left out too
 
 
 def well_formed(record: Any) -> bool:
@@ -76,11 +84,23 @@ def well_formed(record: Any) -> bool:
         and all(record.get(k) is None or _number(record[k]) for k in MAYBE)
         and all(record.get(k) is None or _number(record[k], whole=True) for k in MAYBE_WHOLE)
         and (record.get("loss") is None or _finite(record["loss"]))
+        and (record.get("not_measured") is None or _parts(record["not_measured"]))
     )
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return -MAX_NUMBER <= value <= MAX_NUMBER
+
+
+def _parts(value: Any) -> bool:
+    """``not_measured``: the parts of a step the program does not mark (``data``, ``comm``)."""
+    return (
+        isinstance(value, list)
+        and len(value) <= 8
+        and all(isinstance(v, str) and len(v) <= 16 for v in value)
+    )
 
 
 def parse_records(text: str, rank: int | None) -> tuple[list[dict[str, Any]], int]:
@@ -108,22 +128,36 @@ def _parse(line: str) -> dict[str, Any] | None:
     return record if well_formed(record) else None
 
 
-def _records(text: str, rank: int | None) -> list[dict[str, Any]]:
-    return parse_records(text, rank)[0]
+def skipped_line(path: Path, count: int, run_dir: str | Path | None = None) -> str:
+    """One line naming a rank's file and the lines of it that were not records."""
+    shown = path
+    if run_dir is not None:
+        try:
+            shown = path.relative_to(run_dir)
+        except ValueError:
+            pass
+    lines = "line" if count == 1 else "lines"
+    return f"{printable(shown)}: {count} {lines} skipped (not a telemetry record)"
+
+
+def _read_records(path: Path, max_bytes: int, skipped: Skipped) -> list[dict[str, Any]]:
+    """The records of one rank's file (its last ``max_bytes``), the lines that were not one
+    counted in ``skipped``."""
+    match = _RANK_FILE.fullmatch(path.name)
+    records, bad = parse_records(_read(path, max_bytes), int(match.group(1)) if match else None)
+    if bad and skipped is not None:
+        skipped[path] = bad
+    return records
 
 
 def read_records(
-    path: Path, max_records: int = MAX_RECORDS * 2, strict: bool = False
+    path: Path, max_records: int = MAX_RECORDS * 2, skipped: Skipped = None
 ) -> list[dict[str, Any]]:
     """The records of one rank's file, oldest first (at most ``max_records``, the newest); none
-    when it cannot be read (``strict``: the error raised, for the writer's own rewrite)."""
-    match = _RANK_FILE.fullmatch(path.name)
-    rank = int(match.group(1)) if match else None
+    when it cannot be read. ``skipped``: path -> the lines that were not a record."""
     try:
-        return _records(_read(path, WHOLE_BYTES), rank)[-max_records:]
+        return _read_records(path, WHOLE_BYTES, skipped)[-max_records:]
     except (OSError, ValueError):
-        if strict:
-            raise
         return []
 
 
@@ -148,12 +182,13 @@ def rank_files(run_dir: str | Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
-def latest_records(run_dir: str | Path) -> dict[int, dict[str, Any]]:
-    """Rank -> its newest record (a bounded read of each file's end)."""
+def latest_records(run_dir: str | Path, skipped: Skipped = None) -> dict[int, dict[str, Any]]:
+    """Rank -> its newest record (a bounded read of each file's end; ``skipped``: path -> the
+    lines there that were not a record)."""
     out = {}
     for rank, path in rank_files(run_dir).items():
         try:
-            records = _records(_read(path, TAIL_BYTES), rank)
+            records = _read_records(path, TAIL_BYTES, skipped)
         except (OSError, ValueError):
             continue
         if records:
@@ -161,14 +196,17 @@ def latest_records(run_dir: str | Path) -> dict[int, dict[str, Any]]:
     return out
 
 
-def all_records(run_dir: str | Path, max_total: int = 200_000) -> dict[int, list[dict[str, Any]]]:
+def all_records(
+    run_dir: str | Path, max_total: int = 200_000, skipped: Skipped = None
+) -> dict[int, list[dict[str, Any]]]:
     """Rank -> its records, oldest first: each rank's newest ones, at most ``max_total`` in all
-    (a report of thousands of ranks on a login node stays within memory)."""
+    (a report of thousands of ranks on a login node stays within memory); ``skipped``: path ->
+    the lines that were not a record."""
     files = rank_files(run_dir)
     each = max(2, max_total // max(1, len(files)))
     out = {}
     for rank, path in files.items():
-        records = read_records(path, max_records=each)
+        records = read_records(path, max_records=each, skipped=skipped)
         if records:
             out[rank] = records
     return out

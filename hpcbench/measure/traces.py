@@ -308,7 +308,7 @@ def _read_summary(path: Path, max_bytes: int) -> dict[str, Any] | None:
         if len(raw) > max_bytes:
             return None
         summary = json.loads(raw)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return summary if _well_formed(summary) else None
 

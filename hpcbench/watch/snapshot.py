@@ -36,6 +36,8 @@ class ItemRow:
     done: bool
     reason: str = ""
     ranks: list[RankRow] = field(default_factory=list)
+    #: its telemetry files' lines that were not a record (path -> how many), at the last look
+    skipped: dict[Path, int] = field(default_factory=dict)
 
     @property
     def lead(self) -> dict[str, Any] | None:
@@ -199,7 +201,7 @@ class Watcher:
 
     def _add_ranks(self, row: ItemRow) -> None:
         assert row.item.run_dir is not None
-        latest = latest_records(row.item.run_dir)
+        latest = latest_records(row.item.run_dir, skipped=row.skipped)
         if not latest:
             return
         watch = self._stragglers.setdefault(row.item.label, StragglerWatch())

@@ -1,20 +1,23 @@
 """How ``hpcbench watch`` shows a :class:`~.snapshot.Snapshot`: plain lines (a log, a pipe:
 no cursor movement, one block per refresh) or rich tables redrawn in place on a terminal (the
 ``rich`` library). Both say the same: per run its state, progress, samples/s, ETA and last
-loss; per rank of a running run its step, compute, data and communication time per step, CPU
-cores or GPU busy, and the straggler flag."""
+loss; per rank of a running run its step, compute, data and communication time per step (``not
+measured`` where the program does not mark that part), CPU cores or GPU busy, and the straggler
+flag; and a line per telemetry file with lines that were not a record (skipped, counted)."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 from hpcbench.files import printable
+from hpcbench.measure.telemetry_files import skipped_line
 from hpcbench.watch.snapshot import ItemRow, RankRow, Snapshot
 
 
 def duration(seconds: float | None) -> str:
-    if seconds is None:
+    if seconds is None or not math.isfinite(seconds):
         return "?"
     s = int(round(seconds))
     if s >= 3600:
@@ -98,11 +101,26 @@ def lines(snap: Snapshot) -> list[str]:
             rec = rank.record
             out.append(
                 f"    rank {rank.rank} {printable(rec.get('host') or '?')}: step {rec['step']}  "
-                f"compute {_ms(rec.get('compute_s'))}  data {_ms(rec.get('data_s'))}  "
-                f"comm {_ms(rec.get('comm_s'))}  {use(rec)}  loss {_loss(rec)}  "
+                f"compute {_ms(rec.get('compute_s'))}  data {part(rec, 'data')}  "
+                f"comm {part(rec, 'comm')}  {use(rec)}  loss {_loss(rec)}  "
                 f"{flag(rank)}".rstrip()
             )
+        out += [f"    {line}" for line in skipped(row)]
     return out
+
+
+def part(rec: dict[str, Any], name: str) -> str:
+    """A part of the step's time (``data``, ``comm``): ``not measured`` where the program does
+    not mark it, ``-`` where it is not known now."""
+    if name in (rec.get("not_measured") or ()):
+        return "not measured"
+    return _ms(rec.get(f"{name}_s"))
+
+
+def skipped(row: ItemRow) -> list[str]:
+    """One line per telemetry file of the run with lines that were not a record."""
+    run_dir = row.item.run_dir
+    return [skipped_line(path, n, run_dir) for path, n in sorted(row.skipped.items())]
 
 
 def tables(snap: Snapshot) -> Any:
@@ -132,11 +150,12 @@ def tables(snap: Snapshot) -> Any:
             rec = rank.record
             ranks.add_row(
                 text(rank.rank), text(rec.get("host") or "?"), text(rec["step"]),
-                text(_ms(rec.get("compute_s"))), text(_ms(rec.get("data_s"))),
-                text(_ms(rec.get("comm_s"))), text(use(rec)), text(_loss(rec)),
+                text(_ms(rec.get("compute_s"))), text(part(rec, "data")),
+                text(part(rec, "comm")), text(use(rec)), text(_loss(rec)),
                 text(flag(rank), "bold red"),
             )  # fmt: skip
         if len(row.ranks) > MAX_RANK_ROWS:
             ranks.caption = text(f"{len(row.ranks) - MAX_RANK_ROWS} more ranks (piped: all)")
         parts.append(ranks)
+        parts += [text(line, "yellow") for line in skipped(row)]
     return Group(*parts)

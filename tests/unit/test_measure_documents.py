@@ -174,3 +174,21 @@ def test_a_bad_config_value_or_a_huge_count_keeps_the_rest_of_metrics_json(tmp_p
     assert isinstance(got["odd"], str) and "Unprintable" in got["odd"]
     assert isinstance(got["big"], str)
     assert metrics["ranks"][0]["steps"] == 2 and metrics["phases"]["train_s"] > 0
+
+
+def test_a_run_by_hand_says_where_it_wrote_and_watch_shows_unmarked_parts(tmp_path, capsys):
+    from hpcbench.watch import Watcher, resolve
+    from hpcbench.watch.view import lines
+
+    run = tmp_path / "run"
+    m = Measurement(run, telemetry=3600).start()
+    with m.phase("train"):
+        for _ in range(3):
+            m.step(samples=4)
+    m._live.record(m)  # the record an interval's end writes
+    text = "\n".join(lines(Watcher(resolve(str(run))).look()))
+    assert "step 3  compute" in text and "data not measured  comm not measured" in text
+    path = m.finish()
+    assert path == run / "metrics.json"
+    said = capsys.readouterr().err.splitlines()
+    assert said[-1] == f"hpcbench.measure: wrote {path}"

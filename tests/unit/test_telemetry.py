@@ -276,3 +276,56 @@ def test_a_matrix_has_an_eta_for_the_whole(tmp_path):
     snap = Watcher(resolve(str(results))).look()
     assert snap.eta_s == pytest.approx(50 * 0.06 + 2 * 100)
     assert "ETA 3m23s for the whole" in lines(snap)[0]
+
+
+#: lines of someone else's (or damaged): none of them a record, none may stop a reader
+HOSTILE_LINES = [
+    "not json at all",
+    "[1, 2, 3]",
+    json.dumps({**rec(0, 11, 0.05), "step": "eleven"}),
+    json.dumps({**rec(0, 12, 0.05), "step": 10**400}),  # a float's range overflows
+    json.dumps({**rec(0, 13, 0.05), "compute_s": float("nan")}),
+    "[" * 5000 + "]" * 5000,  # deeper than the JSON reader's recursion
+    json.dumps({**rec(0, 14, 0.05), "samples_per_s": 1e308}),
+]
+
+
+def hostile_run(run: Path) -> None:
+    write(run, [rec(0, 10, 0.05), rec(1, 10, 0.05)])
+    with rank_file(run, 0).open("a") as f:
+        f.write("\n".join(HOSTILE_LINES) + "\n")
+    with rank_file(run, 1).open("a") as f:  # an ETA beyond any float
+        f.write(json.dumps({**rec(1, 15, 0.05), "of": 10**308, "wall_s": 1e300}) + "\n")
+    write(run, [rec(0, 20, 0.05)])
+
+
+def test_hostile_lines_are_skipped_counted_and_named_and_watch_goes_on(tmp_path):
+    run = tmp_path / "run"
+    hostile_run(run)
+    text = "\n".join(lines(Watcher(resolve(str(run))).look()))
+    assert "rank 0 n0: step 20" in text and "rank 1 n1: step 10" in text
+    assert "telemetry/rank-0.jsonl: 7 lines skipped (not a telemetry record)" in text
+    assert "telemetry/rank-1.jsonl: 1 line skipped (not a telemetry record)" in text
+    skipped: dict = {}
+    records = all_records(run, skipped=skipped)
+    assert [r["step"] for r in records[0]] == [10, 20] and [r["step"] for r in records[1]] == [10]
+    assert skipped == {rank_file(run, 0): 7, rank_file(run, 1): 1}
+
+
+def test_the_report_s_reader_skips_hostile_lines_and_names_the_file(tmp_path, capsys):
+    from hpcbench.bench.report_ranks import rank_blocks
+    from hpcbench.bench.results_reader import load_results
+    from tests.unit.test_bench_analysis import Matrix
+
+    matrix = Matrix(tmp_path / "results", [{"name": "c", "devices": 2}], None, None)
+    matrix.add("c", "timing", {"setup": 1.0, "train": 10.0, "val": 1.0, "test": 1.0})
+    root = matrix.write()
+    hostile_run(root / matrix.runs[0]["run_dir"])
+    results = load_results(root)
+    [run] = results.runs
+    assert run.stragglers is not None and set(run.stragglers["ranks"]) == {0, 1}
+    said = capsys.readouterr().err.splitlines()
+    assert any(line.endswith("telemetry/rank-0.jsonl: 7 lines skipped (not a telemetry record)")
+               for line in said)  # fmt: skip
+    notes = [b.text for b in rank_blocks(results, tmp_path / "report") if hasattr(b, "text")]
+    assert any("rank-0.jsonl: 7 lines skipped" in n for n in notes)
