@@ -20,6 +20,7 @@ from hpcbench.bench import stats
 from hpcbench.bench.accounting import accounting_block, queue_sentence
 from hpcbench.bench.energy import energy_block, idle_watts, kind_name, normalise_energy
 from hpcbench.bench.estimates import estimate_block
+from hpcbench.bench.pairwise import batch_note, batches, global_batch, pairwise
 from hpcbench.bench.results_reader import (
     PHASES,
     AnalysisError,
@@ -46,6 +47,8 @@ class Analysis(TypedDict, total=False):
     baselines: Baselines
     configs: list[dict[str, Any]]
     differences: list[dict[str, Any]]
+    pairwise: list[dict[str, Any]]
+    batches: dict[str, Any]
     energy_asked: bool
     sentences: list[str]
 
@@ -132,6 +135,7 @@ def _config_figures(
         "nodes": int(cfg.get("nodes") or 1),
         "strategy": cfg.get("strategy"),
         "world_size": world,
+        "global_batch": global_batch(timing),
         "runs": {
             "completed": sum(r.status == "completed" for r in runs),
             "failed": sum(r.status == "failed" for r in runs),
@@ -182,6 +186,8 @@ def analyse(results: Results) -> Analysis:
         "baselines": {"cpu": base_cpu, "one_device": base_one},
         "configs": configs,
         "differences": _differences(configs, base_one),
+        "pairwise": pairwise(configs, totals),
+        "batches": batches(configs, base_one),
         # energy runs asked for: without them the report has no energy sections at all
         "energy_asked": int(matrix.get("energy_repetitions") or 0) > 0,
     }
@@ -338,6 +344,12 @@ def _energy_sentences(
     return out
 
 
+def _with_batch(text: str, name: str, analysis: Analysis) -> str:
+    """A speedup's sentence, and why it compares different work where it does."""
+    note = batch_note(name, analysis.get("batches") or {})
+    return text if note is None else f"{text} ({note})"
+
+
 def sentences(analysis: Analysis) -> list[str]:
     """The analysis in words: speed against each baseline, efficiency, energy and its sources;
     each comparison that the noise does not carry says so, and so does a configuration whose
@@ -360,7 +372,7 @@ def sentences(analysis: Analysis) -> list[str]:
             a, b = cfg["time"].get("total"), by_name[base_cpu]["time"].get("total")
             if not (a and b and a["n"] and b["n"] and stats.significantly_different(a, b)):
                 text += NOT_SIGNIFICANT
-            out.append(text)
+            out.append(_with_batch(text, name, analysis))
         if cfg["speedup_vs_one_device"] and name != base_one:
             text = f"{name}: {_faster(cfg['speedup_vs_one_device']['value'], base_one)}"
             if cfg["efficiency"]:
@@ -371,7 +383,7 @@ def sentences(analysis: Analysis) -> list[str]:
                 text += f"; serial fraction (Karp–Flatt) {cfg['karp_flatt']['value']:.3f}"
             if signif.get((name, "total")) is not True:
                 text += NOT_SIGNIFICANT
-            out.append(text)
+            out.append(_with_batch(text, name, analysis))
     if (queued := queue_sentence(analysis["configs"])) is not None:
         out.append(queued)
     if not analysis.get("energy_asked", True):

@@ -26,6 +26,7 @@ from hpcbench.bench.plotting import (
     new_figure,
     no_runs,
     save,
+    style_of,
     xticks,
 )
 from hpcbench.bench.power_traces import PowerTrace
@@ -311,15 +312,12 @@ def accuracy(analysis: Analysis, out_dir: Path) -> Plot:
         )
     fig = new_figure(7.5, 4.5)
     ax = fig.add_subplot()
-    markers = "osD^v<>P"
-    for i, (name, pts) in enumerate(rows):
+    for name, pts in rows:  # each its own line style and hollow marker: none hides another
         ax.plot(
             [e for e, _ in pts],
             [a * 100 for _, a in pts],
-            marker=markers[i % len(markers)],
-            color=colour_of(analysis, name),
             label=label(name),
-            markersize=5,
+            **style_of(analysis, name),
         )
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation accuracy (%)")

@@ -88,6 +88,26 @@ def colour_of(analysis: Analysis, name: str) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = "osD^v<>P"
+
+
+def style_of(analysis: Analysis, name: str) -> dict[str, Any]:
+    """A configuration's curve, the same in every figure (its place in the matrix): its colour,
+    a line style and a hollow marker of its own, the markers of later configurations smaller, so
+    that curves lying on each other all stay visible (each marker nested in the one below)."""
+    names = [c.get("name") for c in analysis.get("configs", [])]
+    i = names.index(name) if name in names else len(names)
+    return {
+        "color": colour_of(analysis, name),
+        "linestyle": LINE_STYLES[i % len(LINE_STYLES)],
+        "marker": MARKERS[i % len(MARKERS)],
+        "markersize": 9.0 - 1.5 * (i % 4),
+        "markerfacecolor": "none",
+        "markeredgewidth": 1.5,
+    }
+
+
 def new_figure(width: float, height: float):
     from matplotlib.figure import Figure
 

@@ -32,6 +32,7 @@ from hpcbench.bench.document import (
 from hpcbench.bench.formatting import num, when
 from hpcbench.bench.power_traces import power_traces
 from hpcbench.bench.report_accounting import accounting_blocks, estimate_blocks
+from hpcbench.bench.report_compare import lead_blocks, pairwise_blocks
 from hpcbench.bench.report_energy import energy_blocks
 from hpcbench.bench.report_ranks import rank_blocks
 from hpcbench.bench.report_runs import closing_blocks, failed_summary
@@ -84,7 +85,7 @@ def _differences(analysis: Analysis) -> list[str]:
 
 def _summary_blocks(analysis: Analysis, runs: Sequence[dict[str, Any]]) -> list[Block]:
     """The summary's sentences, the baselines, failed and shared runs, the differences."""
-    blocks: list[Block] = []
+    blocks: list[Block] = lead_blocks(analysis)  # what the noise carries, and different work
     sentences = [str(s) for s in analysis.get("sentences") or []]
     blocks.append(Bullets(sentences) if sentences else Para("The analysis found nothing to say."))
     base = analysis.get("baselines") or {}
@@ -166,9 +167,13 @@ def build_blocks(
             "efficiency = speedup over one device ÷ p; Karp–Flatt e = (1/S − 1/p) ÷ (1 − 1/p) "
             "is the serial fraction the measured speedup implies (0 is perfect scaling; a value "
             "that grows with p points to overheads such as communication, not to serial code). "
-            "The train-loop columns use the training time alone."
+            "The train-loop columns use the training time alone. A speedup marked weak "
+            "scaling compares a configuration that trained another global batch than the "
+            "reference: different work per step."
         ),
         scaling_table(analysis),
+        Heading(2, "Configurations against each other", "pairwise"),
+        *pairwise_blocks(analysis),
     ]
     blocks += [Heading(2, "Accuracy", "accuracy"), accuracy_table(analysis)]
     if analysis.get("energy_asked", True):  # no energy run asked for: no section to fill

@@ -12,6 +12,7 @@ from typing import Any
 
 from hpcbench.bench.document import Block, Bullets, Code, Heading, Para, Table
 from hpcbench.bench.formatting import num, when
+from hpcbench.bench.matrix_program import program_line
 from hpcbench.bench.results_reader import Results
 from hpcbench.bench.run_lines import failure_cause
 from hpcbench.files import printable
@@ -133,9 +134,13 @@ def provenance_blocks(bench: dict[str, Any], runs: Sequence[dict[str, Any]]) -> 
         rows.append([str(key), text])
     matrix = bench.get("matrix") or {}
     rows.append(["created", str(bench.get("created", "–"))])
-    rows.append(
-        ["common trainer flags", " ".join(str(a) for a in matrix.get("trainer_args") or [])]
-    )
+    if matrix.get("program"):  # a program measured with hpcbench.measure: it, and its arguments
+        args = [str(a) for a in matrix.get("program_args") or []]
+        rows.append(["program", program_line(matrix["program"], args)])
+    else:
+        rows.append(
+            ["common trainer flags", " ".join(str(a) for a in matrix.get("trainer_args") or [])]
+        )
     rows.append(
         [
             "repetitions",

@@ -31,7 +31,8 @@ def config_table(bench: dict[str, Any], analysis: Analysis) -> Table:
                 f"{c.get('nodes')} × {c.get('ranks_per_node')}",
                 str(c.get("devices")),
                 str(c.get("launcher")),
-                " ".join(str(x) for x in c.get("trainer_args") or []) or "–",
+                " ".join(str(x) for x in c.get("trainer_args") or c.get("program_args") or [])
+                or "–",
                 str(runs.get("completed", 0)),
                 str(runs.get("failed", 0)),
             ]
@@ -44,7 +45,7 @@ def config_table(bench: dict[str, Any], analysis: Analysis) -> Table:
             "nodes × ranks",
             "devices p",
             "launcher",
-            "extra trainer flags",
+            "extra arguments",
             "completed",
             "failed",
         ],
@@ -78,14 +79,21 @@ def time_table(analysis: Analysis) -> Table:
 
 
 def scaling_table(analysis: Analysis) -> Table:
+    """Speedups, efficiencies and Karp–Flatt per configuration, with its global batch; a
+    speedup of a configuration that trained another global batch than the reference is marked
+    weak scaling (different work per step)."""
+    different = (analysis.get("batches") or {}).get("different") or {}
     rows = []
     for c in analysis.get("configs", []):
+        weak = " (weak scaling)" if c["name"] in different else ""
+        batch = c.get("global_batch")
         rows.append(
             [
                 str(c["name"]),
                 str(c.get("devices")),
-                fmt_est(c.get("speedup_vs_cpu"), "×"),
-                fmt_est(c.get("speedup_vs_one_device"), "×"),
+                "–" if batch is None else str(batch),
+                fmt_est(c.get("speedup_vs_cpu"), "×") + weak,
+                fmt_est(c.get("speedup_vs_one_device"), "×") + weak,
                 fmt_est(c.get("speedup_train_vs_one_device"), "×"),
                 fmt_est(c.get("efficiency"), "%", 100.0),
                 fmt_est(c.get("efficiency_train"), "%", 100.0),
@@ -96,6 +104,7 @@ def scaling_table(analysis: Analysis) -> Table:
         [
             "configuration",
             "devices p",
+            "global batch",
             "speedup vs CPU",
             "speedup vs 1 device",
             "train-loop speedup",
@@ -104,7 +113,7 @@ def scaling_table(analysis: Analysis) -> Table:
             "Karp–Flatt e",
         ],
         rows,
-        numeric=set(range(1, 8)),
+        numeric=set(range(1, 9)),
     )
 
 

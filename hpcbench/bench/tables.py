@@ -25,7 +25,7 @@ def _est(est: dict[str, Any] | None) -> list[Any]:
 def write_tables(analysis: Analysis, out_dir: str | Path) -> list[Path]:
     """The analysis as CSV files in ``out_dir`` (each written to a temporary name and renamed):
     ``times.csv``, ``scaling.csv``, ``accuracy.csv``, ``energy.csv``, ``energy_by_kind.csv``,
-    ``accounting.csv``, ``estimates.csv``, ``differences.csv``."""
+    ``accounting.csv``, ``estimates.csv``, ``differences.csv``, ``pairwise.csv``."""
     out = Path(out_dir)
     cfgs = analysis["configs"]
     return [
@@ -37,6 +37,7 @@ def write_tables(analysis: Analysis, out_dir: str | Path) -> list[Path]:
         _accounting(out, cfgs),
         _estimates(out, cfgs),
         _differences(out, analysis["differences"]),
+        _pairwise(out, analysis.get("pairwise") or []),
     ]
 
 
@@ -198,4 +199,34 @@ def _differences(out: Path, differences: list[dict[str, Any]]) -> Path:
         out / "differences.csv",
         ["a", "b", "metric", "ratio", "significant"],
         ([d["a"], d["b"], d["metric"], d["ratio"], d["significant"]] for d in differences),
+    )
+
+
+def _pairwise(out: Path, pairs: list[dict[str, Any]]) -> Path:
+    """Every configuration against every other: time(a) ÷ time(b), its interval, significant."""
+    return _write_csv(
+        out / "pairwise.csv",
+        [
+            "a",
+            "b",
+            "metric",
+            "ratio",
+            "ratio_ci95_lo",
+            "ratio_ci95_hi",
+            "significant",
+            "n_a",
+            "n_b",
+        ],
+        (
+            [
+                d["a"],
+                d["b"],
+                d["metric"],
+                d["ratio"]["value"],
+                *d["ratio"]["ci95"],
+                d["significant"],
+                *d["n"],
+            ]
+            for d in pairs
+        ),  # fmt: skip
     )
