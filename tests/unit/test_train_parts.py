@@ -91,7 +91,7 @@ def test_models_adapt_to_channels_classes_and_size():
         assert build_model(name, (1, 40, 56), 7)(x).shape == (2, 7), name
     with pytest.raises(ConfigError, match="needs square images"):
         build_model("vit_b_16", (1, 40, 56), 7)
-    with pytest.raises(ConfigError, match="not a built-in"):
+    with pytest.raises(ConfigError, match="resnet9000: no such model .did you mean resnet50"):
         build_model("resnet9000", (1, 40, 56), 7)
 
 
