@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.launch import LaunchInfo, detect_launch
+from hpcbench.measure.ending import RUNNING as _RUNNING
 from hpcbench.measure.naming import (
     PHASE_ALIASES,
     RESERVED_VALUES,
@@ -110,6 +111,7 @@ class Measurement:
     def start(self, place: LaunchInfo | None = None) -> Measurement:
         """Learn this rank's place (``place``: as a framework that started the ranks says it)
         and the run directory; start the node's energy sampler."""
+        _RUNNING.add(self)  # stopped at exit if the program never ends it
         try:
             self.launch = place or detect_launch()
             self.run_dir = Path(self._run_dir_arg or default_run_dir(self.launch)).resolve()
@@ -159,7 +161,9 @@ class Measurement:
             written = self._finish()
         except Exception as err:
             self._fault("finish", err)
-            return None
+            written = None
+        finally:
+            self._stop_threads()
         if written is not None:  # where to look, for a run started by hand
             with contextlib.suppress(Exception):
                 print(f"hpcbench.measure: wrote {written}", file=sys.stderr, flush=True)
@@ -181,10 +185,11 @@ class Measurement:
         if not self.epochs and self.steps:  # a run without epochs is one epoch
             self.epoch()
         node = None
-        if self._sampler is not None:
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
             from hpcbench.measure.energy import stop_sampler
 
-            node = stop_sampler(self._sampler)
+            node = stop_sampler(sampler)
         said = len(self.warnings)
         records = gather(self.record(node), self.launch, self.run_dir, self.timeout)
         for line in self.warnings[said:]:  # the exchange's own (in the documents too)
@@ -202,10 +207,17 @@ class Measurement:
             from hpcbench.measure.exchange import drop_token
 
             drop_token(self.run_dir)
-        self._close_live(completed=False)
-        if self._sampler is not None:
+        self._stop_threads(completed=False)
+
+    def _stop_threads(self, completed: bool = True) -> None:
+        """Every thread this measurement started stopped and joined (the telemetry's straggler
+        scan, the energy sampler), its files closed; no longer stopped at exit."""
+        _RUNNING.discard(self)
+        self._close_live(completed)
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
             with contextlib.suppress(Exception):
-                self._sampler.stop()
+                sampler.stop()
 
     def _close_live(self, completed: bool = True) -> None:
         live, self._live = self._live, None
