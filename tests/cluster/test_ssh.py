@@ -372,3 +372,36 @@ def test_a_login_shell_that_talks_and_a_home_relative_remote_dir(slurm_cluster, 
         drop_connection(env)
         stop_login(server)
         shutil.rmtree(remote, ignore_errors=True)  # made by this test alone (its unique name)
+
+
+@pytest.mark.parametrize("sftp", [False, True])
+def test_without_rsync_files_go_by_sftp_and_a_login_node_without_it_says_so(
+    slurm_cluster, tmp_path, sftp
+):
+    """A laptop without rsync copies with scp over SFTP: through a login node that serves SFTP
+    the job goes and its run directory comes back; one that does not (no ``Subsystem sftp``)
+    is one line saying what is missing, not scp's "Connection closed"."""
+    require(Path("/usr/sbin/sshd").exists(), "sshd (apt-get install openssh-server)")
+    server = start_login(tmp_path / "sshd", extra="Subsystem sftp internal-sftp\n" if sftp else "")
+    here, remote = tmp_path / "laptop", tmp_path / "cluster-side"
+    here.mkdir()
+    path = laptop_path(tmp_path / "laptop-bin")
+    (tmp_path / "laptop-bin" / "rsync").unlink()  # this laptop has no rsync
+    env = {"PATH": path, "HPCBENCH_SSH_CONFIG": str(server.config),
+           "XDG_RUNTIME_DIR": tempfile.mkdtemp(prefix="hs-"),
+           "HPCBENCH_STATE_DIR": str(tmp_path / "laptop-state")}  # fmt: skip
+    write_job(here, ["sh", "-c", "echo done > $HPCBENCH_RUN_DIR/x.txt"])
+    try:
+        r = hpcbench("submit", "job.toml", "--scheduler", "slurm", "--host", "login",
+                     "--remote-dir", str(remote), "--wait", cwd=here, env=env)  # fmt: skip
+    finally:
+        drop_connection(env)
+        stop_login(server)
+    if not sftp:
+        assert r.returncode == 1, r.stdout + r.stderr
+        (line,) = [x for x in r.stderr.splitlines() if x.startswith("hpcbench: error:")]
+        assert "the login node has no rsync" in line and "SFTP" in line, r.stderr
+        assert "Connection closed" not in line
+        return
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (here / "runs" / f"far-{submitted(r.stdout)}" / "x.txt").read_text() == "done\n"
