@@ -21,6 +21,7 @@ from typing import Any
 
 from hpcbench.launch import LaunchInfo, detect_launch
 from hpcbench.measure.ending import RUNNING as _RUNNING
+from hpcbench.measure.finishing import MeasureWarning, finish_run, rank_record
 from hpcbench.measure.naming import (
     PHASE_ALIASES,
     RESERVED_VALUES,
@@ -38,10 +39,6 @@ MAX_WARNINGS = 100
 MAX_WINDOWS = 20_000
 #: the most samples one step may count (more is a wrong count, not a batch)
 MAX_STEP_SAMPLES = 10**12
-
-
-class MeasureWarning(UserWarning):
-    """A measurement that went wrong (the user's run goes on)."""
 
 
 class Measurement:
@@ -158,7 +155,7 @@ class Measurement:
             return None
         self._done = True
         try:
-            written = self._finish()
+            written = finish_run(self)
         except Exception as err:
             self._fault("finish", err)
             written = None
@@ -168,37 +165,6 @@ class Measurement:
             with contextlib.suppress(Exception):
                 print(f"hpcbench.measure: wrote {written}", file=sys.stderr, flush=True)
         return written
-
-    def _finish(self) -> Path | None:
-        from hpcbench.measure.documents import RunFacts, write_documents
-        from hpcbench.measure.exchange import gather
-
-        if self.launch is None or self.run_dir is None:
-            self._fault("finish", RuntimeError("the measurement never started"))
-            return None
-        while self._open:
-            name = self._open[-1][0]
-            self._fault("finish", RuntimeError(f"phase {name!r} still open at the end: closed"))
-            self.end(name)
-        self.ended = time.perf_counter()
-        self._close_live()
-        if not self.epochs and self.steps:  # a run without epochs is one epoch
-            self.epoch()
-        node = None
-        sampler, self._sampler = self._sampler, None
-        if sampler is not None:
-            from hpcbench.measure.energy import stop_sampler
-
-            node = stop_sampler(sampler)
-        said = len(self.warnings)
-        records = gather(self.record(node), self.launch, self.run_dir, self.timeout)
-        for line in self.warnings[said:]:  # the exchange's own (in the documents too)
-            with contextlib.suppress(Exception):
-                warnings.warn(f"hpcbench.measure: {line}", MeasureWarning, stacklevel=4)
-        if records is None:
-            return None
-        facts = RunFacts(self.meta, self.launch, self.run_dir, self.energy, self.energy_interval)
-        return write_documents(facts, records)
 
     def abandon(self) -> None:
         """Stop without writing anything (the user's run failed)."""
@@ -332,25 +298,7 @@ class Measurement:
     # ------------------------------------------------------------------ helpers
     def record(self, node: dict[str, Any] | None = None) -> dict[str, Any]:
         """This rank's record, as gathered to rank 0 (JSON-able)."""
-        launch = self.launch
-        assert launch is not None
-        return {
-            "rank": launch.rank,
-            "host": launch.hostname,
-            "began_at": getattr(self, "wall_started", None),
-            "totals": self.totals,
-            "windows": self.windows,
-            "steps": self.steps,
-            "samples": self.samples,
-            "unknown_samples": self.unknown_samples,
-            "first_batch": self.first_batch,
-            "epochs": self.epochs,
-            "finals": self.finals,
-            "elapsed_s": self.ended - self.started,
-            "warnings": self.warnings,
-            "energy_node": node,
-            **({"token": self.token} if self.token else {}),
-        }
+        return rank_record(self, node)
 
     def _phase_name(self, name: str) -> str:
         return phase_name(name)
