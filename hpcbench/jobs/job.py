@@ -16,6 +16,7 @@ from typing import Any
 
 from hpcbench.files import read_tail
 from hpcbench.jobs import registry
+from hpcbench.jobs.cancel_mark import mark_cancelled
 from hpcbench.jobs.follow import LogFollower
 from hpcbench.jobs.logs import RankError, error_tail, first_rank_error
 from hpcbench.jobs.remote import RemoteHost, login_for, using
@@ -193,8 +194,10 @@ class Job:
         if self._submitit is not None:
             self._submitit.cancel()
             return
+        ids = list(self.tasks) or [self.job_id]
+        mark_cancelled(ids, self.scheduler.name)  # the script then never requeues the job
         with using(self.login_node()):
-            self.scheduler.cancel(list(self.tasks) or [self.job_id])
+            self.scheduler.cancel(ids)
 
     # ------------------------------------------------------------------------- its output
 

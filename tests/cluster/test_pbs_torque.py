@@ -121,3 +121,37 @@ def test_a_job_qstat_no_longer_lists_is_unknown(torque_wrappers, workdir):
     assert status(workdir, torque_wrappers, "99999", "pbs") == (
         "99999\tUNKNOWN\tno longer known to qstat"
     )
+
+
+def test_hpcbench_cancel_of_a_requeueable_trainer_job_is_not_resubmitted(
+    torque_wrappers, workdir, cluster_data
+):
+    """qdel's SIGTERM is the stop signal a PBS job's script traps to checkpoint and resubmit
+    itself; ``hpcbench cancel`` leaves its mark in the run directory first, so the ranks
+    checkpoint and the job ends, with no continuation submitted."""
+    from tests.cluster.conftest import TRAIN_ARGS
+
+    r = hpcbench("submit", "--scheduler", "pbs", "--launcher", "mpiexec", "--env",
+                 "HPCBENCH_STEP_DELAY=0.3", "--", "--data", str(cluster_data), *TRAIN_ARGS,
+                 "--max-steps", "60", "--checkpoint-every", "5", cwd=workdir,
+                 env=torque_wrappers, timeout=240)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = submitted_id(r.stdout, "pbs")
+    run = Path(re.search(r"run directory: (\S+)", r.stdout).group(1))
+    run = run if run.is_absolute() else workdir / run
+    for _ in range(600):
+        if (run / "control" / "ready").exists():
+            break
+        time.sleep(0.2)
+    assert (run / "control" / "ready").exists(), list(run.rglob("*"))
+    c = hpcbench("cancel", job, "--scheduler", "pbs", cwd=workdir, env=torque_wrappers)
+    assert c.returncode == 0, c.stdout + c.stderr
+    for _ in range(300):
+        if not status(workdir, torque_wrappers, job, "slurm").endswith("RUNNING"):
+            break
+        time.sleep(0.2)
+    time.sleep(2)  # a resubmission would be written as the script ends
+    assert not (run / "control" / "continued-as").exists(), list((run / "control").iterdir())
+    err = "".join(p.read_text() for p in workdir.glob(f"*.e{job}"))
+    assert "cancelled: the ranks checkpoint and stop; not requeued" in err, err
+    assert "continues as job" not in err, err
