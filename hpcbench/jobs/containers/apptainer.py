@@ -4,7 +4,7 @@ and the working directory)."""
 
 from __future__ import annotations
 
-from hpcbench.jobs.containers.base import ContainerError, ContainerRuntime, bind_options, image_word
+from hpcbench.jobs.containers.base import ContainerRuntime, bind_options, image_word, refuse_commas
 from hpcbench.jobs.shell import Word
 from hpcbench.jobs.spec import JobSpec
 
@@ -29,12 +29,7 @@ class Apptainer(ContainerRuntime):
         super().check(spec, scheduler, launcher)
         c = spec.environment.container
         assert c is not None
-        for bind in c.binds:
-            if "," in bind:  # --bind takes a list: a comma would start another bind
-                raise ContainerError(
-                    f"environment.container.binds: {bind!r}: {cls.name} separates its binds "
-                    "with commas, so a path holding one cannot be bound"
-                )
+        refuse_commas(cls.name, c.binds)  # --bind takes a list: a comma starts another bind
 
 
 class Singularity(Apptainer):

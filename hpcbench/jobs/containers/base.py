@@ -36,6 +36,18 @@ def bind_pairs(binds: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
+def refuse_commas(runtime: str, binds: list[str], what: str = "binds") -> None:
+    """Refuse in one line a bind holding a comma where the runtime's option takes a
+    comma-separated list: the path would be split into several (pyxis' mounts, Apptainer's
+    ``--bind``)."""
+    for bind in binds:
+        if "," in bind:
+            raise ContainerError(
+                f"environment.container.binds: {bind!r}: {runtime} separates its {what} with "
+                f"commas, so a path holding one cannot be {'mounted' if what == 'mounts' else 'bound'}"
+            )
+
+
 def home_path(value: str) -> Word:
     """A path for the middle of a shell word: a leading ``~/`` becomes ``"$HOME"/`` (the shell
     expands a tilde only at a word's start); ``~user`` cannot be, and is refused."""

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from hpcbench.jobs.containers.base import (
     WORKDIR,
-    ContainerError,
     ContainerRuntime,
     bind_pairs,
     bind_word,
     image_word,
     joined,
+    refuse_commas,
 )
 from hpcbench.jobs.shell import Word
 from hpcbench.jobs.spec import JobSpec
@@ -49,9 +49,4 @@ class Pyxis(ContainerRuntime):
         super().check(spec, scheduler, launcher)
         c = spec.environment.container
         assert c is not None
-        for bind in c.binds:
-            if "," in bind:
-                raise ContainerError(
-                    f"environment.container.binds: {bind!r}: pyxis separates its mounts with "
-                    "commas, so a path holding one cannot be mounted"
-                )
+        refuse_commas(cls.name, c.binds, "mounts")
