@@ -17,8 +17,8 @@ from typing import Any
 from hpcbench.atomic import write_atomically
 from hpcbench.jobs import registry, schedulers
 from hpcbench.jobs.job import Job
-from hpcbench.jobs.remote import RemoteHost, current, using
 from hpcbench.jobs.program_inputs import check_program_inputs
+from hpcbench.jobs.remote import RemoteHost, current, using
 from hpcbench.jobs.render import render_script
 from hpcbench.jobs.schedulers.base import JobRecord, Scheduler
 from hpcbench.jobs.spec import DEFAULT_PROGRAM_MODULE, JobSpec, SpecError

@@ -23,9 +23,8 @@ import torch
 from torch import nn
 
 from hpcbench.train.config import ConfigError, parse_model
+from hpcbench.train.model_names import BUILTINS
 from hpcbench.train.option_fields import user_model
-
-from hpcbench.train.model_names import BUILTINS  # noqa: E402  (the names, without torch)
 
 
 def small_cnn(

@@ -295,6 +295,7 @@ def job_record(job: str) -> dict[str, str]:
 
 def ended_or_requeued(job: str) -> dict[str, str]:
     """Wait until ``job`` has ended for good or SLURM has counted a restart of it."""
+
     def settled():
         record = job_record(job)
         done = record.get("JobState") not in ("RUNNING", "PENDING", "COMPLETING", "REQUEUED")

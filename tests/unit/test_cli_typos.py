@@ -94,7 +94,11 @@ def test_what_the_programs_take_passes_and_required_options_may_come_later():
 
 
 def test_an_unknown_model_is_refused_at_render_time_with_the_one_meant():
-    for given, meant in (("resnet19", "resnet18"), ("small_cn", "small_cnn"), ("vit_b16", "vit_b_16")):
+    for given, meant in (
+        ("resnet19", "resnet18"),
+        ("small_cn", "small_cnn"),
+        ("vit_b16", "vit_b_16"),
+    ):
         with pytest.raises(SpecError, match=f"--model {given}: no such model") as err:
             render_script(trainer_spec("--model", given), "slurm")
         assert f"did you mean {meant}?" in str(err.value) and "\n" not in str(err.value)

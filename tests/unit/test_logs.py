@@ -252,7 +252,9 @@ def test_a_program_that_cannot_start_is_named_by_its_own_line_not_torchruns_trac
 
     from hpcbench.jobs.logs import first_rank_error
 
-    text = (Path(__file__).parent / "recorded" / "logs" / "torchrun-cannot-open-script.err").read_text()
+    text = (
+        Path(__file__).parent / "recorded" / "logs" / "torchrun-cannot-open-script.err"
+    ).read_text()
     found = first_rank_error(text)
     assert found is not None and found.rank == "0", found
     assert "can't open file '/tmp/nope.py'" in found.traceback, found

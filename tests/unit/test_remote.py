@@ -169,7 +169,9 @@ def test_rsync_is_never_told_to_hand_paths_to_the_shell(monkeypatch):
     assert "RSYNC_OLD_ARGS" not in transfer.copy_env()
     assert "--protect-args" in transfer.PULL_OPTIONS and "--protect-args" in transfer.PUSH_OPTIONS
     # what comes back: no devices, FIFOs, permissions (set-id bits), owners; links kept inside
-    assert not {"-a", "-p", "-o", "-g", "-D", "--devices", "--specials"} & set(transfer.PULL_OPTIONS)
+    assert not {"-a", "-p", "-o", "-g", "-D", "--devices", "--specials"} & set(
+        transfer.PULL_OPTIONS
+    )
     assert "--safe-links" in transfer.PULL_OPTIONS
 
 

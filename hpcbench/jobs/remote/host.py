@@ -200,7 +200,9 @@ class RemoteHost:
         there = self.ssh(  # marked answers: a login shell's banner on stdout is no answer
             f'for p in {quoted}; do [ -e "$p" ] && echo {_MARK}y || echo {_MARK}n; done', timeout
         )
-        answers = [line[len(_MARK) :] for line in there.stdout.splitlines() if line.startswith(_MARK)]
+        answers = [
+            line[len(_MARK) :] for line in there.stdout.splitlines() if line.startswith(_MARK)
+        ]
         found = [r for r, y in zip(rels, answers, strict=False) if y == "y"]
         for rel in found:
             (self.local_dir / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,6 @@ a job's log."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Sequence
 from contextvars import ContextVar
