@@ -79,6 +79,8 @@ def test_one_process_without_a_launcher_writes_the_trainer_s_documents(tmp_path)
     out = tmp_path / "run"
     done = run([sys.executable, str(script(tmp_path)), str(out)], tmp_path)
     assert done.returncode == 0, done.stderr
+    said = done.stderr.strip().splitlines()  # by hand: where it wrote, at the end
+    assert said[-1] == f"hpcbench.measure: wrote {out.resolve() / 'metrics.json'}"
     m = documents(out)
     assert m["run"]["world_size"] == 1 and m["run"]["strategy"] == "single"
     assert set(m["phases"]) >= {"setup_s", "train_s", "val_s", "test_s"}  # validation -> val
