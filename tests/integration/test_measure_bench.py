@@ -112,7 +112,14 @@ def test_scripts_that_crash_end_early_never_measure_or_measure_wrongly_are_each_
     report = hpcbench("report", str(results), cwd=workdir)
     assert report.returncode == 0, report.stderr
     text = (results / "report" / "report.md").read_text()
-    assert "3 run(s) failed" in text and text.count("without writing metrics.json") == 2
+    assert "3 run(s) failed" in text
+    # each failed run's cause: in the summary, in the failed runs' table, in its kept report
+    for how in ("stop-early", "unmeasured"):
+        rows = [line for line in text.splitlines() if line.startswith(f"| {how} |")]
+        assert any("without writing metrics.json" in row for row in rows), rows
+        (said,) = [line for line in text.splitlines() if line.startswith(f"- {how} timing run 1: ")]
+        assert "the program ended without writing metrics.json" in said, said
+    assert text.count("without writing metrics.json") == 6
     assert "1 run(s) completed with measurement warnings" in text
     assert "samples must be a whole number, got 'four'" in text
     assert "| well |" in text or "well" in text.split("## Accuracy")[1]  # the others reported
