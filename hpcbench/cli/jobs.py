@@ -373,9 +373,9 @@ def _cancel(sched: Scheduler, job_ids: list[str]) -> int:
         else:
             active.append(job_id)
     if active:
-        from hpcbench.jobs.cancel_mark import mark_cancelled
+        from hpcbench.jobs.cancel_mark import cancel_marks
 
-        mark_cancelled(active, sched.name)  # the job's script then never requeues it
-        sched.cancel(active)
+        with cancel_marks(active, sched.name):  # the job's script then never requeues it
+            sched.cancel(active)
         print(f"cancelled {', '.join(active)} ({sched.name})")
     return 0

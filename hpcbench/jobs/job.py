@@ -16,7 +16,7 @@ from typing import Any
 
 from hpcbench.files import read_tail
 from hpcbench.jobs import registry
-from hpcbench.jobs.cancel_mark import mark_cancelled
+from hpcbench.jobs.cancel_mark import cancel_marks
 from hpcbench.jobs.follow import LogFollower
 from hpcbench.jobs.logs import RankError, error_tail, first_rank_error
 from hpcbench.jobs.remote import RemoteHost, login_for, using
@@ -195,9 +195,8 @@ class Job:
             self._submitit.cancel()
             return
         ids = list(self.tasks) or [self.job_id]
-        mark_cancelled(ids, self.scheduler.name)  # the script then never requeues the job
-        with using(self.login_node()):
-            self.scheduler.cancel(ids)
+        with cancel_marks(ids, self.scheduler.name), using(self.login_node()):
+            self.scheduler.cancel(ids)  # the marks: the script then never requeues the job
 
     # ------------------------------------------------------------------------- its output
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
+from pathlib import Path
 from typing import NoReturn
 
 from hpcbench.argparsing import suggestion
@@ -49,5 +51,21 @@ def check_program_args(spec: JobSpec) -> None:
     except argparse.ArgumentError as err:  # raised directly where exit_on_error is off
         refuse(str(err))
     rules = getattr(importlib.import_module(PARSERS[program.module]), "given_problem", None)
-    if rules is not None and (problem := rules(given)) is not None:
+    if rules is not None and _same_python(spec) and (problem := rules(given)) is not None:
         raise SpecError(f"{where}: {problem}")
+
+
+def _same_python(spec: JobSpec) -> bool:
+    """Whether the job's program runs with this Python's packages (its rules then hold there:
+    a model name is one this torchvision knows), not a container's, a module's or another
+    environment's, nor a login node's over SSH."""
+    env = spec.environment
+    if spec.scheduler.host or env.container or env.modules or env.conda_env or env.setup:
+        return False
+    if env.venv and Path(env.venv).expanduser().resolve() != Path(sys.prefix).resolve():
+        return False
+    python = spec.program.python
+    return (
+        python in ("python", "python3")
+        or Path(python).expanduser().resolve() == Path(sys.executable).resolve()
+    )

@@ -129,11 +129,20 @@ def recorded_login(
                 f"({login.get('remote_dir') or 'its default directory'}); continue it there, "
                 "or give a new --results"
             )
+    # a results directory (another user's, copied, shared) does not choose where your jobs
+    # and their files go: a login node or a directory there you never used needs its flag
     if login.get("host") and "host" not in given and not _submitted_to(login["host"]):
         raise SpecError(
             f"{document} ran on {login['host']}, a login node you have not submitted to from "
             f"here: give --host {login['host']} to continue there (a results directory does not "
             "choose where your jobs go), or give a new --results"
+        )
+    remote = login.get("remote_dir")
+    host = given.get("host") or login.get("host")
+    if remote and "remote_dir" not in given and not _submitted_to(host or "", remote):
+        raise SpecError(
+            f"{document} ran in {remote} on {host}, a directory your jobs there never used: "
+            f"give --remote-dir {remote} to continue there, or give a new --results"
         )
     chosen = {**login, **given}
     if chosen.get("host") and not results.is_relative_to(cwd):
@@ -144,9 +153,22 @@ def recorded_login(
     return chosen
 
 
-def _submitted_to(host: str, looked_at: int = 1000) -> bool:
-    """Whether this user's own job records hold a job submitted to ``host``."""
-    return any(record.host == host for record in registry.recent(looked_at))
+def _submitted_to(host: str, remote_dir: str | None = None, looked_at: int = 1000) -> bool:
+    """Whether this user's own job records hold a job submitted to ``host`` (and, given
+    ``remote_dir``, in that directory there: as recorded, or its absolute form under the home)."""
+    for record in registry.recent(looked_at):
+        if record.host != host:
+            continue
+        if remote_dir is None or record.remote_dir == remote_dir:
+            return True
+        relative = remote_dir.removeprefix("~/")
+        if (
+            not relative.startswith(("/", "~"))
+            and ".." not in relative.split("/")
+            and (record.remote_dir.endswith("/" + relative.strip("/")))
+        ):
+            return True
+    return False
 
 
 def remote_host(spec: JobSpec, workdir: Path) -> RemoteHost | None:

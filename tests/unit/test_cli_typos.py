@@ -132,3 +132,15 @@ def test_missing_program_files_fail_at_submission_here_and_warn_for_a_cluster(wo
     r = hpcbench("submit", "--scheduler", "local", "--dry-run", "--", "--data", "data/shapes",
                  cwd=workdir)  # fmt: skip
     assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+
+
+def test_a_model_name_is_held_to_this_torchvision_only_where_the_job_runs_with_it():
+    """A container, a module, another environment or a login node over SSH may have another
+    torchvision, with models this one lacks: the name is not refused there."""
+    for environment in ({"container": {"image": "/img.sif"}}, {"modules": ["pytorch/2.9"]},
+                        {"venv": "/elsewhere/venv"}):  # fmt: skip
+        spec = trainer_spec("--model", "resnet19")
+        spec = build_spec({"environment": environment, "program": {"args": spec.program.args}})
+        render_script(spec, "slurm")
+    spec = build_spec({"scheduler": {"host": "login"}, "program": {"args": ["--model", "x19"]}})
+    check_program_args(spec)

@@ -5,6 +5,8 @@ to end, through a real sshd in front of the test SLURM cluster, is tests/cluster
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hpcbench.jobs import registry
@@ -168,11 +170,11 @@ def test_rsync_is_never_told_to_hand_paths_to_the_shell(monkeypatch):
     monkeypatch.setenv("RSYNC_OLD_ARGS", "1")
     assert "RSYNC_OLD_ARGS" not in transfer.copy_env()
     assert "--protect-args" in transfer.PULL_OPTIONS and "--protect-args" in transfer.PUSH_OPTIONS
-    # what comes back: no devices, FIFOs, permissions (set-id bits), owners; links kept inside
+    # what comes back: no devices, FIFOs, permissions (set-id bits), owners, links
     assert not {"-a", "-p", "-o", "-g", "-D", "--devices", "--specials"} & set(
         transfer.PULL_OPTIONS
     )
-    assert "--safe-links" in transfer.PULL_OPTIONS
+    assert "-l" not in transfer.PULL_OPTIONS and "--links" not in transfer.PULL_OPTIONS
 
 
 def test_a_results_directory_does_not_choose_a_login_node_never_used(tmp_path, monkeypatch):
@@ -187,8 +189,93 @@ def test_a_results_directory_does_not_choose_a_login_node_never_used(tmp_path, m
     doc, results = tmp_path / "r" / "sweep.json", tmp_path / "r"
     with pytest.raises(SpecError, match="give --host attacker.example to continue there"):
         recorded_login(doc, recorded, {}, results, tmp_path)
-    given = {"host": "attacker.example"}
+    given = {"host": "attacker.example", "remote_dir": "/tmp/x"}
     assert recorded_login(doc, recorded, given, results, tmp_path)["host"] == "attacker.example"
     registry.record(JobRecord("7", "slurm", tmp_path / "s", tmp_path / "o", tmp_path / "e",
                               tmp_path / "d", (), "attacker.example", "/tmp/x", str(tmp_path)))  # fmt: skip
     assert recorded_login(doc, recorded, {}, results, tmp_path)["host"] == "attacker.example"
+
+
+def test_an_rsync_that_cannot_protect_its_arguments_is_not_used(tmp_path, monkeypatch):
+    """A stock macOS rsync (2.6.9, or openrsync) refuses --protect-args: hpcbench copies with
+    scp over SFTP instead of failing every push and pull."""
+    from hpcbench.jobs.remote import transfer
+
+    for said, protects in (("rsync  version 2.6.9  protocol version 29", False),
+                           ("openrsync: protocol version 29", False),
+                           ("rsync  version 3.2.7  protocol version 31", True)):  # fmt: skip
+        fake = tmp_path / "rsync"
+        fake.write_text(f"#!/bin/sh\necho '{said}'\n")
+        fake.chmod(0o755)
+        monkeypatch.setenv("PATH", str(tmp_path))
+        transfer.rsync_protects_args.cache_clear()
+        assert transfer.rsync_protects_args() is protects, said
+    transfer.rsync_protects_args.cache_clear()
+
+
+def test_a_results_directory_does_not_choose_a_directory_on_the_login_node(tmp_path, monkeypatch):
+    """The host may be one this user knows, the recorded remote directory another user's (a
+    directory they can write, to change the scripts and code before the job starts): used
+    without ``--remote-dir`` only where this user's jobs on that host went before."""
+    from hpcbench.jobs.spec import SpecError
+    from hpcbench.jobs.submission import recorded_login
+
+    monkeypatch.setenv("HPCBENCH_STATE_DIR", str(tmp_path / "state"))
+    registry.record(JobRecord("7", "slurm", tmp_path / "s", tmp_path / "o", tmp_path / "e",
+                              tmp_path / "d", (), "cluster", "/home/me/hpcbench/proj",
+                              str(tmp_path)))  # fmt: skip
+    doc, results = tmp_path / "r" / "sweep.json", tmp_path / "r"
+    for hostile in ("/tmp/shared-by-mallory", "../mallory/x", "hpcbench/other"):
+        recorded = {"login": {"host": "cluster", "remote_dir": hostile}}
+        for given in ({}, {"host": "cluster"}):
+            with pytest.raises(SpecError, match="give --remote-dir"):
+                recorded_login(doc, recorded, given, results, tmp_path)
+        given = {"host": "cluster", "remote_dir": hostile}  # said again by the user: theirs
+        assert recorded_login(doc, recorded, given, results, tmp_path)["remote_dir"] == hostile
+    for known in ("/home/me/hpcbench/proj", "hpcbench/proj", "~/hpcbench/proj"):
+        recorded = {"login": {"host": "cluster", "remote_dir": known}}
+        assert recorded_login(doc, recorded, {}, results, tmp_path)["remote_dir"] == known
+
+
+def test_a_cancel_marks_its_job_and_its_continuations_run_directory_never_through_a_link(
+    tmp_path, monkeypatch
+):
+    """The mark goes into the run directory of the job cancelled, or of the job a continuation
+    (a resubmission of itself, named in control/continued-as) continues; never through a
+    linked control directory, never over a file already there; taken back when the scheduler
+    refuses the cancel."""
+    from hpcbench.jobs.cancel_mark import MARK, cancel_marks
+
+    monkeypatch.setenv("HPCBENCH_STATE_DIR", str(tmp_path / "state"))
+
+    def job(job_id: str, run: Path) -> Path:
+        (run / "control").mkdir(parents=True)
+        registry.record(JobRecord(job_id, "pbs", tmp_path / "s", tmp_path / "o", tmp_path / "e",
+                                  run))  # fmt: skip
+        return run / "control"
+
+    first = job("100", tmp_path / "run-100")
+    (first / "continued-as").write_text("101.server\n")
+    with cancel_marks(["101"], "pbs"):  # the continuation: no record of its own
+        pass
+    assert (first / MARK).read_text() == "cancel\n"
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "run-200").mkdir()
+    (tmp_path / "run-200" / "control").symlink_to(elsewhere)
+    registry.record(JobRecord("200", "pbs", tmp_path / "s", tmp_path / "o", tmp_path / "e",
+                              tmp_path / "run-200"))  # fmt: skip
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    third = job("300", tmp_path / "run-300")
+    (third / MARK).symlink_to(victim)  # planted: never written through
+    with cancel_marks(["200", "300"], "pbs"):
+        pass
+    assert list(elsewhere.iterdir()) == [] and victim.read_text() == "mine\n"
+
+    fourth = job("400", tmp_path / "run-400")
+    with pytest.raises(RuntimeError), cancel_marks(["400"], "pbs"):
+        assert (fourth / MARK).exists()
+        raise RuntimeError("qdel refused")
+    assert not (fourth / MARK).exists()  # a later preemption still requeues

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from hpcbench.jobs.remote.transfer import (
     check_carried,
     copy_env,
     disarm,
+    rsync_protects_args,
     scp_options,
 )
 from hpcbench.jobs.schedulers.base import JobRecord
@@ -146,7 +146,9 @@ class RemoteHost:
         script's, the logs') is then the same one, wherever a command runs there."""
         if self._ready:
             return
-        where = shlex.quote(self.remote_dir)
+        # ./ before a relative path: a CDPATH the remote shell sets is not searched
+        relative = not self.remote_dir.startswith("/")
+        where = shlex.quote(("./" if relative else "") + self.remote_dir)
         proc = self.ssh(
             f'mkdir -p -- {where} && cd -- {where} && printf "\\n{_MARK}%s\\n" "$PWD"', timeout
         )
@@ -246,7 +248,7 @@ class RemoteHost:
     def _rsync(self, timeout: float) -> bool:
         """Whether both sides have rsync (asked once)."""
         if self._has_rsync is None:
-            here = shutil.which("rsync") is not None
+            here = rsync_protects_args()  # an rsync that keeps paths from the remote shell
             self._has_rsync = here and self.ssh("command -v rsync", timeout).returncode == 0
         return self._has_rsync
 

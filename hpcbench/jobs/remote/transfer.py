@@ -17,10 +17,26 @@ from pathlib import Path
 
 #: what a path may hold where it passes through the login node's shell (legacy scp)
 _SHELL_SAFE = re.compile(r"^[A-Za-z0-9._+,@%/=:-]+$")
-#: rsync options that bring back a tree as plain files: recursive, links kept only where they
-#: point inside it, times kept; no permissions (no set-id bits), owners, groups, devices, FIFOs
-PULL_OPTIONS = ("-r", "-l", "-t", "--safe-links", "--protect-args")
+#: rsync options that bring back a tree as plain files: recursive, times kept; no links (one
+#: "inside" the tree could still point anywhere in this directory), permissions (no set-id
+#: bits), owners, groups, devices or FIFOs
+PULL_OPTIONS = ("-r", "-t", "--protect-args")
 PUSH_OPTIONS = ("-a", "--protect-args")
+
+
+@lru_cache(maxsize=1)
+def rsync_protects_args() -> bool:
+    """Whether this machine's rsync takes ``--protect-args`` (rsync 3.0 and later; not the
+    rsync 2.6.9 or openrsync of a stock macOS): without it hpcbench copies with scp."""
+    rsync = shutil.which("rsync")
+    if rsync is None:
+        return False
+    try:
+        said = subprocess.run([rsync, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    found = re.search(r"^rsync\s+version\s+v?(\d+)\.", said.stdout, re.MULTILINE)
+    return bool(found) and int(found[1]) >= 3
 
 
 def copy_env() -> dict[str, str]:
