@@ -281,3 +281,98 @@ def local_job(workdir, *flags: str) -> str:
     r = hpcbench("submit", "--scheduler", "local", *flags, cwd=workdir)
     assert r.returncode == 0, r.stdout + r.stderr
     return re.search(r"submitted job (\S+)", r.stdout).group(1)
+
+
+# --------------------------------------------- one emulated node fails: the others are stopped
+# srun's --kill-on-bad-exit, emulated: when one node's launcher (or, under mpiexec, one rank)
+# exits non-zero, every emulated node is stopped (TERM, KILL after a short grace) and the job
+# ends failed, naming the rank. The submit's timeout is only a guard: a job that waits for its
+# stuck node runs past it and the test fails rather than hangs.
+NODE_FAILURE_GUARD_S = 150
+
+# Under MPI, rank 1 (on emulated node 1) exits 1 at once; rank 0 ignores SIGTERM and sleeps
+# longer than the guard: only the scheduler's stop ends it.
+SILENT_FAILURE = """\
+rank=${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-x}}
+if [ "$rank" = 1 ]; then sleep 0.5; exit 1; fi
+trap '' TERM
+sleep 300
+touch "finished-$rank"
+"""
+
+
+def processes_in(workdir: Path) -> list[str]:
+    """The processes still running in ``workdir`` (their working directory): none once a job
+    has ended, whichever session they moved to."""
+    left = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if Path(os.readlink(proc / "cwd")) == workdir:
+                left.append(f"{proc.name}: {(proc / 'cmdline').read_bytes()!r}")
+        except OSError:
+            continue
+    return left
+
+
+@pytest.mark.torch
+def test_a_torchrun_node_whose_rank_fails_stops_the_other_node_and_names_the_rank(
+    workdir, shapes_data
+):
+    """Two emulated nodes x 1 rank, ddp: rank 1 fails at step 6 while rank 0 is stuck there (the
+    hang drill), so node 0's torchrun agent never ends by itself. The job must end at once,
+    FAILED, its report naming rank 1, with no process left."""
+    require(have_module("torch"), "torch (for torchrun)")
+    data = shapes_data(180, 3, (12, 12))
+    result = hpcbench(
+        *("submit", "--scheduler", "local", "--nodes", "2", "--wait"),
+        *("--env", "HPCBENCH_FAIL_AT=1:6,0:6:hang"),
+        *("--", "--data", str(data), "--strategy", "ddp", "--epochs", "3", "--progress", "none"),
+        cwd=workdir,
+        timeout=NODE_FAILURE_GUARD_S,
+    )
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "job local-1 failed with exit code" in result.stderr
+    assert "first failing rank 1:" in result.stderr
+    assert "failure drill: rank 1 fails at step 6" in result.stderr
+    err = (workdir / "runs" / "hpcbench-local-1.err").read_text()
+    assert "the other emulated nodes are stopped" in err, err
+    logs = hpcbench("logs", "local-1", cwd=workdir)
+    assert "FAILED" in logs.stdout + logs.stderr and "first failing rank 1:" in logs.stdout
+    status = hpcbench("status", "local-1", cwd=workdir)
+    assert "FAILED" in status.stdout
+    assert processes_in(workdir) == []
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("launcher", ["mpiexec", "srun"])
+def test_an_mpi_rank_that_exits_1_stops_the_other_node(workdir, launcher):
+    """Two emulated nodes x 1 rank started by mpiexec (srun's stand-in here), a program that
+    imports nothing: rank 1 exits 1 and says nothing, rank 0 ignores SIGTERM and sleeps. MPICH's
+    mpiexec waits for rank 0; the local scheduler stops it, and the report names rank 1."""
+    require(mpiexec_available(), "mpiexec (pip install mpich)")
+    (workdir / "fail.sh").write_text(SILENT_FAILURE)
+    result = hpcbench(
+        *("submit", "--scheduler", "local", "--nodes", "2", "--launcher", launcher, "--wait"),
+        *("--program", "bash fail.sh"),
+        cwd=workdir,
+        timeout=NODE_FAILURE_GUARD_S,
+    )
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert_others_were_stopped(workdir)
+    assert "job local-1 failed with exit code" in result.stderr
+    assert "first failing rank 1:" in result.stderr, result.stderr
+    assert "exited with status 1" in result.stderr
+    assert "FAILED" in hpcbench("status", "local-1", cwd=workdir).stdout
+    assert processes_in(workdir) == []
+
+
+def test_direct_over_two_nodes_is_refused_in_one_line(workdir):
+    """direct starts one process: two emulated nodes are refused before anything runs."""
+    result = hpcbench(
+        *("submit", "--scheduler", "local", "--nodes", "2", "--launcher", "direct"),
+        *("--program", "sleep 60"),
+        cwd=workdir,
+    )
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "direct starts one process" in result.stderr
+    assert "submitted job" not in result.stdout

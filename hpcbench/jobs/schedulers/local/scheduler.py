@@ -22,9 +22,11 @@ import re
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hpcbench.jobs.schedulers.base import Scheduler
-from hpcbench.jobs.schedulers.local.files import ID_PREFIX
+from hpcbench.jobs.schedulers.local.files import CANCEL_GRACE, ID_PREFIX
+from hpcbench.jobs.schedulers.local.nodes import RANK_GUARD, guarded
 from hpcbench.jobs.schedulers.local.starting import Starting
 from hpcbench.jobs.schedulers.local.states import States
 from hpcbench.jobs.shell import Word
@@ -64,6 +66,22 @@ class LocalScheduler(Starting, States, Scheduler):
     @classmethod
     def node_agents(cls, spec: JobSpec) -> list[Word]:
         return []  # the template loops over the emulated nodes itself
+
+    @classmethod
+    def launch_words(cls, spec: JobSpec) -> list[Word]:
+        """The launcher's line; on several emulated nodes, each rank under the rank guard
+        (:mod:`.nodes`) when one command starts every rank."""
+        words = super().launch_words(spec)
+        if cls.launcher(spec).node_agent(spec):
+            return words
+        return guarded(words, spec) or words
+
+    @classmethod
+    def template_context(cls, spec: JobSpec) -> dict[str, Any]:
+        uses_guard = not cls.launcher(spec).node_agent(spec) and guarded(
+            super().launch_words(spec), spec
+        ) is not None
+        return {"rank_guard": RANK_GUARD if uses_guard else "", "node_grace": int(CANCEL_GRACE)}
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = (root or state_dir()) / "local"
