@@ -442,3 +442,26 @@ def test_logs_into_a_pipe_its_reader_closed_is_not_an_error(workdir):
         cwd=workdir, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert piped.stderr == "" and piped.returncode == 141, (piped.returncode, piped.stderr)
+
+
+@pytest.mark.torch
+def test_a_cancelled_torchrun_job_s_log_ends_saying_cancelled(workdir, shapes_data):
+    """torchrun's agent prints its SignalException traceback when the cancel's SIGTERM reaches
+    it: ``hpcbench logs`` must end with the cancellation's line, not with that traceback."""
+    need_module("torch")
+    data = shapes_data(180, 3, (12, 12))
+    submitted = hpcbench(
+        *("submit", "--scheduler", "local", "--env", "HPCBENCH_STEP_DELAY=2"),
+        *("--", "--data", str(data), "--epochs", "20", "--progress", "none"),
+        cwd=workdir,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    wait_for_file(workdir / "runs" / "hpcbench-local-1" / "control" / "ready", timeout=120)
+    cancel = hpcbench("cancel", "local-1", cwd=workdir, timeout=60)
+    assert cancel.returncode == 0, cancel.stderr
+    logs = hpcbench("logs", "local-1", cwd=workdir)
+    shown = [line for line in logs.stdout.splitlines() if line.strip()]
+    last = next(shown[i - 1] for i, line in enumerate(shown) if line.startswith("logs: "))
+    assert last.startswith("hpcbench: job local-1 cancelled"), logs.stdout
+    err = (workdir / "runs" / "hpcbench-local-1.err").read_text().splitlines()
+    assert err[-1].startswith("hpcbench: job local-1 cancelled"), err[-5:]

@@ -78,9 +78,12 @@ class LocalScheduler(Starting, States, Scheduler):
 
     @classmethod
     def template_context(cls, spec: JobSpec) -> dict[str, Any]:
-        uses_guard = not cls.launcher(spec).node_agent(spec) and guarded(
-            super().launch_words(spec), spec
-        ) is not None
+        """The rank guard where the launch line uses it, and the seconds a failing node's
+        peers get between SIGTERM and SIGKILL (the cancel's grace)."""
+        uses_guard = (
+            not cls.launcher(spec).node_agent(spec)
+            and guarded(super().launch_words(spec), spec) is not None
+        )
         return {"rank_guard": RANK_GUARD if uses_guard else "", "node_grace": int(CANCEL_GRACE)}
 
     def __init__(self, root: Path | None = None) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
+import stat
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -177,6 +179,7 @@ class States(JobFiles):
             record = self._load(job_id)
             if record and record.get("pid") is not None and not self._elsewhere(record):
                 self._terminate(job_id, record)
+                say_cancelled(job_id, record)
 
     def _terminate(self, job_id: str, record: dict[str, Any]) -> None:
         known: dict[int, Proc] = {}
@@ -192,3 +195,22 @@ class States(JobFiles):
             f"cancel: local job {job_id}: processes {', '.join(map(str, sorted(known)))} "
             "survived SIGKILL"
         )
+
+
+def say_cancelled(job_id: str, record: dict[str, Any]) -> None:
+    """End the job's error log with one line saying it was cancelled, once none of its
+    processes is left: the last thing ``hpcbench logs`` shows, not the traceback a launcher
+    (torchrun's agent) printed on the cancel's SIGTERM. Only an existing regular file is
+    appended to, never through a link; a log that cannot be written is left as it is."""
+    path = record.get("stderr")
+    if not isinstance(path, str):
+        return
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    line = f"hpcbench: job {job_id} cancelled (hpcbench cancel): its processes were ended\n"
+    with contextlib.suppress(OSError):
+        fd = os.open(path, flags)
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.write(fd, line.encode())
+        finally:
+            os.close(fd)
