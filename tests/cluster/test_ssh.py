@@ -367,7 +367,7 @@ def test_a_login_shell_that_talks_and_a_home_relative_remote_dir(slurm_cluster, 
         job = submitted(r.stdout)
         assert f"far away in {remote}" in r.stdout, r.stdout
         assert (here / "runs" / f"far-{job}" / "x.txt").read_text() == "done\n"
-        assert not (here / "~").exists() and not (Path.home() / "~").exists()
+        assert not (here / "~").exists() and not (Path.home() / "~" / name).exists()
     finally:
         drop_connection(env)
         stop_login(server)
