@@ -41,6 +41,40 @@ def proc_table() -> dict[int, Proc]:
     return table
 
 
+#: the variable that marks every process of a local job, wherever it went (a new session, a
+#: parent that died): its value is the job's :func:`job_token`
+TOKEN_VAR = "HPCBENCH_LOCAL_JOB"
+
+
+def job_token(root: Path, job_id: str) -> str:
+    """The token of the local job ``job_id`` of the state directory ``root`` (ids are never
+    handed out twice in one directory)."""
+    import hashlib
+
+    return hashlib.sha256(f"{root.resolve()}\0{job_id}".encode()).hexdigest()[:32]
+
+
+def marked(token: str, start: int) -> dict[int, Proc]:
+    """This user's processes started at ``start`` or later whose environment carries ``token``
+    (in :data:`TOKEN_VAR`): a job's processes that left its session and lost their parent."""
+    needle, found = f"{TOKEN_VAR}={token}".encode(), {}
+    uid = os.getuid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid != uid:
+                continue
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                environ = fh.read(1 << 20)
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and (proc := proc_stat(int(name))) is not None:
+            if proc.start >= start and proc.state not in ("Z", "X"):
+                found[proc.pid] = proc
+    return found
+
+
 def boot_id() -> str:
     """This boot's id: a PID and start time recorded under another boot name another process."""
     try:

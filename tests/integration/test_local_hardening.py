@@ -94,6 +94,23 @@ def test_cancel_kills_a_rank_that_ignores_sigterm(workdir):
             os.kill(rank, signal.SIGKILL)
 
 
+def test_cancel_ends_a_process_that_left_the_session_and_lost_its_parent(workdir):
+    """A rank MPI starts in a session of its own, whose parent dies first: no longer the job's
+    session's nor a descendant of it, it carries the job's token in its environment, and the
+    cancel ends it (a trainer left so spun in a collective for ever, a core gone)."""
+    program = "sh -c '(setsid sh -c \"echo \\$\\$ > orphan.pid; exec sleep 300\" &); sleep 300'"
+    assert submit(workdir, program, wait=False).returncode == 0
+    orphan = int(wait_for_file(workdir / "orphan.pid"))
+    try:
+        assert proc_stat(orphan).ppid != os.getpid()
+        cancel = hpcbench("cancel", "local-1", cwd=workdir, timeout=60)
+        assert cancel.returncode == 0, cancel.stderr
+        assert gone(orphan), "a process of the job outlived its cancel"
+    finally:
+        if not gone(orphan):
+            os.kill(orphan, signal.SIGKILL)
+
+
 def test_cancel_of_a_finished_job_says_so_and_changes_nothing(workdir):
     require(mpiexec_available(), "mpiexec (pip install mpich)")
     assert submit(workdir, QUICK_OK).returncode == 0

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.atomic import write_atomically
-from hpcbench.jobs.processes import boot_id, proc_stat, signal_if_same
+from hpcbench.jobs.processes import TOKEN_VAR, boot_id, job_token, proc_stat, signal_if_same
 from hpcbench.jobs.schedulers.base import SchedulerError
 from hpcbench.jobs.schedulers.local.files import (
     CANCEL_GRACE,
@@ -230,7 +230,12 @@ class Starting(JobFiles):
                     *after,
                 ],
                 cwd=cwd,
-                env={**os.environ, **(env or {}), "HPCBENCH_JOB_ID": job_id},
+                env={
+                    **os.environ,
+                    **(env or {}),
+                    "HPCBENCH_JOB_ID": job_id,
+                    TOKEN_VAR: job_token(self.root, job_id),
+                },  # fmt: skip
                 stdin=subprocess.DEVNULL,
                 stdout=fds[0],
                 stderr=fds[1],

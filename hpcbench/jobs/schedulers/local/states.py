@@ -11,7 +11,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from hpcbench.jobs.processes import Proc, boot_id, proc_stat, proc_table, signal_if_same
+from hpcbench.jobs.processes import (
+    Proc,
+    boot_id,
+    job_token,
+    marked,
+    proc_stat,
+    proc_table,
+    signal_if_same,
+)
 from hpcbench.jobs.schedulers.base import (
     CANCELLED,
     COMPLETED,
@@ -49,9 +57,13 @@ class States(JobFiles):
     def _same_boot(record: dict[str, Any]) -> bool:
         return record.get("boot_id") == boot_id()
 
-    def _processes(self, record: dict[str, Any], known: dict[int, Proc]) -> dict[int, Proc]:
+    def _processes(
+        self, record: dict[str, Any], known: dict[int, Proc], job_id: str | None = None
+    ) -> dict[int, Proc]:
         """The job's living processes: its session's and their descendants' (even those that
-        left the session), plus those seen in earlier calls (``known``, updated)."""
+        left the session), plus those seen in earlier calls (``known``, updated), plus, given
+        ``job_id``, those whose environment carries the job's token (a rank MPI started in a
+        session of its own whose parent died first)."""
         if self._elsewhere(record) or not self._same_boot(record):
             return {}
         for child in self._children:
@@ -66,6 +78,8 @@ class States(JobFiles):
                 pid: p for pid, p in table.items() if p.session == session and p.start >= start
             }
         found.update({pid: p for pid, p in known.items() if table.get(pid) == p})
+        if job_id is not None and start is not None:  # a rank that left the session, orphaned
+            found.update(marked(job_token(self.root, job_id), start))
         children: dict[int, list[Proc]] = {}
         for p in table.values():
             children.setdefault(p.ppid, []).append(p)
@@ -106,7 +120,7 @@ class States(JobFiles):
         if elsewhere := self._elsewhere(record):
             return JobStatus(UNKNOWN, code, elsewhere)
         if cancelled:
-            if left := self._processes(record, {}):
+            if left := self._processes(record, {}, job_id):
                 return JobStatus(RUNNING, None, f"being cancelled ({len(left)} processes left)")
             return JobStatus(CANCELLED, code, "cancelled by the user")
         if self._supervisor_alive(record):
@@ -184,10 +198,10 @@ class States(JobFiles):
     def _terminate(self, job_id: str, record: dict[str, Any]) -> None:
         known: dict[int, Proc] = {}
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            for proc in self._processes(record, known).values():
+            for proc in self._processes(record, known, job_id).values():
                 signal_if_same(proc, sig)
             deadline = time.monotonic() + CANCEL_GRACE
-            while self._processes(record, known) and time.monotonic() < deadline:
+            while self._processes(record, known, job_id) and time.monotonic() < deadline:
                 time.sleep(0.05)
             if not known:
                 return
