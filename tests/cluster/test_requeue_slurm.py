@@ -349,7 +349,7 @@ def test_a_cancel_ends_a_requeueable_job_cancelled_and_a_preemption_still_requeu
 def sweep_file_for_cancel(workdir: Path, data: Path) -> Path:
     """Two tasks at once, each a node's slow run of 9 steps with checkpoints."""
     path = workdir / "cancel-sweep.toml"
-    args = [*TRAINER, "--epochs", "6", "--data", str(data)]
+    args = [*TRAINER, "--epochs", "4", "--data", str(data)]
     path.write_text(f"trainer_args = {json.dumps(args)}\nmax_parallel = 2\n"
                     "[axes]\nlr = [0.01, 0.05]\n")  # fmt: skip
     return path
