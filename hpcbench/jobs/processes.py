@@ -5,6 +5,7 @@ a pidfd to the same process only."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 from dataclasses import dataclass
@@ -49,8 +50,6 @@ TOKEN_VAR = "HPCBENCH_LOCAL_JOB"
 def job_token(root: Path, job_id: str) -> str:
     """The token of the local job ``job_id`` of the state directory ``root`` (ids are never
     handed out twice in one directory)."""
-    import hashlib
-
     return hashlib.sha256(f"{root.resolve()}\0{job_id}".encode()).hexdigest()[:32]
 
 

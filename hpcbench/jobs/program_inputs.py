@@ -7,7 +7,9 @@ a warning saying so."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
+from typing import NoReturn
 
 from hpcbench.jobs.spec import DEFAULT_PROGRAM_MODULE, JobSpec, SpecError
 
@@ -34,9 +36,8 @@ def _missing(spec: JobSpec, workdir: Path) -> list[tuple[str, str, str]]:
     if program.script and not spec.environment.container:  # an image may hold the script
         if not _resolve(program.script, workdir).is_file():
             found.append(("program.script", program.script, "no such file"))
-    module = program.module or ("" if program.command or program.script else DEFAULT_PROGRAM_MODULE)
-    if module == DEFAULT_PROGRAM_MODULE and not spec.environment.container:
-        data = _option_value(program.args, "--data")
+    if program.module_run() == DEFAULT_PROGRAM_MODULE and not spec.environment.container:
+        data = _data_given(program.args)
         if data is not None and Path(data).parts[-2:] != GENERATED_DATA:
             root = _resolve(data, workdir)
             if not (root / MANIFEST).is_file():
@@ -51,14 +52,18 @@ def _resolve(path: str, workdir: Path) -> Path:
     return expanded if expanded.is_absolute() else workdir / expanded
 
 
-def _option_value(args: list[str], option: str) -> str | None:
-    """The last value given to ``option`` (``--data X`` or ``--data=X``) in ``args``."""
-    value = None
-    for i, word in enumerate(args):
-        if word == "--":
-            break
-        if word == option and i + 1 < len(args):
-            value = args[i + 1]
-        elif word.startswith(option + "="):
-            value = word[len(option) + 1 :]
-    return value
+def _data_given(args: list[str]) -> str | None:
+    """The trainer's ``--data`` as its own parser reads ``args`` (None when not given)."""
+    from hpcbench.train.command_line import build_parser  # torch-free, as render reads it
+
+    parser = build_parser()
+
+    def refuse(message: str) -> NoReturn:  # a bad argument: render refuses it in one line
+        raise ValueError(message)
+
+    parser.error = refuse  # type: ignore[method-assign]
+    try:
+        given, _ = parser.parse_known_args(args)
+    except (ValueError, argparse.ArgumentError):
+        return None
+    return getattr(given, "data", None)

@@ -198,6 +198,13 @@ class Program:
     config: str | None = field(default=None, metadata=_kind("path"))
     args: list[str] = field(default_factory=list, metadata=_kind("textlist"))
 
+    def module_run(self) -> str:
+        """The module ``python -m`` runs: the given one, else hpcbench's trainer; '' for a
+        script or a command."""
+        if self.command or self.script:
+            return ""
+        return self.module or DEFAULT_PROGRAM_MODULE
+
     def argv(self) -> list[str]:
         """The program's command line (without any launcher in front)."""
         args = ["--config", self.config, *self.args] if self.config else self.args
@@ -251,11 +258,7 @@ class Requeue:
         signal); another program would be killed by a signal it does not expect."""
         if self.enabled is not None:
             return self.enabled
-        return (
-            not program.command
-            and not program.script
-            and ((program.module or DEFAULT_PROGRAM_MODULE) == DEFAULT_PROGRAM_MODULE)
-        )
+        return program.module_run() == DEFAULT_PROGRAM_MODULE
 
 
 @dataclass

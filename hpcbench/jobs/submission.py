@@ -21,7 +21,7 @@ from hpcbench.jobs.program_inputs import check_program_inputs
 from hpcbench.jobs.remote import RemoteHost, current, using
 from hpcbench.jobs.render import render_script
 from hpcbench.jobs.schedulers.base import JobRecord, Scheduler
-from hpcbench.jobs.spec import DEFAULT_PROGRAM_MODULE, JobSpec, SpecError
+from hpcbench.jobs.spec import JobSpec, SpecError
 from hpcbench.jobs.spec_load import load_spec as _load_spec
 from hpcbench.jobs.spec_options import field_keywords
 from hpcbench.jsonfile import read_json
@@ -255,7 +255,7 @@ def _runs_hpcbench_as_is(spec: JobSpec) -> bool:
     """Whether the job runs one of hpcbench's programs with a Python the login node can be
     asked about: no module, conda, container, setup line or variable prepares another."""
     p, env = spec.program, spec.environment
-    module = p.module or ("" if p.command or p.script else DEFAULT_PROGRAM_MODULE)
+    module = p.module_run()
     prepared = env.modules or env.conda_env or env.container or env.setup or env.variables
     return module.split(".")[0] == "hpcbench" and not prepared
 
