@@ -73,35 +73,30 @@ def scripts(out: Path) -> None:
     from hpcbench.jobs.spec import CONTAINER_RUNTIMES
     from hpcbench.jobs.spec_load import build_spec, load_spec
 
+    def from_dict(raw: dict, scheduler: str) -> str:
+        return render_script(build_spec(raw), scheduler)
+
+    def from_file(toml: Path, scheduler: str) -> str:
+        return render_script(load_spec(toml), scheduler)
+
     for scheduler in SCHEDULER_CLASSES:
         for launcher in LAUNCHERS:
             for nodes in (1, 2):
                 for runtime in (None, *CONTAINER_RUNTIMES):
                     name = f"scripts/{scheduler}-{launcher}-{nodes}-{runtime or 'bare'}"
-                    write(
-                        out,
-                        name,
-                        outcome(
-                            lambda: render_script(
-                                build_spec(spec_for(launcher, nodes, runtime)), scheduler
-                            )
-                        ),
-                    )
+                    raw = spec_for(launcher, nodes, runtime)
+                    write(out, name, outcome(from_dict, raw, scheduler))
         for toml in sorted((ROOT / "jobs").rglob("*.toml")):
             rel = toml.relative_to(ROOT / "jobs").as_posix().replace("/", "_")
-            write(
-                out,
-                f"jobs/{scheduler}-{rel}",
-                outcome(lambda: render_script(load_spec(toml), scheduler)),
-            )
+            write(out, f"jobs/{scheduler}-{rel}", outcome(from_file, toml, scheduler))
     for name, raw in BAD_SPECS.items():
-        write(out, f"spec-errors/{name}", outcome(lambda: render_script(build_spec(raw), "slurm")))
+        write(out, f"spec-errors/{name}", outcome(from_dict, raw, "slurm"))
 
 
-def outcome(make) -> str:
-    """What ``make()`` returns, or the error a user would read."""
+def outcome(make, *args) -> str:
+    """What ``make(*args)`` returns, or the error a user would read."""
     try:
-        return make()
+        return make(*args)
     except SystemExit as stop:
         return f"exit {stop.code}"
     except Exception as error:  # noqa: BLE001 - the error's text is the snapshot
