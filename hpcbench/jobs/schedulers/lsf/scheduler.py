@@ -30,7 +30,6 @@ from hpcbench.jobs.schedulers.base import (
 from hpcbench.jobs.schedulers.commands import run_command, run_process
 from hpcbench.jobs.shell import ShellVar, Word
 from hpcbench.jobs.spec import JobSpec, SpecError
-from hpcbench.jobs.state import state_dir
 
 _STATE_MAP = {
     "PEND": PENDING,
@@ -76,6 +75,7 @@ class LsfScheduler(Scheduler):
     name = "lsf"
     label = "LSF"
     accounting_command = "bacct"
+    cancel_marks = "lsf-cancelled"  # bkill ends a job as EXIT, like a failure
     submit_command = "bsub"
     template = "lsf.bsub.j2"
     stop_warning = "LSF sends the signal `lead` before the run limit (-wa/-wt)"
@@ -157,19 +157,12 @@ class LsfScheduler(Scheduler):
             status = found.get(job_id)
             if status is None:
                 found[job_id] = JobStatus(UNKNOWN, None, "not listed by bjobs -a")
-            elif status.state == FAILED and _cancel_mark(job_id).exists():
+            elif status.state == FAILED and self.cancel_mark(job_id).exists():
                 found[job_id] = JobStatus(CANCELLED, status.exit_code, "cancelled by the user")
         return found
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         self.check_ids(job_ids)
         if job_ids:
-            for job_id in job_ids:
-                mark = _cancel_mark(job_id)
-                mark.parent.mkdir(parents=True, exist_ok=True)
-                mark.touch()
+            self.mark_cancelled(job_ids)
             run_command(["bkill", *job_ids], "bkill")
-
-
-def _cancel_mark(job_id: str) -> Path:
-    return state_dir() / "lsf-cancelled" / "".join(c for c in job_id if c.isalnum() or c in "-_")

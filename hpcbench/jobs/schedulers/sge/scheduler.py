@@ -25,7 +25,6 @@ from hpcbench.jobs.schedulers.base import (
 )
 from hpcbench.jobs.schedulers.commands import run_command
 from hpcbench.jobs.spec import JobSpec, OwnOption
-from hpcbench.jobs.state import state_dir
 from hpcbench.jobs.units import format_memory, format_time_hms
 
 GRID_ENGINE_NAMES = ("SGE", "GE", "UGE", "OGS", "SoGE", "AGE")
@@ -91,6 +90,8 @@ class SgeScheduler(Scheduler):
     name = "sge"
     label = "Grid Engine"
     accounting_command = "qacct"
+    cancel_marks = "sge-cancelled"  # qacct does not say who killed a job; we remember qdel
+    cancel_mark_keeps = "-_."
     after_note = "Grid Engine's -hold_jid waits for its end, successful or not"
     # the parallel environment of a job of several slots (qconf -spl lists them)
     options = (OwnOption("scheduler", "sge_pe", "line", profile_key="sge_pe"),)
@@ -172,7 +173,7 @@ class SgeScheduler(Scheduler):
         failed = fields.get("failed", "0").split()[0] != "0"
         if code == 0 and not failed:
             return JobStatus(COMPLETED, 0)
-        if _cancel_mark(job_id).exists():  # qacct does not say who killed it; we remember qdel
+        if self.cancel_mark(job_id).exists():  # qacct does not say who killed it; we remember qdel
             return JobStatus(CANCELLED, code, "deleted with qdel")
         return JobStatus(FAILED, code)
 
@@ -180,11 +181,4 @@ class SgeScheduler(Scheduler):
         self.check_ids(job_ids)
         if job_ids:
             run_command(["qdel", *job_ids], "qdel")
-            for job_id in job_ids:
-                mark = _cancel_mark(job_id)
-                mark.parent.mkdir(parents=True, exist_ok=True)
-                mark.touch()
-
-
-def _cancel_mark(job_id: str) -> Path:
-    return state_dir() / "sge-cancelled" / "".join(c for c in job_id if c.isalnum() or c in "-_.")
+            self.mark_cancelled(job_ids)
