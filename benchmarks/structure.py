@@ -9,7 +9,8 @@
   call graph: a name resolved in its module or through its imports, a method call resolved to
   the methods of that name in the modules the caller's module imports (an approximation, the
   same before and after);
-- the Scheduler base's public and private members.
+- the Scheduler base's public and private members (what it defines itself), and those of each
+  part it includes (the mixins of ``hpcbench.jobs.schedulers``).
 
     python benchmarks/structure.py
 """
@@ -119,6 +120,28 @@ def reachable(start: str, function: str) -> tuple[int, int]:
     return len(seen), len({m for m, _ in seen})
 
 
+def own_members(cls: type) -> list[str]:
+    return [k for k in vars(cls) if not (k.startswith("__") and k.endswith("__"))]
+
+
+def members(cls: type) -> tuple[int, int]:
+    """The members ``cls`` itself defines (``vars``, dunders left out), and how many are
+    methods."""
+    own = own_members(cls)
+    methods = [
+        k
+        for k in own
+        if callable(getattr(cls, k))
+        or isinstance(vars(cls)[k], (staticmethod, classmethod, property))
+    ]
+    return len(own), len(methods)
+
+
+def every_member(cls: type) -> set[str]:
+    """The members of ``cls`` and of every class it inherits from, but ``object``."""
+    return {k for c in cls.__mro__ if c is not object for k in own_members(c)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state", default="hpcbench.train.start:Training")
@@ -136,17 +159,15 @@ def main() -> int:
     )
     from hpcbench.jobs.schedulers.base import Scheduler
 
-    own = [k for k in vars(Scheduler) if not (k.startswith("__") and k.endswith("__"))]
-    methods = [
-        k
-        for k in own
-        if callable(getattr(Scheduler, k))
-        or isinstance(vars(Scheduler)[k], (staticmethod, classmethod, property))
-    ]
+    own, methods = members(Scheduler)
     print(
-        f"Scheduler base: {len(own)} members ({len(methods)} methods, "
-        f"{len(own) - len(methods)} attributes)"
+        f"Scheduler base: {own} members ({methods} methods, {own - methods} attributes); "
+        f"with its parts: {len(every_member(Scheduler))}"
     )
+    for part in Scheduler.__mro__[1:]:
+        if part.__module__.startswith("hpcbench.jobs.schedulers."):
+            own, methods = members(part)
+            print(f"  part {part.__name__} ({part.__module__}): {own} members ({methods} methods)")
     return 0
 
 
