@@ -36,23 +36,29 @@ from hpcbench.jobs.state import state_dir
 
 class LocalScheduler(Starting, States, Scheduler):
     """This machine as a batch system: its files (:mod:`.files`), starting jobs
-    (:mod:`.starting`), their states and cancel (:mod:`.states`)."""
+    (:mod:`.starting`), their states and cancel (:mod:`.states`); of the Scheduler base's parts
+    its ids, waiting, launching, detection, script values, arrays, requeueing and limits."""
 
     name = "local"
     label = "the local scheduler"
     template = "local.sh.j2"
+    script_suffix = ".sh"
+    # ids
+    id_pattern = re.compile(r"local-[0-9]{1,18}(?:_[0-9]{1,10})?")
+    id_form = "local-<number>, e.g. local-1, or local-1_3 for an array task"
+    # waiting: this machine may be asked often
+    poll_start = 0.05
+    poll_ceiling = 1.0
+    # launching and detection
+    plays_every_system = True  # a launcher only a cluster has runs as its stand-in here
+    detect_order = 1000  # the last resort: no batch system on this machine
+    # arrays
+    array_index_var = "HPCBENCH_ARRAY_INDEX"
+    array_job_id_shell = '"$HPCBENCH_JOB_ID"'
+    # requeueing and limits
     stop_warning = "hpcbench cancel sends SIGTERM, SIGKILL a few seconds later"
     max_ranks = 1024
     max_ranks_reason = "starts every rank on this machine"
-    script_suffix = ".sh"
-    detect_order = 1000  # the last resort: no batch system on this machine
-    plays_every_system = True  # a launcher only a cluster has runs as its stand-in here
-    poll_start = 0.05
-    poll_ceiling = 1.0
-    id_pattern = re.compile(r"local-[0-9]{1,18}(?:_[0-9]{1,10})?")
-    id_form = "local-<number>, e.g. local-1, or local-1_3 for an array task"
-    array_index_var = "HPCBENCH_ARRAY_INDEX"
-    array_job_id_shell = '"$HPCBENCH_JOB_ID"'
 
     @classmethod
     def detect(cls) -> str | None:

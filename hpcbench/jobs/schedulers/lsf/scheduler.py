@@ -72,22 +72,31 @@ def parse_bjobs(out: str, job_ids: Sequence[str]) -> dict[str, JobStatus]:
 
 
 class LsfScheduler(Scheduler):
+    """LSF: the core, and of the Scheduler base's parts its ids, logs, detection, node agents,
+    script values, arrays, requeueing and accounting (with cancel marks)."""
+
     name = "lsf"
     label = "LSF"
-    accounting_command = "bacct"
-    cancel_marks = "lsf-cancelled"  # bkill ends a job as EXIT, like a failure
-    submit_command = "bsub"
     template = "lsf.bsub.j2"
-    stop_warning = "LSF sends the signal `lead` before the run limit (-wa/-wt)"
     script_suffix = ".lsf"
     directive_prefix = "#BSUB"
-    detect_order = 20
-    log_id_token = "%J"
+    submit_command = "bsub"
+    # ids
     id_pattern = re.compile(r"[0-9]{1,18}(?:\[[0-9]{1,10}\])?")
     id_form = "a number as bsub prints it, e.g. 1234, or 1234[5] for an array element"
+    # logs
+    log_id_token = "%J"
+    # detection
+    detect_order = 20
+    # arrays
     array_index_var = "LSB_JOBINDEX"
     array_job_id_shell = '"${LSB_JOBID}[${LSB_JOBINDEX}]"'
     array_log_token = "%J[%I]"
+    # requeueing
+    stop_warning = "LSF sends the signal `lead` before the run limit (-wa/-wt)"
+    # accounting
+    accounting_command = "bacct"
+    cancel_marks = "lsf-cancelled"  # bkill ends a job as EXIT, like a failure
 
     @classmethod
     def task_id(cls, array_id: str, index: int) -> str:

@@ -144,9 +144,30 @@ def _same_job(full_id: str, job_id: str) -> bool:
 
 
 class PbsScheduler(Scheduler):
+    """PBS Pro, OpenPBS and Torque: the core, and of the Scheduler base's parts its ids, logs,
+    detection, script values, arrays, requeueing, own options and accounting."""
+
     name = "pbs"
     label = "PBS"
-    accounting_command = "qstat -x"
+    template = "pbs.qsub.j2"
+    script_suffix = ".pbs"
+    directive_prefix = "#PBS"
+    submit_command = "qsub"
+    # ids
+    id_pattern = re.compile(
+        r"[0-9]{1,18}(?:\[[0-9]{0,10}\])?(?:\.[A-Za-z0-9][A-Za-z0-9.-]{0,252})?"
+    )
+    id_form = "the id qsub printed, e.g. 1234.server (or 1234[].server for an array)"
+    # logs: qsub -o DIR/ names the files itself: <job name>.o<sequence number>; the script's
+    # $job_id is the sequence number (PBS_JOBID up to its first dot)
+    log_names = ("{letter_name}.o{seq}", "{letter_name}.e{seq}")
+    run_dir_name = "{name}-{seq}"
+    log_path_refusals = ((":", "':'", "read HOST:PATH"),)
+    # detection
+    detect_order = 40  # after Grid Engine, whose qsub is told apart by what it says
+    # requeueing
+    stop_warning = "PBS sends SIGTERM at the walltime and on qdel, SIGKILL after its kill_delay"
+    # own options
     options = (
         OwnOption(
             "scheduler",
@@ -159,24 +180,11 @@ class PbsScheduler(Scheduler):
             "(Torque)",
         ),
     )
-    log_path_refusals = ((":", "':'", "read HOST:PATH"),)
-    submit_command = "qsub"
-    template = "pbs.qsub.j2"
-    stop_warning = "PBS sends SIGTERM at the walltime and on qdel, SIGKILL after its kill_delay"
-    script_suffix = ".pbs"
-    directive_prefix = "#PBS"
-    detect_order = 40  # after Grid Engine, whose qsub is told apart by what it says
-    # qsub -o DIR/ names the files itself: <job name>.o<sequence number>; the script's $job_id
-    # is the sequence number (PBS_JOBID up to its first dot)
-    log_names = ("{letter_name}.o{seq}", "{letter_name}.e{seq}")
-    run_dir_name = "{name}-{seq}"
-    id_pattern = re.compile(
-        r"[0-9]{1,18}(?:\[[0-9]{0,10}\])?(?:\.[A-Za-z0-9][A-Za-z0-9.-]{0,252})?"
-    )
-    id_form = "the id qsub printed, e.g. 1234.server (or 1234[].server for an array)"
+    # accounting
+    accounting_command = "qstat -x"
 
-    # PBS Pro's subjob index; Torque's is PBS_ARRAYID. A subjob's PBS_JOBID is 1234[7].server
-    # on both, and the script's $job_id keeps it up to the first dot.
+    # arrays: PBS Pro's subjob index; Torque's is PBS_ARRAYID. A subjob's PBS_JOBID is
+    # 1234[7].server on both, and the script's $job_id keeps it up to the first dot.
     array_index_var = "PBS_ARRAY_INDEX|PBS_ARRAYID"
     array_job_id_shell = '"${PBS_JOBID%%.*}"'
 

@@ -87,23 +87,30 @@ def _qstat_state(codes: list[str]) -> JobStatus:
 
 
 class SgeScheduler(Scheduler):
+    """Grid Engine: the core, and of the Scheduler base's parts its ids, logs, detection, script
+    values, arrays, requeueing, own options, accounting (with cancel marks) and dependencies."""
+
     name = "sge"
     label = "Grid Engine"
+    template = "sge.qsub.j2"
+    script_suffix = ".sge"
+    directive_prefix = "#$"
+    submit_command = "qsub"
+    # logs: qsub -o DIR/ names the files itself: <job name>.o<job id>
+    log_names = ("{name}.o{id}", "{name}.e{id}")
+    log_path_refusals = (("$", "'$'", "expands it"), (":", "':'", "read HOST:PATH"))
+    # detection
+    detect_order = 30
+    # requeueing
+    stop_warning = "Grid Engine sends SIGUSR2 before SIGKILL (-notify; the queue's notify time)"
+    # own options: the parallel environment of a job of several slots (qconf -spl lists them)
+    options = (OwnOption("scheduler", "sge_pe", "line", profile_key="sge_pe"),)
+    # accounting
     accounting_command = "qacct"
     cancel_marks = "sge-cancelled"  # qacct does not say who killed a job; we remember qdel
     cancel_mark_keeps = "-_."
+    # dependencies
     after_note = "Grid Engine's -hold_jid waits for its end, successful or not"
-    # the parallel environment of a job of several slots (qconf -spl lists them)
-    options = (OwnOption("scheduler", "sge_pe", "line", profile_key="sge_pe"),)
-    log_path_refusals = (("$", "'$'", "expands it"), (":", "':'", "read HOST:PATH"))
-    submit_command = "qsub"
-    template = "sge.qsub.j2"
-    stop_warning = "Grid Engine sends SIGUSR2 before SIGKILL (-notify; the queue's notify time)"
-    script_suffix = ".sge"
-    directive_prefix = "#$"
-    detect_order = 30
-    # qsub -o DIR/ names the files itself: <job name>.o<job id>
-    log_names = ("{name}.o{id}", "{name}.e{id}")
 
     @classmethod
     def detect(cls) -> str | None:
@@ -127,6 +134,7 @@ class SgeScheduler(Scheduler):
             ),
         }
 
+    # ids and arrays
     id_pattern = re.compile(r"[0-9]{1,18}(?:\.[0-9]{1,10})?")
     id_form = "a number as qsub prints it, e.g. 1234, or 1234.5 for an array task"
     array_index_var = "SGE_TASK_ID"

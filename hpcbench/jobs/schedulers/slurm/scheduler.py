@@ -99,31 +99,41 @@ def sacct_exit_code(raw: str) -> int | None:
 
 
 class SlurmScheduler(Scheduler):
+    """SLURM: the core, and of the Scheduler base's parts its ids, logs, detection, node agents,
+    script values, arrays, requeueing, preflight, own profile facts, accounting, the cluster's
+    description and submitit's executor."""
+
     name = "slurm"
     label = "SLURM"
-    # requeue.method = "scontrol": the job requeues itself (scontrol requeue) and keeps its id
-    requeue_methods = ("scontrol",)
-    profile_notes = {"sacct": ("whether SLURM accounting (sacct) answers on this cluster", bool)}
-    log_path_refusals = (("\\", "a backslash", "reads it as 'no substitution'"),)
-    submit_command = "sbatch"
-    describes_cluster = True
-    describe_commands = "sinfo, scontrol"
-    accounting_command = "sacct"
-    submitit_cluster = "slurm"
     template = "slurm.sbatch.j2"
+    script_suffix = ".sbatch"
+    directive_prefix = "#SBATCH"
+    submit_command = "sbatch"
+    # ids
+    id_pattern = re.compile(r"[0-9]{1,18}(?:_[0-9]{1,10})?(?:\+[0-9]{1,10})?")
+    id_form = "a number as sbatch prints it, e.g. 1234, or 1234_5 for an array task"
+    # logs
+    log_id_token = "%j"
+    log_path_refusals = (("\\", "a backslash", "reads it as 'no substitution'"),)
+    # detection
+    detect_order = 10
+    # arrays
+    array_index_var = "SLURM_ARRAY_TASK_ID"
+    array_job_id_shell = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
+    array_log_token = "%A_%a"
+    # requeueing; requeue.method = "scontrol": the job requeues itself (scontrol requeue) and
+    # keeps its id
     stop_warning = (
         "SLURM sends the signal to this shell `lead` before the time limit (--signal=B:), and "
         "SIGTERM on preemption"
     )
-    script_suffix = ".sbatch"
-    directive_prefix = "#SBATCH"
-    detect_order = 10
-    log_id_token = "%j"
-    id_pattern = re.compile(r"[0-9]{1,18}(?:_[0-9]{1,10})?(?:\+[0-9]{1,10})?")
-    id_form = "a number as sbatch prints it, e.g. 1234, or 1234_5 for an array task"
-    array_index_var = "SLURM_ARRAY_TASK_ID"
-    array_job_id_shell = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
-    array_log_token = "%A_%a"
+    requeue_methods = ("scontrol",)
+    # own options, accounting, describing, submitit support
+    profile_notes = {"sacct": ("whether SLURM accounting (sacct) answers on this cluster", bool)}
+    accounting_command = "sacct"
+    describes_cluster = True
+    describe_commands = "sinfo, scontrol"
+    submitit_cluster = "slurm"
 
     @classmethod
     def detect(cls) -> str | None:
