@@ -68,9 +68,9 @@ def write(out: Path, name: str, text: str) -> None:
 
 
 def scripts(out: Path) -> None:
+    from hpcbench.jobs.containers import runtime_names
     from hpcbench.jobs.render import render_script
     from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
-    from hpcbench.jobs.spec import CONTAINER_RUNTIMES
     from hpcbench.jobs.spec_load import build_spec, load_spec
 
     def from_dict(raw: dict, scheduler: str) -> str:
@@ -82,7 +82,7 @@ def scripts(out: Path) -> None:
     for scheduler in SCHEDULER_CLASSES:
         for launcher in LAUNCHERS:
             for nodes in (1, 2):
-                for runtime in (None, *CONTAINER_RUNTIMES):
+                for runtime in (None, *runtime_names()):
                     name = f"scripts/{scheduler}-{launcher}-{nodes}-{runtime or 'bare'}"
                     raw = spec_for(launcher, nodes, runtime)
                     write(out, name, outcome(from_dict, raw, scheduler))

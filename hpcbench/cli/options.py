@@ -8,8 +8,10 @@ import shlex
 from typing import Any
 
 from hpcbench.argparsing import Parser
+from hpcbench.jobs.containers import runtime_names
 from hpcbench.jobs.launchers import launcher_names
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES, SCHEDULER_CLASSES, this_machine
+from hpcbench.jobs.spec import Container
 from hpcbench.jobs.spec_options import field_keywords, own_options
 
 
@@ -93,8 +95,8 @@ def _environment_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--container-runtime",
         metavar="NAME",
-        help="what runs the image: apptainer (default), singularity, pyxis, enroot, podman-hpc, "
-        "charliecloud",
+        help="what runs the image: "
+        + ", ".join(f"{n} (default)" if n == Container.runtime else n for n in runtime_names()),
     )
     g.add_argument(
         "--bind",

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench.jobs.spec import SpecError
+from hpcbench.jobs.spec import FIELD_KEYWORDS, SpecError
 from hpcbench.jobs.spec_options import profile_notes, profile_spec_keys
 from hpcbench.tomlfile import TomlFileError, parse_toml
 
@@ -65,29 +65,18 @@ LOADER_VARIABLES = frozenset(
     }
 )  # fmt: skip
 
+#: the job spec's keywords (:data:`~.spec.FIELD_KEYWORDS`) a profile may set: what one cluster
+#: has in common for its jobs, not what one job runs or how large it is
+PROFILE_KEYWORDS = (
+    "scheduler", "host", "remote_dir", "partition", "account", "qos", "constraint",
+    "gpus_per_node", "cpus_per_task", "memory", "time", "exclusive", "modules", "venv",
+    "conda_env", "container", "container_runtime", "binds", "variables", "launcher",
+)  # fmt: skip
 #: a profile's keys -> the job spec field each fills (with the keys of the options that one
-#: batch system or launcher declares: :func:`spec_keys`)
+#: batch system or launcher declares: :func:`spec_keys`): those keywords' fields, and the
+#: requeue method, which no keyword of a job names
 SPEC_KEYS = {
-    "scheduler": "scheduler.name",
-    "host": "scheduler.host",
-    "remote_dir": "scheduler.remote_dir",
-    "partition": "resources.partition",
-    "account": "resources.account",
-    "qos": "resources.qos",
-    "constraint": "resources.constraint",
-    "gpus_per_node": "resources.gpus_per_node",
-    "cpus_per_task": "resources.cpus_per_task",
-    "memory": "resources.memory",
-    "time": "resources.time",
-    "exclusive": "resources.exclusive",
-    "modules": "environment.modules",
-    "venv": "environment.venv",
-    "conda_env": "environment.conda_env",
-    "container": "environment.container.image",
-    "container_runtime": "environment.container.runtime",
-    "binds": "environment.container.binds",
-    "variables": "environment.variables",
-    "launcher": "launcher.kind",
+    **{key: FIELD_KEYWORDS[key] for key in PROFILE_KEYWORDS},
     "requeue_method": "requeue.method",
 }
 #: keys a profile holds for the user and hpcbench's own commands, not for the job script:

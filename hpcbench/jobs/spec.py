@@ -15,8 +15,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-#: the container runtimes (:mod:`hpcbench.jobs.containers`, one module each; a test keeps them equal)
-CONTAINER_RUNTIMES = ("apptainer", "singularity", "pyxis", "enroot", "podman-hpc", "charliecloud")
 DEFAULT_PROGRAM_MODULE = "hpcbench.train"
 
 # Upper bounds. A file name component is at most 255 bytes, and the job name becomes part of log
@@ -157,7 +155,7 @@ class Container:
     enroot through pyxis, enroot, podman-hpc, Charliecloud)."""
 
     image: str = field(default="", metadata=_kind("path", required=True))
-    runtime: str = field(default="apptainer", metadata=_kind("choice", choices=CONTAINER_RUNTIMES))
+    runtime: str = field(default="apptainer", metadata=_kind("container_runtime"))
     binds: list[str] = field(default_factory=list, metadata=_kind("pathlist"))
     options: list[str] = field(default_factory=list, metadata=_kind("linelist"))
 

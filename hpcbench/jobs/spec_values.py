@@ -1,6 +1,7 @@
 """Checking one value of a job spec by its field's kind (the kinds ``spec.py`` declares in each
 field's metadata): counts, times, memory sizes, text that stays one inert line, paths, job ids,
-environment tables and choices (the schedulers' and launchers' names from their registries).
+environment tables and choices (the schedulers', launchers' and container runtimes' names from
+their registries).
 A problem is a ValueError without the field's name; :mod:`.spec_load` adds it."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from hpcbench.jobs.containers import runtime_names
 from hpcbench.jobs.launchers import launcher_names
 from hpcbench.jobs.remote.ssh import check_target
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES, SCHEDULER_CLASSES
@@ -169,13 +171,18 @@ def log_path_refusals() -> dict[str, tuple[str, str]]:
     }
 
 
+#: the choices of a field whose kind is a registry's (asked when a value is checked)
+_REGISTRY_CHOICES: dict[str, Callable[[], tuple[str, ...]]] = {
+    "requeue_method": requeue_methods,
+    "scheduler": lambda: SCHEDULER_CHOICES,
+    "launcher": launcher_names,
+    "container_runtime": runtime_names,
+}
+
+
 def _check_choice(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) -> str:
-    if kind == "requeue_method":
-        choices = requeue_methods()
-    else:
-        choices = {"scheduler": SCHEDULER_CHOICES, "launcher": launcher_names()}.get(
-            kind, meta.get("choices", ())
-        )
+    ask = _REGISTRY_CHOICES.get(kind)
+    choices = ask() if ask else meta.get("choices", ())
     if value not in choices:
         raise ValueError(f"expected one of {', '.join(choices)}")
     return value
@@ -193,7 +200,7 @@ _CHECKS: dict[str, Callable[[str, dict[str, Any], Any, bool], Any]] = {
     ),
     **dict.fromkeys(("textlist", "linelist", "pathlist"), _check_list),
     "envdict": _check_env,
-    **dict.fromkeys(("choice", "scheduler", "launcher", "requeue_method"), _check_choice),
+    **dict.fromkeys(("choice", *_REGISTRY_CHOICES), _check_choice),
 }
 
 

@@ -6,14 +6,19 @@ A strategy is its implementation (a :class:`hpcbench.train.strategies.base.Strat
 in its own module of ``hpcbench/train/strategies/``, which imports torch) and its kind here:
 ``--strategy``, the bench matrix, the job shapes and the predictions learn it from this
 registry (:data:`STRATEGY_KINDS`), and :func:`hpcbench.train.strategies.make_strategy` imports
-its module only when it runs.
+its module only when it runs. The registry is found as every other
+(:func:`hpcbench.plugins.discover`): the kinds of this module, then those of the modules other
+distributions declare under the ``hpcbench.strategies`` entry point. A plug-in's declared module
+defines a ``StrategyKind`` subclass and imports no torch (every command of the submit side loads
+it, on login nodes without torch); its ``implementation`` names the ``Strategy`` subclass, in a
+module of its own that imports torch when a run uses it.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcbench.plugins import registered
+from hpcbench.plugins import STRATEGY_GROUP, discover
 
 
 class StrategyKind:
@@ -104,9 +109,9 @@ class DataParallel(StrategyKind):
 
 
 def strategy_kinds() -> dict[str, type[StrategyKind]]:
-    """Every strategy by name, in the order they were declared."""
-    return {cls.name: cls for cls in registered(StrategyKind)}
+    """Every strategy by name, in the order they were declared (plug-ins' after these)."""
+    return {cls.name: cls for cls in discover(__name__, StrategyKind, STRATEGY_GROUP)}
 
 
-#: every strategy by name: single, ddp, mpi, dp
+#: every strategy by name: single, ddp, mpi, dp (and the plug-ins')
 STRATEGY_KINDS: dict[str, type[StrategyKind]] = strategy_kinds()

@@ -12,20 +12,26 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from hpcbench.jobs.containers import runtime_classes
+from hpcbench.jobs import containers as containers_package
+from hpcbench.jobs.containers import runtime_classes, runtime_names
+from hpcbench.jobs.launchers import launcher_classes
 from hpcbench.jobs.render import RenderError, render_script
 from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
-from hpcbench.jobs.spec import CONTAINER_RUNTIMES
 from hpcbench.jobs.spec_load import build_spec
 from tests.conftest import require
 from tests.unit.test_injection import CANARY, HOSTILE, as_path, run_script, sandbox  # noqa: F401
-from tests.unit.test_render import spec_for
+from tests.unit.test_render import runs_under, spec_for
 
 SCHEDULERS = list(SCHEDULER_CLASSES)
-LAUNCHERS = ("torchrun", "mpiexec", "srun")
+#: every runtime and every launcher the registries find, a new one included
+CONTAINER_RUNTIMES = runtime_names()
+LAUNCHERS = tuple(launcher_classes())
+#: the launchers that start ranks (direct starts the program itself, once)
+RANK_LAUNCHERS = tuple(n for n, c in launcher_classes().items() if not c.one_process)
 #: the command each runtime puts before a rank's program (pyxis: srun's options instead)
 COMMANDS = {
     "apptainer": ["apptainer", "exec"],
@@ -40,29 +46,49 @@ def container(runtime: str, image: str = "/img/torch", binds=("/scratch", "~/dat
     return {"container": {"runtime": runtime, "image": image, "binds": list(binds)}}
 
 
-def test_the_specs_runtime_names_are_the_registrys():
-    assert set(CONTAINER_RUNTIMES) == set(runtime_classes())
+def test_every_module_of_the_package_is_a_runtime_the_spec_takes():
+    modules = {p.stem for p in Path(containers_package.__file__).parent.glob("*.py")} - {
+        "__init__",
+        "base",
+    }
+    assert {cls.__module__.rpartition(".")[2] for cls in runtime_classes().values()} == modules
+    for runtime in CONTAINER_RUNTIMES:
+        spec = build_spec({"environment": container(runtime)})
+        assert spec.environment.container.runtime == runtime
 
 
-def refusal(runtime: str, scheduler: str, launcher: str) -> str | None:
-    """The one line a combination is refused with, None where it renders."""
-    if launcher == "srun" and scheduler not in ("slurm", "local"):
-        return "srun runs only under"
-    if runtime == "pyxis" and scheduler != "slurm":
-        return f"environment.container.runtime: pyxis runs only under slurm, not {scheduler}"
-    if runtime == "pyxis" and launcher == "mpiexec":
-        return "pyxis starts ranks only through srun or torchrun, not mpiexec (launcher.kind)"
+def refusal(runtime: str, scheduler: str, launcher: str, world_size: int) -> str | None:
+    """The one line a combination is refused with, None where it renders: what the launcher
+    and the runtime say of themselves (the batch system they run under, the launchers a runtime
+    works with, one process only)."""
+    if not runs_under(launcher, scheduler):
+        return f"{launcher} runs only under"
+    kind = launcher_classes()[launcher]
+    if kind.only_under and kind.only_under != scheduler:
+        kind = launcher_classes()[kind.stand_in]  # what the scheduler starts in its place
+    box = runtime_classes()[runtime]
+    if box.only_under and box.only_under != scheduler:
+        return f"environment.container.runtime: {runtime} runs only under {box.only_under}, not {scheduler}"
+    if box.launchers and kind.name not in box.launchers:
+        return (
+            f"{runtime} starts ranks only through {' or '.join(box.launchers)}, "
+            f"not {kind.name} (launcher.kind)"
+        )
+    if kind.one_process and world_size > 1:
+        return f"launcher.kind: {launcher} starts one process"
     return None
 
 
 def test_every_runtime_launcher_scheduler_and_node_count_lints_or_is_refused(tmp_path):
-    scripts, linted = [], []
+    scripts, linted, rendered = [], [], set()
     for runtime in CONTAINER_RUNTIMES:
         for scheduler in SCHEDULERS:
             for launcher in LAUNCHERS:
                 for nodes in (1, 2):
-                    spec = spec_for(launcher, nodes, environment=container(runtime))
-                    why = refusal(runtime, scheduler, launcher)
+                    one = launcher_classes()[launcher].one_process  # its job: one process
+                    shape = {"resources": {"tasks_per_node": 1}} if one else {}
+                    spec = spec_for(launcher, nodes, environment=container(runtime), **shape)
+                    why = refusal(runtime, scheduler, launcher, spec.resources.world_size)
                     if why is not None:
                         with pytest.raises(RenderError, match=re.escape(why)) as err:
                             render_script(spec, scheduler)
@@ -73,13 +99,22 @@ def test_every_runtime_launcher_scheduler_and_node_count_lints_or_is_refused(tmp
                     script = tmp_path / f"{runtime}-{scheduler}-{launcher}-{nodes}.sh"
                     script.write_text(text)
                     scripts.append(script)
+                    rendered.add((runtime, scheduler, launcher))
                     # shellcheck costs 0.3 s a script: the runtime's words are the same under
                     # every batch system (test_render lints each template), so SLURM's (srun's
                     # own options) and the local scheduler's (its own agents) are linted
                     if scheduler in ("slurm", "local"):
                         linted.append(script)
-    # 24 of each runtime (srun only under SLURM and the local scheduler), 4 of pyxis (SLURM's)
-    assert len(scripts) == 5 * 24 + 4
+    # each runtime under each batch system it runs under, with each launcher it works with
+    # there (srun only under SLURM and the local scheduler; pyxis SLURM's, not under mpiexec)
+    expected = {
+        (runtime, scheduler, launcher)
+        for runtime in CONTAINER_RUNTIMES
+        for scheduler in SCHEDULERS
+        for launcher in LAUNCHERS
+        if refusal(runtime, scheduler, launcher, 1) is None
+    }
+    assert rendered == expected and len(expected) > len(CONTAINER_RUNTIMES) * len(SCHEDULERS)
     for script in scripts:
         syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
         assert syntax.returncode == 0, script.name + syntax.stderr
@@ -98,7 +133,7 @@ def launch_calls(calls: list[dict]) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("runtime", [r for r in CONTAINER_RUNTIMES if r != "pyxis"])
-@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize("launcher", [n for n in RANK_LAUNCHERS if runs_under(n, "slurm")])
 def test_the_runtime_runs_each_rank_and_the_launcher_stays_outside(sandbox, runtime, launcher):  # noqa: F811
     tmp, env = sandbox
     spec = build_spec(
@@ -117,7 +152,7 @@ def test_the_runtime_runs_each_rank_and_the_launcher_stays_outside(sandbox, runt
     assert "/img/torch" in words
     after = words[words.index("/img/torch") + 1 :]
     after = after[1:] if after[0] == "--" else after  # ch-run's end of options
-    if launcher == "torchrun":  # the agent runs inside, and starts the ranks there
+    if launcher_classes()[launcher].agent_per_node:  # the agent runs inside, starts the ranks
         assert after[:3] == ["python", "-m", "torch.distributed.run"], after
     else:
         assert after == ["prog", "arg"], after

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcbench.jobs.launchers import launcher_classes
 from hpcbench.jobs.render import RenderError, directive, render_script
 from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
 from hpcbench.jobs.spec import SpecError
@@ -112,9 +113,10 @@ def hostile_spec(
     (venv / "bin").mkdir(parents=True, exist_ok=True)
     (venv / "bin" / "activate").write_text("export HPCB_ACTIVATED=yes\n")
     qsub_value = line_value if quotes_directives(scheduler) else as_qsub_word(line_value)
+    one = launcher_classes()[launcher].one_process  # the program itself, once: no launcher args
     resources = {
-        "nodes": 2,
-        "tasks_per_node": 2,
+        "nodes": 1 if one else 2,
+        "tasks_per_node": 1 if one else 2,
         "job_name": line_value,
         "output_dir": as_output_dir(qsub_value),
     }
@@ -135,7 +137,7 @@ def hostile_spec(
         },
         "launcher": {
             "kind": launcher,
-            "args": [value],
+            "args": [] if one else [value],
             **({"srun_mpi": line_value} if launcher == "srun" else {}),
         },
         "program": {**prog, "args": [value, "--x"]},
@@ -190,7 +192,7 @@ def launches(scheduler: str, launcher: str) -> bool:
 CASES = [
     (s, launcher, program)
     for s in SCHEDULERS
-    for launcher in ("torchrun", "mpiexec", "srun")
+    for launcher in launcher_classes()  # every launcher the registry finds, a new one included
     if launches(s, launcher)
     for program in ("script", "command")
 ]

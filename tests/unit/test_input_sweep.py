@@ -33,6 +33,7 @@ from hpcbench.jobs.spec_load import load_spec as load_spec_file
 from hpcbench.jobs.spec_options import own_options, requeue_methods
 from hpcbench.train.command_line import parse_args
 from hpcbench.train.config import ConfigError
+from hpcbench.train.option_fields import STRATEGIES
 from tests.conftest import examples, need_module
 
 SWEEP = settings(
@@ -888,9 +889,7 @@ TRAIN_FLAGS: dict[str, st.SearchStrategy[str]] = {
     "--model": st.sampled_from(
         ["", ":4", "small_cnn:", "small_cnn:1", "mlp:0", "rnn:x", "resnet18:4"]
     ),
-    "--strategy": st.text(max_size=6).filter(
-        lambda v: v not in ("auto", "single", "ddp", "mpi", "dp")
-    ),
+    "--strategy": st.text(max_size=6).filter(lambda v: v not in STRATEGIES),
     "--optimizer": st.text(max_size=6).filter(lambda v: v not in ("sgd", "adamw")),
     "--schedule": st.text(max_size=6).filter(
         lambda v: v not in ("none", "cosine", "step", "onecycle")

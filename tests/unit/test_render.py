@@ -9,13 +9,24 @@ from pathlib import Path
 
 import pytest
 
+from hpcbench.jobs.launchers import launcher_classes
 from hpcbench.jobs.render import RenderError, directive, render_script
 from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
 from hpcbench.jobs.spec_load import build_spec
 from tests.conftest import require
 
 SCHEDULERS = list(SCHEDULER_CLASSES)  # every scheduler the registry finds, a new one included
-LAUNCHERS = ["torchrun", "mpiexec", "srun", "direct"]
+LAUNCHERS = list(launcher_classes())  # every launcher the registry finds, a new one included
+
+
+def runs_under(launcher: str, scheduler: str) -> bool:
+    """Whether the launcher's ranks start under the scheduler, as the launcher says of itself:
+    anywhere, under its one batch system, or as its stand-in's under the scheduler that plays
+    every system (srun: SLURM's, and mpiexec's under the local scheduler)."""
+    cls = launcher_classes()[launcher]
+    if not cls.only_under or cls.only_under == scheduler:
+        return True
+    return bool(cls.stand_in) and SCHEDULER_CLASSES[scheduler].plays_every_system
 
 
 def spec_for(launcher: str, nodes: int, **extra):
@@ -50,9 +61,9 @@ def matrix():
     for scheduler in SCHEDULERS:
         for launcher in LAUNCHERS:
             for nodes in (1, 2):
-                if launcher == "srun" and scheduler not in ("slurm", "local"):
+                if not runs_under(launcher, scheduler):
                     continue  # refused: see test_srun_needs_slurm
-                if launcher == "direct" and nodes > 1:
+                if launcher_classes()[launcher].one_process and nodes > 1:
                     continue  # refused: see test_direct_starts_the_program_itself_once
                 yield scheduler, launcher, nodes
 
@@ -61,7 +72,9 @@ def matrix():
 def test_every_script_passes_bash_n_and_shellcheck(tmp_path, scheduler, launcher, nodes):
     for with_container in (False, True):
         extra = {"environment": {"container": {"image": "/img/torch.sif", "binds": ["/scratch"]}}}
-        one = {"resources": {"tasks_per_node": 1}} if launcher == "direct" else {}
+        one = (
+            {"resources": {"tasks_per_node": 1}} if launcher_classes()[launcher].one_process else {}
+        )
         spec = spec_for(launcher, nodes, **one, **(extra if with_container else {}))
         script = tmp_path / f"job-{with_container}.sh"
         script.write_text(render_script(spec, scheduler))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcbench.jobs.launchers import launcher_classes
 from hpcbench.jobs.render import render_script
 from hpcbench.jobs.schedulers.slurm.cluster import check_slurm
 from hpcbench.jobs.spec_load import build_spec
@@ -85,8 +86,8 @@ def scheduler_environment(scheduler: str, tmp_path: Path) -> dict[str, str]:
 CASES = [
     (scheduler, launcher)
     for scheduler in ("slurm", "pbs", "sge", "lsf", "local")
-    for launcher in ("torchrun", "mpiexec", "srun")
-    if launcher != "srun" or scheduler == "slurm"
+    for launcher, cls in launcher_classes().items()  # every launcher that starts ranks
+    if not cls.one_process and cls.only_under in ("", scheduler)
 ]
 
 

@@ -1,11 +1,11 @@
 """The accounting of a finished job, from its scheduler's reader: each batch system's package
-holds an :class:`~hpcbench.jobs.accounting.records.AccountingReader` for it, found here by the
-scheduler's name; a scheduler without one (the local scheduler) keeps no accounting."""
+holds an :class:`~hpcbench.jobs.accounting.records.AccountingReader` for it (its ``accounting``
+module; a plug-in's, a module declared under the ``hpcbench.accounting`` entry point), found
+here by the scheduler's name; a scheduler without one (the local scheduler) keeps no
+accounting."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +17,22 @@ from hpcbench.jobs.accounting.records import (
     unavailable,
 )
 from hpcbench.jobs.schedulers import SCHEDULER_CLASSES
-from hpcbench.plugins import registered
+from hpcbench.plugins import ACCOUNTING_GROUP, discover
 
 
 def readers() -> dict[str, type[AccountingReader]]:
     """Every scheduler's accounting reader, by the scheduler's name: the ``accounting`` module
-    beside a scheduler's ``scheduler`` module (its package's) is imported here, when accounting
-    is first asked for (not on every command); a plug-in's reader may live anywhere it imports."""
-    for cls in SCHEDULER_CLASSES.values():
-        package, _, module = cls.__module__.rpartition(".")
-        if module == "scheduler" and importlib.util.find_spec(f"{package}.accounting"):
-            importlib.import_module(f"{package}.accounting")
-    return {
-        cls.scheduler: cls
-        for cls in registered(AccountingReader, "scheduler")
-        if cls.scheduler in SCHEDULER_CLASSES
-    }
+    of each batch system's package, and the plug-ins', imported here when accounting is first
+    asked for (not on every command)."""
+    found = discover(
+        "hpcbench.jobs.schedulers",
+        AccountingReader,
+        ACCOUNTING_GROUP,
+        "scheduler",
+        within="accounting",
+    )
+    by_scheduler = {cls.scheduler: cls for cls in found}
+    return {name: by_scheduler[name] for name in SCHEDULER_CLASSES if name in by_scheduler}
 
 
 def keeps_accounting(scheduler: str) -> bool:

@@ -2,34 +2,29 @@
 Apptainer and Singularity, enroot through pyxis, enroot, podman-hpc, Charliecloud.
 
 Every module of this package that defines a ``ContainerRuntime`` subclass with a ``name`` is a
-runtime: :func:`runtime_classes` finds them by importing them, so adding one is one module here
-(and its name in :data:`hpcbench.jobs.spec.CONTAINER_RUNTIMES`, which a test keeps equal).
+runtime: :func:`runtime_classes` finds them by importing them, on its first call, with the modules
+other distributions declare under the ``hpcbench.containers`` entry point
+(:func:`hpcbench.plugins.discover`, as every registry), so adding one is one module here; the
+spec's ``environment.container.runtime`` takes the names found.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from hpcbench.jobs.containers.base import ContainerError, ContainerRuntime
 from hpcbench.jobs.shell import Word
 from hpcbench.jobs.spec import JobSpec
-from hpcbench.plugins import registered
-
-
-def _discover() -> None:
-    for module in pkgutil.iter_modules(__path__):
-        if module.name != "base":
-            importlib.import_module(f"{__name__}.{module.name}")
-
-
-_discover()
+from hpcbench.plugins import CONTAINER_GROUP, discover
 
 
 def runtime_classes() -> dict[str, type[ContainerRuntime]]:
-    """Every runtime by name, in the order the docs list them."""
-    found = sorted(registered(ContainerRuntime), key=lambda c: (c.order, c.name))
+    """Every runtime by name, in the order the docs list them (plug-ins' too)."""
+    found = discover(__name__, ContainerRuntime, CONTAINER_GROUP, order="order")
     return {cls.name: cls for cls in found}
+
+
+def runtime_names() -> tuple[str, ...]:
+    """What ``environment.container.runtime`` and ``--container-runtime`` take."""
+    return tuple(runtime_classes())
 
 
 def runtime_of(spec: JobSpec) -> type[ContainerRuntime] | None:
@@ -71,6 +66,7 @@ __all__ = [
     "check_container",
     "rank_prefix",
     "runtime_classes",
+    "runtime_names",
     "runtime_of",
     "srun_options",
 ]

@@ -2,44 +2,25 @@
 srun, direct (the program itself, one process).
 
 Every module of this package that defines a ``Launcher`` subclass with a ``name`` is a launcher:
-:func:`launcher_classes` finds them by importing them (and, on its first call, the modules other
-distributions declare under the ``hpcbench.launchers`` entry point), so adding one is one module
-here. A launcher knows no scheduler by its code: it says under which batch system alone it runs
+:func:`launcher_classes` finds them by importing them, on its first call, with the modules other
+distributions declare under the ``hpcbench.launchers`` entry point
+(:func:`hpcbench.plugins.discover`, as every registry), so adding one is one module here. A launcher knows no scheduler by its code: it says under which batch system alone it runs
 (``only_under``), and :func:`launcher_for` picks it, or its stand-in, for a scheduler.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Mapping
-from functools import cache
 
 from hpcbench.jobs.launchers.base import Launcher, LaunchError
-from hpcbench.plugins import LAUNCHER_GROUP, load_plugins, registered
-
-
-def _discover() -> None:
-    for module in pkgutil.iter_modules(__path__):
-        if module.name != "base":
-            importlib.import_module(f"{__name__}.{module.name}")
-
-
-@cache
-def _load_plugins() -> None:
-    """The launchers other distributions declare, imported on the first question to the
-    registry (not while this package is imported: the schedulers' base imports it, and a
-    plug-in imports that base)."""
-    load_plugins(LAUNCHER_GROUP)
+from hpcbench.plugins import LAUNCHER_GROUP, discover
 
 
 def launcher_classes() -> dict[str, type[Launcher]]:
-    """Every launcher by name, in the order ``--help`` lists them (plug-ins' too)."""
-    _load_plugins()
-    return {cls.name: cls for cls in sorted(registered(Launcher), key=lambda c: (c.order, c.name))}
-
-
-_discover()
+    """Every launcher by name, in the order ``--help`` lists them (plug-ins' too): imported on
+    the first question to the registry (not while this package is imported: the schedulers'
+    base imports it, and a plug-in imports that base)."""
+    return {cls.name: cls for cls in discover(__name__, Launcher, LAUNCHER_GROUP, order="order")}
 
 
 def launcher_names() -> tuple[str, ...]:

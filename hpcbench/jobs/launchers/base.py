@@ -44,6 +44,8 @@ class Launcher:
     only_under: ClassVar[str] = ""
     #: the launcher a scheduler that plays every batch system on one machine starts instead
     stand_in: ClassVar[str] = ""
+    #: it starts the program itself as the job's one process: a job of more is refused
+    one_process: ClassVar[bool] = False
 
     #: the job spec fields only this launcher reads (:class:`~hpcbench.jobs.spec.OwnOption`)
     options: ClassVar[tuple[OwnOption, ...]] = ()

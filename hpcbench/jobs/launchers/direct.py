@@ -16,6 +16,7 @@ from hpcbench.jobs.spec import JobSpec
 class Direct(Launcher):
     name = "direct"
     order = 40
+    one_process = True
 
     @classmethod
     def words(cls, spec: JobSpec, scheduler: type[NodeStarter]) -> list[Word]:

@@ -2,37 +2,27 @@
 
 Every package of this one whose modules define a :class:`~.base.Scheduler` subclass with a
 ``name`` is a scheduler: :data:`SCHEDULER_CLASSES` is found by importing them (and the modules
-other distributions declare under the ``hpcbench.schedulers`` entry point), so adding one is one
-package here and one template in ``templates/``. :func:`detect` asks each class, in its ``detect_order``,
+other distributions declare under the ``hpcbench.schedulers`` entry point:
+:func:`hpcbench.plugins.discover`, as every registry), so adding one is one package here and one
+template in ``templates/``. :func:`detect` asks each class, in its ``detect_order``,
 whether this machine is its (``sbatch`` means SLURM, ``bsub`` LSF, ``qsub`` Grid Engine or PBS
 as ``qsub`` says of itself, anything else the local scheduler).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from hpcbench.jobs.schedulers.base import (
     JobIdError,
     JobStatus,
     Scheduler,
     SchedulerError,
-    defined_schedulers,
 )
-from hpcbench.plugins import SCHEDULER_GROUP, load_plugins
-
-
-def _discover() -> dict[str, type[Scheduler]]:
-    for module in pkgutil.iter_modules(__path__):
-        if module.name != "base":
-            importlib.import_module(f"{__name__}.{module.name}")
-    load_plugins(SCHEDULER_GROUP)
-    return {cls.name: cls for cls in defined_schedulers()}
-
+from hpcbench.plugins import SCHEDULER_GROUP, discover
 
 #: every scheduler by name, in the order :func:`detect` asks them
-SCHEDULER_CLASSES: dict[str, type[Scheduler]] = _discover()
+SCHEDULER_CLASSES: dict[str, type[Scheduler]] = {
+    cls.name: cls for cls in discover(__name__, Scheduler, SCHEDULER_GROUP, order="detect_order")
+}
 #: what ``--scheduler`` and ``scheduler.name`` take: "auto" (detect) or a scheduler's name
 SCHEDULER_CHOICES: tuple[str, ...] = ("auto", *SCHEDULER_CLASSES)
 

@@ -4,7 +4,9 @@ Each is a small class behind :class:`hpcbench.train.strategies.base.Strategy`, i
 ``single`` (no wrapper), ``ddp`` (PyTorch DistributedDataParallel), ``mpi`` (mpi4py: Scatter of
 the index, bucketed Iallreduce from gradient hooks), ``dp`` (torch.nn.DataParallel over one
 node's GPUs). What the rest of hpcbench knows of them without torch is their kind
-(:mod:`hpcbench.train.strategy_kinds`); :func:`make_strategy` imports the one a run uses.
+(:mod:`hpcbench.train.strategy_kinds`, a registry found as every other, plug-ins' kinds declared
+under the ``hpcbench.strategies`` entry point included); :func:`make_strategy` imports the one a
+run uses, whose class declares the kind's name (``name``).
 """
 
 from __future__ import annotations
