@@ -7,6 +7,10 @@ each become a :class:`JsonFileError` saying ``"<path>: not valid JSON (<why>)"``
 a regular file only (a FIFO, a device or a link to one is refused before a byte is read, never
 waited on), at most :data:`MAX_JSON_BYTES`; a missing, unreadable or oversized file is one line
 too. Callers re-raise the error as their own class.
+
+:data:`JSONValue` and :data:`JSONObject` type what is truly arbitrary JSON (a user's config
+table, a measured program's own values); a document hpcbench writes has its own type beside its
+writer (:class:`hpcbench.run_documents.Metrics`, …).
 """
 
 from __future__ import annotations
@@ -17,6 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.files import NotRegularFile, read_regular
+
+#: any value JSON (or TOML, read as JSON) holds, as :func:`json.loads` gives it
+JSONValue = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
+#: a JSON object whose keys are not known in advance (a user's table, a program's own values)
+JSONObject = dict[str, JSONValue]
 
 # The largest JSON file read (metrics, accounting, energy samples of a long run, a sweep's plan):
 # far above what hpcbench writes, far below what would exhaust a login node's memory.

@@ -9,6 +9,10 @@ outside the sampled span (or a device without samples) gives null, never 0.
 
 :func:`measure_idle` is the same sampler on an idle node, for the benchmark runner: watts per
 device before a matrix (``idle.json``).
+
+``energy.json`` is typed :class:`~hpcbench.run_documents.EnergyDocument` (beside its writer,
+:func:`hpcbench.run_documents.write_energy`); ``idle.json`` is typed here, :class:`IdleDocument`
+of :class:`IdleDevice`.
 """
 
 from __future__ import annotations
@@ -19,16 +23,36 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TypedDict
 
 from hpcbench.energy import nvml, rapl
 from hpcbench.energy.devices import Device, Source
+from hpcbench.run_documents import EnergyDevice, EnergyDocument, EnergyNode, PhaseWindow
 
 PHASES = ("setup", "train", "val", "test")
 FORMAT = "hpcbench-energy/1"
 DEFAULT_INTERVAL_S = 0.5
 Sample = list[float]  # [unix seconds, cumulative joules]
-Window = dict[str, Any]  # {"phase": str, "start": unix s, "end": unix s}
+Window = PhaseWindow  # {"phase": str, "start": unix s, "end": unix s}
+
+
+class IdleDevice(TypedDict):
+    """One device of ``idle.json``: its mean watts while idle (None: unreadable, ``reason``)."""
+
+    host: str
+    name: str
+    kind: str
+    method: str
+    reason: str
+    watts: float | None
+
+
+class IdleDocument(TypedDict):
+    """``idle.json``: each device's watts over ``seconds`` of an idle node."""
+
+    seconds: float
+    interval_s: float
+    devices: list[IdleDevice]
 
 
 def discover(
@@ -106,7 +130,7 @@ class Sampler:
                 pass
             self._nvml = None
 
-    def devices(self) -> list[dict[str, Any]]:
+    def devices(self) -> list[EnergyDevice]:
         """This node's DEVICE records, without phases (:func:`add_phases` fills them)."""
         out = []
         for s in self.sources:
@@ -130,7 +154,7 @@ class Sampler:
             )
         return out
 
-    def node(self) -> dict[str, Any]:
+    def node(self) -> EnergyNode:
         return {"host": self.host, "devices": self.devices()}
 
 
@@ -171,7 +195,7 @@ def phase_energies(samples: Sequence[Sample], windows: Sequence[Window]) -> dict
     return out
 
 
-def add_phases(node: dict[str, Any], windows: Sequence[Window]) -> dict[str, Any]:
+def add_phases(node: EnergyNode, windows: Sequence[Window]) -> EnergyNode:
     """Fill each device's ``phases`` and ``total_j`` (from the first window's start to the last
     one's end: the run's set-up, training, validation and test) from ``windows``."""
     for device in node["devices"]:
@@ -188,11 +212,11 @@ def add_phases(node: dict[str, Any], windows: Sequence[Window]) -> dict[str, Any
 
 
 def energy_document(
-    nodes: Iterable[dict[str, Any]], interval_s: float, windows: Sequence[Window]
-) -> dict[str, Any]:
+    nodes: Iterable[EnergyNode], interval_s: float, windows: Sequence[Window]
+) -> EnergyDocument:
     """energy.json: one entry per host (a second sampler on the same host, e.g. emulated nodes,
     is dropped: the host's counters are counted once), phases filled from ``windows``."""
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, EnergyNode] = {}
     for node in nodes:
         seen.setdefault(node["host"], node)
     return {
@@ -203,7 +227,7 @@ def energy_document(
 
 
 # ---- idle power ---------------------------------------------------------------------------------
-def idle_devices(sampler: Sampler) -> list[dict[str, Any]]:
+def idle_devices(sampler: Sampler) -> list[IdleDevice]:
     """Each device's mean watts over the sampler's readings (None when unavailable or fewer
     than two readings), as idle.json lists them."""
     out = []
@@ -227,7 +251,7 @@ def idle_devices(sampler: Sampler) -> list[dict[str, Any]]:
     return out
 
 
-def measure_idle(seconds: float, interval_s: float = DEFAULT_INTERVAL_S) -> dict[str, Any]:
+def measure_idle(seconds: float, interval_s: float = DEFAULT_INTERVAL_S) -> IdleDocument:
     """Sample this node for ``seconds`` while nothing else is meant to run: idle.json's
     ``{"seconds", "interval_s", "devices"}`` (watts per device). No GPU counts as used."""
     sources, started = discover()
