@@ -2,7 +2,10 @@
 figures (:data:`JOB_KEYS`) and its steps' (:data:`STEP_KEYS`), an empty or unavailable record,
 asking a command without ever raising (:func:`ask`, :func:`refused`), keeping a record in its
 run directory (:func:`store`, :func:`load`) and the base of every reader
-(:class:`AccountingReader`)."""
+(:class:`AccountingReader`).
+
+``accounting.json`` is typed here, beside its writer (:func:`store`): :class:`AccountingRecord`,
+its :class:`AccountingJob` and :class:`AccountingStep`."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import math
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 ACCOUNTING_FILE = "accounting.json"
 ACCOUNTING_FORMAT = "hpcbench-accounting/1"
@@ -59,9 +62,77 @@ STEP_KEYS = (
 )
 
 
+#: a TRES table (``billing``, ``cpu``, ``mem`` …) as the batch system words it
+Tres = dict[str, "float | str"]
+
+
+class AccountingJob(TypedDict):
+    """The whole job's figures (:data:`JOB_KEYS`; None where the batch system does not say)."""
+
+    state: str | None
+    exit_code: int | None
+    submit: str | None
+    eligible: str | None
+    start: str | None
+    end: str | None
+    queue_wait_s: float | None
+    eligible_wait_s: float | None
+    elapsed_s: float | None
+    nodes: int | None
+    nodelist: str | None
+    cpus: int | None
+    cpu_time_s: float | None
+    cpu_efficiency: float | None
+    memory_allocated_bytes: float | None
+    max_rss_bytes: float | None
+    max_vmsize_bytes: float | None
+    memory_used_bytes: float | None
+    memory_efficiency: float | None
+    energy_j: float | None
+    alloc_tres: Tres | None
+
+
+class AccountingStep(TypedDict):
+    """One job step's figures (:data:`STEP_KEYS`)."""
+
+    step: str | None
+    name: str | None
+    state: str | None
+    exit_code: int | None
+    elapsed_s: float | None
+    tasks: int | None
+    nodelist: str | None
+    max_rss_bytes: float | None
+    max_rss_task: int | None
+    max_rss_node: str | None
+    max_vmsize_bytes: float | None
+    cpu_time_s: float | None
+    memory_used_bytes: float | None
+    energy_j: float | None
+    tres_usage_in_tot: Tres | None
+
+
+class AccountingRecord(TypedDict):
+    """``accounting.json`` (format :data:`ACCOUNTING_FORMAT`): the scheduler's record of one
+    job, or (``available`` false) the one line saying why there is none."""
+
+    format: str
+    scheduler: str
+    job_id: str
+    source: str
+    read_at: str
+    available: bool
+    reason: str
+    job: AccountingJob
+    steps: list[AccountingStep]
+    energy_reason: str
+    energy_source: str
+    notes: list[str]
+
+
 def empty_record(
     scheduler: str, job_id: str, source: str, energy_source: str = ""
-) -> dict[str, Any]:
+) -> AccountingRecord:
     """An accounting record with nothing known yet; ``energy_source``: what its energy is, in
     the batch system's words, where it records one."""
     return {
@@ -80,7 +151,7 @@ def empty_record(
     }
 
 
-def unavailable(scheduler: str, job_id: str, source: str, reason: str) -> dict[str, Any]:
+def unavailable(scheduler: str, job_id: str, source: str, reason: str) -> AccountingRecord:
     """A record saying, in one line, why there is no accounting for this job."""
     record = empty_record(scheduler, job_id, source)
     record["reason"] = " ".join(reason.split())[:300] or "no accounting"
@@ -105,7 +176,7 @@ def ask(argv: list[str]) -> tuple[int, str, str]:
 
 def refused(
     scheduler: str, job_id: str, source: str, answer: tuple[int, str, str], last: bool = False
-) -> dict[str, Any]:
+) -> AccountingRecord:
     """The record of a command that gave no accounting, in its own words: the first line it
     said (``last``: the last one not part of a header or a table)."""
     code, out, err = answer
@@ -117,7 +188,7 @@ def refused(
     )
 
 
-def store(run_dir: Path, record: dict[str, Any]) -> Path | None:
+def store(run_dir: Path, record: AccountingRecord) -> Path | None:
     """Write ``record`` as ``run_dir/accounting.json`` (atomically); None where the run
     directory is not there (a job that failed before making it) or cannot be written."""
 
@@ -132,7 +203,7 @@ def store(run_dir: Path, record: dict[str, Any]) -> Path | None:
         return None
 
 
-def load(run_dir: Path) -> dict[str, Any] | None:
+def load(run_dir: Path) -> AccountingRecord | None:
     """The record kept in ``run_dir``, None where there is none (or it is not one)."""
     from hpcbench.jsonfile import JsonFileError, read_json
 
@@ -170,7 +241,7 @@ def _checked(key: str, value: Any) -> Any:
     return value if number and math.isfinite(value) else None
 
 
-def final(record: dict[str, Any]) -> bool:
+def final(record: AccountingRecord) -> bool:
     """Whether a record is the job's last word: accounting found, and the job ended in it."""
     state = str((record.get("job") or {}).get("state") or "").split()[:1]
     return bool(record.get("available")) and bool(state) and state[0] in FINAL_STATES
@@ -193,6 +264,6 @@ class AccountingReader:
     source: ClassVar[str] = ""
 
     @classmethod
-    def read(cls, job_id: str) -> dict[str, Any]:
+    def read(cls, job_id: str) -> AccountingRecord:
         """The record of one finished job (never raises for a refusal: the record says so)."""
         raise NotImplementedError

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from hpcbench.jobs.accounting.records import AccountingRecord
 from hpcbench.jobs.accounting.usage import hints, usage_lines
 
 
@@ -27,7 +26,7 @@ def _secs(value: float | None) -> str:
     return f"{value / 3600:.1f} h"
 
 
-def describe(record: dict[str, Any]) -> list[str]:
+def describe(record: AccountingRecord) -> list[str]:
     """The record in a few lines for ``hpcbench status --verbose``."""
     source = f"(from {record.get('source')})"
     if not record.get("available"):

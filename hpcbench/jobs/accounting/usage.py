@@ -8,7 +8,10 @@ section. Where the batch system does not say a figure, nothing is guessed."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hpcbench.jobs.accounting.records import AccountingJob
 
 #: below these shares of what was asked a job gets a hint (seff's own report flags such jobs)
 LOW_CPU_SHARE = 0.5
@@ -23,7 +26,7 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def cpus_used(job: dict[str, Any]) -> float | None:
+def cpus_used(job: AccountingJob) -> float | None:
     """The CPUs the job kept busy on average: its CPU time over its elapsed time."""
     cpu, elapsed = job.get("cpu_time_s"), job.get("elapsed_s")
     if not _number(cpu) or not _number(elapsed) or elapsed <= 0:
@@ -37,7 +40,7 @@ def _size(value: float) -> str:
     return f"{value / (1 << 20):.0f} MiB"
 
 
-def usage_lines(job: dict[str, Any]) -> list[str]:
+def usage_lines(job: AccountingJob) -> list[str]:
     """One line for the CPUs, one for the memory, where the record says them: "asked for 8
     CPUs, used 1.9 on average (24 %)"."""
     lines = []
@@ -55,7 +58,7 @@ def usage_lines(job: dict[str, Any]) -> list[str]:
     return lines
 
 
-def hints(job: dict[str, Any]) -> list[str]:
+def hints(job: AccountingJob) -> list[str]:
     """What to ask for instead, where the job asked for far more than it used."""
     found = []
     used, cpus = cpus_used(job), job.get("cpus")
