@@ -1,7 +1,9 @@
 """Rank 0's documents of a measured run, in the layout hpcbench's trainer writes
 (:mod:`hpcbench.run_documents`): the ranks' records combined as the trainer combines its own
 (a phase's time is the slowest rank's, samples are summed over ranks, values are rank 0's), so
-that the results reader, the report, ``compare``, ``history`` and ``check`` read them unchanged.
+that the results reader, the report, ``compare``, ``history`` and ``check`` read them unchanged:
+the ranks' :class:`~hpcbench.measure.rank_records.RankRecord` in, a
+:class:`~hpcbench.run_documents.Metrics` out.
 """
 
 from __future__ import annotations
@@ -10,12 +12,25 @@ import platform
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcbench import __version__
 from hpcbench.launch import MPI_LAUNCHERS, LaunchInfo, container, job_id, node_list
 from hpcbench.measure.values import plain
-from hpcbench.run_documents import EPOCH_FIELDS, write_energy, write_results
+from hpcbench.run_documents import (
+    EPOCH_FIELDS,
+    EpochRow,
+    Metrics,
+    Phases,
+    Provenance,
+    RankTimes,
+    TestResult,
+    write_energy,
+    write_results,
+)
+
+if TYPE_CHECKING:
+    from hpcbench.measure.rank_records import EpochRecord, RankRecord, RunMeta
 
 
 @dataclass(frozen=True)
@@ -24,7 +39,7 @@ class RunFacts:
     (model, dataset, strategy, device, config), its place, where it writes, and whether energy
     was sampled (and how often)."""
 
-    meta: dict[str, Any]
+    meta: RunMeta
     launch: LaunchInfo
     run_dir: Path
     energy: bool
@@ -37,7 +52,7 @@ KNOWN_PHASES = ("setup", "train", "val", "test")
 TEST_VALUES = {"accuracy": "test_accuracy", "loss": "test_loss", "macro_f1": "test_macro_f1"}
 
 
-def write_documents(m: RunFacts, records: list[dict[str, Any]]) -> Path | None:
+def write_documents(m: RunFacts, records: list[RankRecord]) -> Path | None:
     """``metrics.json`` and ``epochs.csv`` (and ``energy.json`` when sampled) in ``m``'s run
     directory: the path of ``metrics.json``."""
     changed: list[str] = []  # what could not be kept as JSON (a last guard: said, never lost)
@@ -52,15 +67,15 @@ def write_documents(m: RunFacts, records: list[dict[str, Any]]) -> Path | None:
     return write_results(m.run_dir, metrics)[0]
 
 
-def _slowest(records: list[dict[str, Any]], get: Any) -> float:
+def _slowest(records: list[RankRecord], get: Any) -> float:
     return max((float(get(r) or 0.0) for r in records), default=0.0)
 
 
-def phase_seconds(records: list[dict[str, Any]], warn: list[str]) -> dict[str, float | None]:
+def phase_seconds(records: list[RankRecord], warn: list[str]) -> Phases:
     """Each phase's seconds, the slowest rank's; ``train`` where no phase was named so: the run's
     time outside the other known phases (said in ``warn``)."""
     names = dict.fromkeys(n for r in records for n in r["totals"])
-    seconds: dict[str, float | None] = {
+    seconds: Phases = {  # and the program's own phases, as <name>_s
         f"{n}_s": _slowest(records, lambda r, n=n: r["totals"].get(n)) for n in names
     }
     for name in KNOWN_PHASES:
@@ -80,14 +95,14 @@ def phase_seconds(records: list[dict[str, Any]], warn: list[str]) -> dict[str, f
     return seconds
 
 
-def epoch_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def epoch_rows(records: list[RankRecord]) -> list[EpochRow]:
     """One row per epoch rank 0 recorded (:data:`~hpcbench.run_documents.EPOCH_FIELDS` and the
     program's own values); times the slowest rank's, samples summed over the ranks."""
     rows = []
     for i, mine in enumerate(records[0]["epochs"]):
         same = [r["epochs"][i] for r in records if len(r["epochs"]) > i]
 
-        def slowest(phase: str, same: list[dict[str, Any]] = same) -> float | None:
+        def slowest(phase: str, same: list[EpochRecord] = same) -> float | None:
             if not any(phase in e["seconds"] for e in same):
                 return None
             return max(float(e["seconds"].get(phase, 0.0)) for e in same)
@@ -98,7 +113,7 @@ def epoch_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         train, data, comm = slowest("train"), slowest("data"), slowest("comm")
         known = not any(e.get("unknown_samples") for e in same)
         samples = sum(int(e["samples"]) for e in same) if known else None
-        row: dict[str, Any] = dict.fromkeys(k for k, _, _ in EPOCH_FIELDS)
+        row: EpochRow = dict.fromkeys(k for k, _, _ in EPOCH_FIELDS)
         row.update(
             epoch=i + 1,
             train_time_s=train,
@@ -115,7 +130,7 @@ def epoch_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def metrics_document(m: RunFacts, records: list[dict[str, Any]]) -> dict[str, Any]:
+def metrics_document(m: RunFacts, records: list[RankRecord]) -> Metrics:
     """What ``metrics.json`` holds for a measured run (docs/measure.md)."""
     launch = m.launch
     warn = [f"rank {r['rank']}: {w}" for r in records for w in r["warnings"]]
@@ -132,7 +147,7 @@ def metrics_document(m: RunFacts, records: list[dict[str, Any]]) -> dict[str, An
                     "is null")  # fmt: skip
     train_s = float(phases["train_s"] or 0.0)
     finals = first["finals"]
-    test = {k: finals[v] for k, v in TEST_VALUES.items() if v in finals}
+    test: TestResult = {k: finals[v] for k, v in TEST_VALUES.items() if v in finals}
     if finals.get("test_samples") is not None:
         test["samples"] = int(finals["test_samples"])
     return {
@@ -171,7 +186,7 @@ def metrics_document(m: RunFacts, records: list[dict[str, Any]]) -> dict[str, An
     }
 
 
-def _rank_times(record: dict[str, Any]) -> dict[str, Any]:
+def _rank_times(record: RankRecord) -> RankTimes:
     """One rank's own times and counts (the phases above are the slowest rank's)."""
     return {
         "rank": record["rank"],
@@ -202,7 +217,7 @@ def _strategy(launcher: str, world: int) -> str:
     return "mpi" if launcher in MPI_LAUNCHERS else "ddp"
 
 
-def _provenance(launch: Any) -> dict[str, Any]:
+def _provenance(launch: LaunchInfo) -> Provenance:
     torch = sys.modules.get("torch")
     return {
         "hpcbench": __version__,

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 from hpcbench.energy.devices import Unavailable
 from hpcbench.energy.sampler import Sampler, discover
 from hpcbench.launch import LaunchInfo
+from hpcbench.run_documents import EnergyNode
 
 
 def used_gpus(launch: LaunchInfo) -> range:
@@ -37,7 +37,7 @@ def start_sampler(launch: LaunchInfo, interval_s: float) -> Sampler:
     return sampler
 
 
-def stop_sampler(sampler: Sampler) -> dict[str, Any]:
+def stop_sampler(sampler: Sampler) -> EnergyNode:
     """Stop it: the node's record, as gathered to rank 0."""
     sampler.stop()
     return sampler.node()

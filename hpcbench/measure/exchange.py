@@ -29,10 +29,13 @@ import secrets
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcbench.launch import LaunchInfo
 from hpcbench.safe_write import RunSubdir
+
+if TYPE_CHECKING:
+    from hpcbench.measure.rank_records import RankRecord
 
 EXCHANGE_DIR = ".measure"
 TOKEN_FILE = "token"
@@ -43,8 +46,8 @@ SAME_RUN_S = 300.0
 
 
 def gather(
-    record: dict[str, Any], launch: LaunchInfo, run_dir: Path, timeout: float
-) -> list[dict[str, Any]] | None:
+    record: RankRecord, launch: LaunchInfo, run_dir: Path, timeout: float
+) -> list[RankRecord] | None:
     """The records of every rank in rank order on rank 0 (a rank that never sent one is left
     out, its absence recorded in rank 0's warnings); None on the other ranks."""
     if launch.world_size == 1:
@@ -69,8 +72,8 @@ def gather(
 
 
 def _by_communicator(
-    record: dict[str, Any], launch: LaunchInfo, timeout: float
-) -> tuple[bool, list[dict[str, Any]] | None]:
+    record: RankRecord, launch: LaunchInfo, timeout: float
+) -> tuple[bool, list[RankRecord] | None]:
     """Through mpi4py or a gloo group when the program initialised one of the launch's size
     (never started here) and every rank arrived within ``timeout``: (whether one was used,
     the records on rank 0)."""
@@ -123,8 +126,8 @@ def drop_token(run_dir: Path) -> None:
 
 
 def _by_files(
-    record: dict[str, Any], launch: LaunchInfo, run_dir: Path, timeout: float
-) -> list[dict[str, Any]] | None:
+    record: RankRecord, launch: LaunchInfo, run_dir: Path, timeout: float
+) -> list[RankRecord] | None:
     deadline = time.monotonic() + timeout
     try:
         folder = RunSubdir(run_dir, EXCHANGE_DIR, mode=0o700)
@@ -147,8 +150,8 @@ def _by_files(
 
 
 def _collect(
-    folder: RunSubdir, record: dict[str, Any], world: int, deadline: float
-) -> list[dict[str, Any]]:
+    folder: RunSubdir, record: RankRecord, world: int, deadline: float
+) -> list[RankRecord]:
     """Rank 0: the records of this run's ranks (their token, this run's time), until every
     rank's is in or the deadline; the files taken and the token removed."""
     token, found, refused = record.get("token"), {0: record}, set()
@@ -192,7 +195,7 @@ def _run_token(folder: RunSubdir, began: Any, deadline: float) -> str | None:
         time.sleep(POLL_S)
 
 
-def _same_run(theirs: dict[str, Any], mine: dict[str, Any]) -> bool:
+def _same_run(theirs: RankRecord, mine: RankRecord) -> bool:
     """Whether a rank's record belongs to rank 0's run: it began no more than
     :data:`SAME_RUN_S` before rank 0's."""
     began, ours = theirs.get("began_at"), mine.get("began_at")
@@ -201,7 +204,7 @@ def _same_run(theirs: dict[str, Any], mine: dict[str, Any]) -> bool:
     return began >= ours - SAME_RUN_S
 
 
-def _read(folder: RunSubdir, name: str) -> dict[str, Any] | None:
+def _read(folder: RunSubdir, name: str) -> RankRecord | None:
     """A rank's record, or None while it is not there (a link, a device, another user's file or
     a hard link is never read)."""
     try:

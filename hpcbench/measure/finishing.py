@@ -1,6 +1,8 @@
 """The end of a measurement (:func:`finish_run`): its open phases closed, its telemetry and
 energy sampler stopped, this rank's record (:func:`rank_record`) gathered to rank 0
-(:mod:`.exchange`), which writes the run's documents (:mod:`.documents`)."""
+(:mod:`.exchange`), which writes the run's documents (:mod:`.documents`).
+
+The rank's record is typed :class:`~hpcbench.measure.rank_records.RankRecord`."""
 
 from __future__ import annotations
 
@@ -9,6 +11,9 @@ import time
 import warnings
 from pathlib import Path
 from typing import Any
+
+from hpcbench.measure.rank_records import RankRecord
+from hpcbench.run_documents import EnergyNode
 
 Measurement = Any  # hpcbench.measure.recorder's, which imports this module
 
@@ -51,7 +56,7 @@ def finish_run(m: Measurement) -> Path | None:
     return write_documents(facts, records)
 
 
-def rank_record(m: Measurement, node: dict[str, Any] | None = None) -> dict[str, Any]:
+def rank_record(m: Measurement, node: EnergyNode | None = None) -> RankRecord:
     """``m``'s record, as gathered to rank 0 (JSON-able; rank 0's carries the run's token)."""
     launch = m.launch
     assert launch is not None

@@ -85,7 +85,7 @@ def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-def scalars(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
+def scalars(metrics: dict[str, object], prefix: str = "") -> dict[str, float]:
     """The logged metrics that are one number, named as identifiers; only those starting with
     ``prefix`` when given."""
     found = {}

@@ -47,7 +47,7 @@ def phase_name(name: str) -> str:
 
 def numbers(
     call: str,
-    values: dict[str, Any],
+    values: dict[str, object],
     reserved: frozenset[str],
     fault: Callable[[Exception], None],
 ) -> dict[str, float | None]:

@@ -17,8 +17,9 @@ import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from hpcbench.jsonfile import JSONObject
 from hpcbench.launch import LaunchInfo, detect_launch
 from hpcbench.measure.ending import RUNNING as _RUNNING
 from hpcbench.measure.finishing import MeasureWarning, finish_run, rank_record
@@ -30,8 +31,10 @@ from hpcbench.measure.naming import (
     phase_name,
     seconds_from,
 )
+from hpcbench.measure.rank_records import EpochRecord, RankRecord, RunMeta
 from hpcbench.measure.telemetry import interval_from
 from hpcbench.measure.values import plain
+from hpcbench.run_documents import PhaseWindow
 
 #: bounds for a run of days: the warnings kept, and the phase windows (a phase opened at the top
 #: on every step would otherwise grow without end)
@@ -39,6 +42,19 @@ MAX_WARNINGS = 100
 MAX_WINDOWS = 20_000
 #: the most samples one step may count (more is a wrong count, not a batch)
 MAX_STEP_SAMPLES = 10**12
+
+
+if TYPE_CHECKING:
+    from hpcbench.run_documents import EnergyNode
+
+
+class _Mark(TypedDict):
+    """Where the last epoch ended: the phase totals, steps, samples and unknown samples."""
+
+    totals: dict[str, float]
+    steps: int
+    samples: int
+    unknown: int
 
 
 class Measurement:
@@ -61,7 +77,7 @@ class Measurement:
         dataset: str | None = None,
         strategy: str | None = None,
         device: str | None = None,
-        config: dict[str, Any] | None = None,
+        config: JSONObject | None = None,
         energy: bool = False,
         energy_interval: float = 0.5,
         timeout: float = 300.0,
@@ -70,7 +86,7 @@ class Measurement:
         trace_steps: str | None = None,
     ) -> None:
         told = os.environ  # what a benchmark matrix's run says (hpcbench.bench.matrix_program)
-        self.meta = {
+        self.meta: RunMeta = {
             "model": model,
             "dataset": dataset,
             "strategy": strategy or told.get("HPCBENCH_STRATEGY"),
@@ -93,11 +109,11 @@ class Measurement:
         self._warned: set[str] = set()
         self._open: list[tuple[str, float, float]] = []  # (name, perf start, unix start)
         self.totals: dict[str, float] = {}
-        self.windows: list[dict[str, Any]] = []
+        self.windows: list[PhaseWindow] = []
         self.steps = self.samples = self.unknown_samples = 0
         self.first_batch: int | None = None
-        self.epochs: list[dict[str, Any]] = []
-        self._mark: dict[str, Any] = {"totals": {}, "steps": 0, "samples": 0, "unknown": 0}
+        self.epochs: list[EpochRecord] = []
+        self._mark: _Mark = {"totals": {}, "steps": 0, "samples": 0, "unknown": 0}
         self.finals: dict[str, float] = {}
         self.started = self.ended = 0.0
         self._sampler: Any = None
@@ -275,7 +291,7 @@ class Measurement:
         names, numbers), and the times, steps and samples since the last one."""
         try:
             totals, mark = self.totals, self._mark
-            row: dict[str, Any] = {
+            row: EpochRecord = {
                 "seconds": {k: v - mark["totals"].get(k, 0.0) for k, v in totals.items()},
                 "steps": self.steps - mark["steps"],
                 "samples": self.samples - mark["samples"],
@@ -296,7 +312,7 @@ class Measurement:
             self._fault("final", err)
 
     # ------------------------------------------------------------------ helpers
-    def record(self, node: dict[str, Any] | None = None) -> dict[str, Any]:
+    def record(self, node: EnergyNode | None = None) -> RankRecord:
         """This rank's record, as gathered to rank 0 (JSON-able)."""
         return rank_record(self, node)
 
@@ -304,7 +320,7 @@ class Measurement:
         return phase_name(name)
 
     def _numbers(
-        self, call: str, values: dict[str, Any], reserved: frozenset[str] = frozenset()
+        self, call: str, values: dict[str, object], reserved: frozenset[str] = frozenset()
     ) -> dict[str, float | None]:
         """The values that are named numbers (one that is not finite: None); each other one is
         left out with a warning (the rest are kept)."""

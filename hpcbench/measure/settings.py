@@ -8,13 +8,14 @@ import os
 import warnings
 from typing import Any
 
+from hpcbench.jsonfile import JSONObject
 from hpcbench.tomlfile import TomlFileError, read_toml_file
 
 SETTINGS_VAR = "HPCBENCH_SETTINGS"
 MAX_SETTINGS_BYTES = 1 << 20
 
 
-def settings(**defaults: Any) -> dict[str, Any]:
+def settings(**defaults: Any) -> JSONObject:
     """``defaults`` with the values of this sweep task's settings file over them (the file's keys
     as written, ``-`` read as ``_``); just ``defaults`` outside a sweep. A value of another type
     than its default's (an int default takes a float setting) and an unreadable file are

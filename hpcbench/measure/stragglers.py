@@ -6,7 +6,8 @@ as the slowest one's; the time *before* it shows which rank the others wait for.
 :class:`StragglerWatch` names one live (rank 0's log, ``hpcbench watch``) from each rank's latest
 record; :func:`analyse` reads a finished run's records for the report: each rank's compute times,
 the slowest rank and its host, how much the others waited for it, and the stragglers the live
-rule named, replayed over the records in time order.
+rule named, replayed over the records in time order (:class:`Stragglers`, each named rank a
+:class:`Straggler`).
 
 The threshold is calibrated on a 2-core machine running 4 DDP ranks of the small CNN
 (oversubscribed, the noisiest case): without a slowed rank no rank stayed above 1.15 times the
@@ -20,12 +21,51 @@ from __future__ import annotations
 import bisect
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
+
+from hpcbench.measure.telemetry_files import TelemetryRecord
 
 THRESHOLD = 1.3
 SUSTAIN_STEPS = 20
 MIN_RECORDS = 2
 FLOOR_S = 0.002
+
+
+class Straggler(TypedDict):
+    """What the rule said when it named a rank: how much slower, since which step."""
+
+    rank: int
+    host: str | None
+    ratio: float
+    since_step: int
+    compute_s: float
+    median_s: float
+
+
+class RankCompute(TypedDict):
+    """One rank's compute seconds per step, one per record, and their mean."""
+
+    host: str | None
+    steps: int
+    compute_s: list[float]
+    mean_compute_s: float
+
+
+class Slowest(TypedDict):
+    rank: int
+    host: str | None
+    ratio: float | None
+
+
+class Stragglers(TypedDict):
+    """The report's straggler section of a run (:func:`analyse`)."""
+
+    threshold: float
+    sustain_steps: int
+    ranks: dict[int, RankCompute]
+    slowest: Slowest
+    others_waited_s: float
+    named: dict[int, Straggler]
 
 
 @dataclass
@@ -44,9 +84,9 @@ class StragglerWatch:
     sustain_steps: int = SUSTAIN_STEPS
     runs: dict[int, _Run] = field(default_factory=dict)
     seen: dict[int, int] = field(default_factory=dict)  # rank -> step of its last record used
-    named: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> what was said
+    named: dict[int, Straggler] = field(default_factory=dict)  # rank -> what was said
 
-    def update(self, latest: dict[int, dict[str, Any]]) -> list[str]:
+    def update(self, latest: dict[int, TelemetryRecord]) -> list[str]:
         """The lines to print for these records (none when nothing changed)."""
         compute = {r: rec["compute_s"] for r, rec in latest.items() if _usable(rec)}
         if len(compute) < 2:
@@ -63,7 +103,7 @@ class StragglerWatch:
                 lines.append(line)
         return lines
 
-    def _judge(self, rank: int, rec: dict[str, Any], mine: float, others: float) -> str | None:
+    def _judge(self, rank: int, rec: TelemetryRecord, mine: float, others: float) -> str | None:
         run = self.runs.get(rank)
         # once named, a rank stays so until it is back under half the margin (no flapping)
         bar = 1 + (self.threshold - 1) / 2 if run is not None and run.named else self.threshold
@@ -109,20 +149,22 @@ def median_without(ordered: list[float], value: float) -> float:
     return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
 
 
-def _usable(rec: dict[str, Any]) -> bool:
+def _usable(rec: TelemetryRecord) -> bool:
     value = rec.get("compute_s")
     return isinstance(value, (int, float)) and value >= 0 and (rec.get("steps") or 0) > 0
 
 
-def replay(records: dict[int, list[dict[str, Any]]], threshold: float = THRESHOLD) -> dict:
+def replay(
+    records: dict[int, list[TelemetryRecord]], threshold: float = THRESHOLD
+) -> dict[int, Straggler]:
     """The stragglers the live rule names over these records, fed in time order (rank ->
     what it said when naming it)."""
     watch = StragglerWatch(threshold=threshold)
     stream = sorted(
         (rec.get("t") or 0, rank, i) for rank, recs in records.items() for i, rec in enumerate(recs)
     )
-    latest: dict[int, dict[str, Any]] = {}
-    ever: dict[int, dict[str, Any]] = {}
+    latest: dict[int, TelemetryRecord] = {}
+    ever: dict[int, Straggler] = {}
     for _, rank, i in stream:
         latest[rank] = records[rank][i]
         watch.update(latest)
@@ -131,7 +173,7 @@ def replay(records: dict[int, list[dict[str, Any]]], threshold: float = THRESHOL
     return ever
 
 
-def analyse(records: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
+def analyse(records: dict[int, list[TelemetryRecord]]) -> Stragglers | None:
     """The report's straggler section for a run's telemetry (None without two ranks' records):
     per rank its compute times per step (one per record) and their mean, its host; the slowest
     rank, its ratio to the median of the others' means, the seconds the others waited for it,

@@ -36,13 +36,14 @@ import warnings
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from hpcbench.measure.device_use import DeviceUse
 from hpcbench.measure.telemetry_files import (
     DIRECTORY,
     MAX_RECORDS,
     WHOLE_BYTES,
+    TelemetryRecord,
     latest_records,
     parse_records,
     rank_file,
@@ -58,7 +59,20 @@ PER_STEP = ("compute_s", "data_s", "comm_s")
 SCAN_JOIN_S = 60.0
 
 
-def _empty_sums() -> dict[str, Any]:
+class StepSums(TypedDict):
+    """What a record sums over its interval: steps and samples, and the seconds of compute
+    (host-timed steps only), data and comm (``comm_unknown``: a step did not time it)."""
+
+    steps: int
+    samples: int
+    host_steps: int
+    compute: float
+    data: float
+    comm: float
+    comm_unknown: bool
+
+
+def _empty_sums() -> StepSums:
     return {"steps": 0, "samples": 0, "host_steps": 0, "compute": 0.0, "data": 0.0, "comm": 0.0,
             "comm_unknown": False}  # fmt: skip
 
@@ -73,7 +87,7 @@ def interval_from(text: str | None, default: float = DEFAULT_INTERVAL_S) -> floa
     return value if value == 0 or 0.1 <= value <= 3600 else default
 
 
-def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+def merge(a: TelemetryRecord, b: TelemetryRecord) -> TelemetryRecord:
     """One record for two neighbours ``a`` then ``b``: ``b``'s position, both intervals."""
     out = dict(b)
     steps = (a.get("steps") or 0) + (b.get("steps") or 0)
@@ -258,7 +272,7 @@ class Telemetry:
             done, seconds = done + 1, seconds + start.elapsed_time(end) / 1000
         return seconds / done if done else None
 
-    def _record(self, now: float, sums: dict[str, Any]) -> dict:
+    def _record(self, now: float, sums: StepSums) -> TelemetryRecord:
         steps, wall = sums["steps"], now - self._since
         if self._pending:
             compute = self._device_compute()
@@ -292,7 +306,7 @@ class Telemetry:
             **({"not_measured": list(self._unmarked)} if self._unmarked else {}),
         }
 
-    def _append(self, record: dict[str, Any]) -> None:
+    def _append(self, record: TelemetryRecord) -> None:
         """One more line (the directory made at the first: a run that fails in its set-up leaves
         none; a resumed run goes on in the same file, counting its lines)."""
         if self._file is None:
@@ -303,7 +317,7 @@ class Telemetry:
         self._file.append(json.dumps(record, separators=(",", ":")).encode() + b"\n")
         self.records += 1
 
-    def _read_whole(self) -> list[dict[str, Any]]:
+    def _read_whole(self) -> list[TelemetryRecord]:
         assert self._file is not None
         return parse_records(self._file.read_whole().decode("utf-8", "replace"), self.rank)[0]
 

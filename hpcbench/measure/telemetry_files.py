@@ -4,6 +4,9 @@ too): regular files only, never through a symbolic link, a bounded number of byt
 and only lines that parse as a record of the rank the file is named after (every number finite,
 of its kind and at most :data:`MAX_NUMBER`). A line that is not one is skipped, never an error;
 the readers count them per file (``skipped``) for a one-line note (:func:`skipped_line`).
+
+A line of those files, one telemetry record, is typed here as :class:`TelemetryRecord` (its
+layout in :mod:`.telemetry`, which writes it).
 """
 
 from __future__ import annotations
@@ -12,9 +15,12 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from hpcbench.files import open_regular, printable
+
+if TYPE_CHECKING:
+    from typing_extensions import NotRequired
 
 DIRECTORY = "telemetry"
 #: where a reader counts the lines that were not a record: path -> how many (None: not counted)
@@ -27,6 +33,34 @@ MAX_RANKS = 4096
 TAIL_BYTES = 16_384
 WHOLE_BYTES = 4 * 2**20  # a whole file: MAX_RECORDS lines of a few hundred bytes, and room
 MAX_LINE = 4096  # a record is a few hundred characters: a longer line is not one
+
+
+class TelemetryRecord(TypedDict):
+    """One line of ``telemetry/rank-N.jsonl`` (format ``v`` 1): where the rank is, and what it
+    did over the interval since its last record (per-step means; None where not measured)."""
+
+    v: int
+    rank: int
+    host: str
+    world: int
+    t: float
+    epoch: int
+    step: int
+    of: int | None
+    epochs: int | None
+    samples: int
+    steps: int
+    wall_s: float
+    samples_per_s: float | None
+    compute_s: float | None
+    data_s: float | None
+    comm_s: float | None
+    loss: float | None
+    cpu_cores: float | None
+    rss_mb: float | None
+    gpu_util: float | None
+    gpu_mem_mb: float | None
+    not_measured: NotRequired[list[str]]
 
 
 def telemetry_dir(run_dir: str | Path) -> Path:
@@ -103,7 +137,7 @@ def _parts(value: Any) -> bool:
     )
 
 
-def parse_records(text: str, rank: int | None) -> tuple[list[dict[str, Any]], int]:
+def parse_records(text: str, rank: int | None) -> tuple[list[TelemetryRecord], int]:
     """The records among ``text``'s lines (of ``rank`` when given), and how many lines were
     not one; an unended last line (being written) is neither."""
     out, bad = [], 0
@@ -120,7 +154,7 @@ def parse_records(text: str, rank: int | None) -> tuple[list[dict[str, Any]], in
     return out, bad
 
 
-def _parse(line: str) -> dict[str, Any] | None:
+def _parse(line: str) -> TelemetryRecord | None:
     try:
         record = json.loads(line)
     except (ValueError, RecursionError):
@@ -140,7 +174,7 @@ def skipped_line(path: Path, count: int, run_dir: str | Path | None = None) -> s
     return f"{printable(shown)}: {count} {lines} skipped (not a telemetry record)"
 
 
-def _read_records(path: Path, max_bytes: int, skipped: Skipped) -> list[dict[str, Any]]:
+def _read_records(path: Path, max_bytes: int, skipped: Skipped) -> list[TelemetryRecord]:
     """The records of one rank's file (its last ``max_bytes``), the lines that were not one
     counted in ``skipped``."""
     match = _RANK_FILE.fullmatch(path.name)
@@ -152,7 +186,7 @@ def _read_records(path: Path, max_bytes: int, skipped: Skipped) -> list[dict[str
 
 def read_records(
     path: Path, max_records: int = MAX_RECORDS * 2, skipped: Skipped = None
-) -> list[dict[str, Any]]:
+) -> list[TelemetryRecord]:
     """The records of one rank's file, oldest first (at most ``max_records``, the newest); none
     when it cannot be read. ``skipped``: path -> the lines that were not a record."""
     try:
@@ -182,7 +216,7 @@ def rank_files(run_dir: str | Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
-def latest_records(run_dir: str | Path, skipped: Skipped = None) -> dict[int, dict[str, Any]]:
+def latest_records(run_dir: str | Path, skipped: Skipped = None) -> dict[int, TelemetryRecord]:
     """Rank -> its newest record (a bounded read of each file's end; ``skipped``: path -> the
     lines there that were not a record)."""
     out = {}
@@ -198,7 +232,7 @@ def latest_records(run_dir: str | Path, skipped: Skipped = None) -> dict[int, di
 
 def all_records(
     run_dir: str | Path, max_total: int = 200_000, skipped: Skipped = None
-) -> dict[int, list[dict[str, Any]]]:
+) -> dict[int, list[TelemetryRecord]]:
     """Rank -> its records, oldest first: each rank's newest ones, at most ``max_total`` in all
     (a report of thousands of ranks on a login node stays within memory); ``skipped``: path ->
     the lines that were not a record."""

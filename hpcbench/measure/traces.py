@@ -15,7 +15,8 @@ Both are written to a temporary name and renamed into place. Cost: nothing outsi
 (:meth:`StepTracer.part` is a ``nullcontext``); inside it every torch op is recorded, which
 slows small steps noticeably (see ``cost_note``), and stopping exports and rewrites the trace
 (megabytes for large models). A failure never reaches the training loop: one warning, and
-tracing gives up. torch is imported only when tracing starts.
+tracing gives up. torch is imported only when tracing starts. A summary is typed
+:class:`TraceSummary`; the Chrome trace is torch's own JSON (:data:`~hpcbench.jsonfile.JSONObject`).
 """
 
 from __future__ import annotations
@@ -28,10 +29,37 @@ import secrets
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from hpcbench.files import open_regular
+from hpcbench.jsonfile import JSONObject
 from hpcbench.safe_write import RunSubdir
+
+
+class TraceIdentity(TypedDict):
+    """Who traced, and the steps traced (first, last)."""
+
+    rank: int
+    world_size: int
+    host: str
+    steps: list[int]
+
+
+class TopOp(TypedDict):
+    name: str
+    self_s: float
+    calls: int
+
+
+class TraceSummary(TraceIdentity):
+    """A rank's trace summary (``traces/…summary.json``, format 1): its seconds in the window
+    (total, comm, data, compute), the operators that took the most and what tracing costs."""
+
+    format: int
+    seconds: dict[str, float]
+    top_ops: list[TopOp]
+    cost_note: str
+
 
 COLLECTIVE_WORDS = tuple(
     "allreduce all_reduce broadcast allgather all_gather reduce_scatter c10d:: gloo: nccl:".split()
@@ -197,7 +225,7 @@ class StepTracer:
         finally:
             folder.unlink(export)
 
-    def _label(self, trace: dict[str, Any]) -> None:
+    def _label(self, trace: JSONObject) -> None:
         """Add hpcbench's keys and name every numbered process ``rank R`` (a device's process
         ``rank R GPU n``); torch names them all ``python``, and its own pseudo-processes have
         string pids ("Spans", "Traces", "")."""
@@ -217,14 +245,14 @@ class StepTracer:
             new = {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}}
             events.append({**new, "tid": 0, "ts": ts[pid]} if pid in ts else new)
 
-    def _identity(self) -> dict[str, Any]:
+    def _identity(self) -> TraceIdentity:
         """Who traced, and the steps actually traced (a run that ended or resumed inside the
         window traced fewer than asked)."""
         steps = list(self._traced) if self._traced else list(self.steps)
         return {"rank": self.rank, "world_size": self.world_size, "host": self.host,
                 "steps": steps}  # fmt: skip
 
-    def _summary(self, prof: Any, total: float) -> dict[str, Any]:
+    def _summary(self, prof: Any, total: float) -> TraceSummary:
         cpu = [e for e in prof.events() if str(e.device_type).endswith("CPU")]
         # the waits for a collective hpcbench marks, and torch's own collective operators
         # (DDP's all-reduce on CPUs runs inside backward): their union, counted once
@@ -292,7 +320,7 @@ def trace_files(run_dir: Path | str, max_files: int = 4096) -> list[Path]:
 
 def read_summaries(
     run_dir: Path | str, max_files: int = 4096, max_bytes: int = 1_000_000
-) -> list[dict[str, Any]]:
+) -> list[TraceSummary]:
     """The ranks' summaries under ``RUN_DIR/traces/``, by rank: regular files only (a symbolic
     link is refused), at most ``max_bytes`` each; one that does not parse or lacks a key is
     skipped."""
@@ -300,7 +328,7 @@ def read_summaries(
     return sorted((s for s in read if s is not None), key=lambda s: s["rank"])
 
 
-def _read_summary(path: Path, max_bytes: int) -> dict[str, Any] | None:
+def _read_summary(path: Path, max_bytes: int) -> TraceSummary | None:
     try:
         fd = open_regular(path, follow_symlinks=False)
         with os.fdopen(fd, "rb") as fh:
