@@ -14,10 +14,10 @@ Where no run has accounting the block says why in one line (the first run's reas
 
 from __future__ import annotations
 
-from typing import Any
-
 from hpcbench.bench import stats
+from hpcbench.bench.analysis_types import AccountingBlock, ConfigAnalysis
 from hpcbench.bench.results_reader import Run, is_number
+from hpcbench.jobs.accounting.records import AccountingJob
 from hpcbench.jobs.accounting.usage import cpus_used, hints
 
 #: (key in the block, key of the accounting record's job)
@@ -31,7 +31,7 @@ FIGURES = (
 )
 
 
-def accounting_block(runs: list[Run], hpcbench_used_j: float | None) -> dict[str, Any]:
+def accounting_block(runs: list[Run], hpcbench_used_j: float | None) -> AccountingBlock:
     """One configuration's accounting over its runs (every run that has a record)."""
     records = [r.accounting for r in runs if r.accounting]
     found = [a for a in records if a.get("available")]
@@ -45,7 +45,7 @@ def accounting_block(runs: list[Run], hpcbench_used_j: float | None) -> dict[str
             or "no accounting was recorded for these runs (results from before hpcbench kept "
             "it, or runs that never started)",
         }
-    block: dict[str, Any] = {
+    block: AccountingBlock = {
         "available": True,
         "runs": len(found),
         "source": found[0].get("source"),
@@ -70,7 +70,7 @@ def accounting_block(runs: list[Run], hpcbench_used_j: float | None) -> dict[str
     return block
 
 
-def _add_usage(block: dict[str, Any], jobs: list[dict[str, Any]]) -> None:
+def _add_usage(block: AccountingBlock, jobs: list[AccountingJob]) -> None:
     """What the configuration's jobs used of what they asked for: the CPUs kept busy on
     average (a statistic over its runs) against those allocated, the memory asked for, and the
     hints for the median run (:mod:`hpcbench.jobs.accounting.usage`)."""
@@ -91,7 +91,7 @@ def _add_usage(block: dict[str, Any], jobs: list[dict[str, Any]]) -> None:
     block["hints"] = hints(median)
 
 
-def queue_sentence(configs: list[dict[str, Any]]) -> str | None:
+def queue_sentence(configs: list[ConfigAnalysis]) -> str | None:
     """The matrix's queue wait in words: in all, and as a share of the time its jobs ran."""
     waits = [
         (c["accounting"]["queue_wait_s"], c["accounting"]["elapsed_s"])

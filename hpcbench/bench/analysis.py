@@ -7,17 +7,27 @@ statistics by :mod:`hpcbench.bench.stats`; the method is in docs/benchmarking.md
   throughput; energy runs for energy): phase times, speedups, efficiency, Karp–Flatt, accuracy,
   energy and EDP, the differences from the one-device baseline and sentences saying it in words.
 
-What changed between two results directories is :mod:`hpcbench.bench.comparison`.
+What changed between two results directories is :mod:`hpcbench.bench.comparison`. The
+analysis's types (:class:`Analysis`, :class:`~hpcbench.bench.analysis_types.ConfigAnalysis` …)
+are in :mod:`hpcbench.bench.analysis_types`.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hpcbench.bench import stats
 from hpcbench.bench.accounting import accounting_block, queue_sentence
+from hpcbench.bench.analysis_types import (
+    Accuracy,
+    Analysis,
+    Comparison,
+    ConfigAnalysis,
+    EstimateBlock,
+    Factors,
+)
 from hpcbench.bench.energy import energy_block, idle_watts, kind_name, normalise_energy
 from hpcbench.bench.estimates import estimate_block
 from hpcbench.bench.pairwise import batch_note, batches, global_batch, pairwise
@@ -29,31 +39,13 @@ from hpcbench.bench.results_reader import (
     is_number,
     phase_times,
 )
+from hpcbench.bench.stats import Estimate, Stat
+
+if TYPE_CHECKING:
+    from hpcbench.bench.results_documents import ConfigRecord
 
 
-class Baselines(TypedDict):
-    cpu: str | None
-    one_device: str | None
-
-
-class Analysis(TypedDict, total=False):
-    """What :func:`analyse` returns, JSON-able (its layout in docs/benchmarking.md): per
-    configuration (``configs``) its times, speedups, efficiency, Karp–Flatt, accuracy, throughput
-    and energy; the differences from the one-device baseline and the sentences saying it. The
-    tables, the figures and the report read it; each configuration stays a dict of the same
-    layout."""
-
-    name: str | None
-    baselines: Baselines
-    configs: list[dict[str, Any]]
-    differences: list[dict[str, Any]]
-    pairwise: list[dict[str, Any]]
-    batches: dict[str, Any]
-    energy_asked: bool
-    sentences: list[str]
-
-
-def _accuracy(runs: list[Run]) -> dict[str, Any]:
+def _accuracy(runs: list[Run]) -> Accuracy:
     finals = [
         float(r.metrics["test"]["accuracy"])
         for r in runs
@@ -72,7 +64,7 @@ def _accuracy(runs: list[Run]) -> dict[str, Any]:
     }
 
 
-def _speedup(name: str, base: str | None, times: dict[str, list[float]]) -> dict | None:
+def _speedup(name: str, base: str | None, times: dict[str, list[float]]) -> Estimate | None:
     if base is None or not times.get(base) or not times.get(name):
         return None
     if name == base:
@@ -81,8 +73,8 @@ def _speedup(name: str, base: str | None, times: dict[str, list[float]]) -> dict
 
 
 def _scaling(
-    s_one: dict | None, s_one_train: dict | None, devices: int, comparable: bool
-) -> dict[str, Any]:
+    s_one: Estimate | None, s_one_train: Estimate | None, devices: int, comparable: bool
+) -> ConfigAnalysis:
     """Speedup over the one-device baseline (whole run, train loop) and, where the devices are
     of the baseline's kind, parallel efficiency and the Karp–Flatt serial fraction."""
     return {
@@ -95,7 +87,7 @@ def _scaling(
     }
 
 
-def _throughput(runs: list[Run]) -> dict[str, Any] | None:
+def _throughput(runs: list[Run]) -> Stat | None:
     """Training samples per second over the runs that report it."""
     return stats.summarise(
         [
@@ -115,11 +107,11 @@ def _completed(results: Results, name: str, kind: str) -> list[Run]:
 
 def _config_figures(
     results: Results,
-    cfg: dict[str, Any],
+    cfg: ConfigRecord,
     phase_values: dict[str, dict[str, list[float]]],
-    speedups: tuple[dict | None, dict | None, dict | None],
+    speedups: tuple[Estimate | None, Estimate | None, Estimate | None],
     comparable: bool,
-) -> dict[str, Any]:
+) -> ConfigAnalysis:
     """One configuration's figures: its runs, times, speedups and scaling, accuracy, throughput
     and energy (``speedups``: against the CPU baseline, the one-device one, and its train time)."""
     name, devices = cfg["name"], int(cfg["devices"])
@@ -163,7 +155,7 @@ def analyse(results: Results) -> Analysis:
         phase_values[c["name"]] = {p: [phase_times(r.metrics)[p] for r in timing] for p in PHASES}
     totals = {n: v["total"] for n, v in phase_values.items()}
     trains = {n: v["train"] for n, v in phase_values.items()}
-    configs: list[dict[str, Any]] = []
+    configs: list[ConfigAnalysis] = []
     for cfg in matrix["configs"]:
         name = cfg["name"]
         speedups = (
@@ -195,7 +187,7 @@ def analyse(results: Results) -> Analysis:
     return analysis
 
 
-def factors_of(results: Results) -> dict[str, Any]:
+def factors_of(results: Results) -> Factors:
     """The estimate factors the matrix ran with (recorded in bench.json when it started, the
     matrix's own ``[estimates]`` over the profile's), with where each came from."""
     from hpcbench.bench.estimates import check_factors
@@ -213,7 +205,7 @@ def factors_of(results: Results) -> dict[str, Any]:
     return {"values": checked, "sources": sources if isinstance(sources, dict) else {}}
 
 
-def _estimates(cfg: dict[str, Any], factors: dict[str, Any]) -> dict[str, Any] | None:
+def _estimates(cfg: ConfigAnalysis, factors: Factors) -> EstimateBlock | None:
     """Carbon and cost of one configuration from the factors (None when none is set): the
     time is the scheduler's elapsed time where its accounting says, else the run's own."""
     acct = cfg["accounting"]
@@ -231,7 +223,7 @@ def _estimates(cfg: dict[str, Any], factors: dict[str, Any]) -> dict[str, Any] |
     return block
 
 
-def _differences(configs: list[dict[str, Any]], base: str | None) -> list[dict[str, Any]]:
+def _differences(configs: list[ConfigAnalysis], base: str | None) -> list[Comparison]:
     ref = next((c for c in configs if c["name"] == base), None)
     if ref is None:
         return []
@@ -280,7 +272,7 @@ NOT_SIGNIFICANT = (
 )
 
 
-def too_short(cfg: dict[str, Any]) -> str | None:
+def too_short(cfg: ConfigAnalysis) -> str | None:
     """Why ``cfg``'s times cannot carry a comparison (None when they can): a training phase
     of a few seconds, or set-up, validation and test taking most of each run."""
     t = cfg["time"]
@@ -304,7 +296,7 @@ def too_short(cfg: dict[str, Any]) -> str | None:
 
 
 def _energy_sentences(
-    cfg: dict[str, Any], base_one: str | None, signif: dict[tuple[str, str], Any]
+    cfg: ConfigAnalysis, base_one: str | None, signif: dict[tuple[str, str], Any]
 ) -> list[str]:
     """One configuration's energy in words: its joules (per kind of device where only some
     could be read), its EDP against the one-device baseline, and where each figure came from."""

@@ -5,11 +5,12 @@ overlap, and provenance that differs."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from hpcbench.bench import stats
-from hpcbench.bench.analysis import Analysis, analyse
+from hpcbench.bench.analysis import analyse
+from hpcbench.bench.analysis_types import Analysis, ConfigAnalysis
 from hpcbench.bench.energy import kind_name
+from hpcbench.bench.results_documents import BenchProvenance, MatrixRecord
 from hpcbench.bench.results_reader import load_results
 
 
@@ -44,10 +45,10 @@ def compare(a_dir: str | Path, b_dir: str | Path) -> list[str]:
     )
 
 
-Side = tuple[dict[str, Any], Analysis, dict[str, Any]]
+Side = tuple[MatrixRecord, Analysis, BenchProvenance]
 
 
-def _config_changes(name: str, a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def _config_changes(name: str, a: ConfigAnalysis, b: ConfigAnalysis) -> list[str]:
     """What changed in one configuration found on both sides: its times, throughput, accuracy,
     energy (whole and per kind of device) and accounting."""
     findings: list[str] = []

@@ -8,11 +8,11 @@ sources. Works from :class:`~hpcbench.bench.results_reader.Results`; opens no fi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from hpcbench.bench import stats
+from hpcbench.bench.analysis_types import ConfigAnalysis, EnergyBlock, KindEnergy
 from hpcbench.bench.results_reader import (
     ENERGY_PHASES,
     Results,
@@ -21,6 +21,8 @@ from hpcbench.bench.results_reader import (
     phase_times,
     samples_trained,
 )
+from hpcbench.energy.sampler import IdleDocument
+from hpcbench.run_documents import EnergyDevice
 
 # ---------------------------------------------------------------------------------------------
 # Small helpers
@@ -30,7 +32,7 @@ def _where(host: str, name: str, many_hosts: bool) -> str:
     return f"{host} {name}" if many_hosts else name
 
 
-def _device_joules(dev: dict[str, Any], window: str) -> float | None:
+def _device_joules(dev: EnergyDevice, window: str) -> float | None:
     if dev.get("method") == "unavailable":
         return None
     if window == "train+val+test":
@@ -122,7 +124,7 @@ def _run_energy(run: Run, idle: dict[tuple[str, str], float] | None) -> _RunEner
 
 def _net_of_idle(
     out: _RunEnergy,
-    devices: list[tuple[str, dict[str, Any]]],
+    devices: list[tuple[str, EnergyDevice]],
     idle: dict[tuple[str, str], float] | None,
     many: bool,
 ) -> None:
@@ -147,7 +149,7 @@ def _net_of_idle(
     out.net_j = out.used_j - idle_j
 
 
-def idle_watts(idle: dict[str, Any] | None) -> dict[tuple[str, str], float] | None:
+def idle_watts(idle: IdleDocument | None) -> dict[tuple[str, str], float] | None:
     """(host, device) -> idle watts, from ``idle.json``; None where it was not measured."""
     if idle is None:
         return None
@@ -158,7 +160,7 @@ def idle_watts(idle: dict[str, Any] | None) -> dict[tuple[str, str], float] | No
     }
 
 
-def _empty_energy_block() -> dict[str, Any]:
+def _empty_energy_block() -> EnergyBlock:
     """A configuration's energy block with nothing known yet."""
     return {
         "available": False,
@@ -174,7 +176,7 @@ def _empty_energy_block() -> dict[str, Any]:
     }
 
 
-def energy_block(runs: list[Run], idle: dict[tuple[str, str], float] | None) -> dict[str, Any]:
+def energy_block(runs: list[Run], idle: dict[tuple[str, str], float] | None) -> EnergyBlock:
     """A configuration's energy over its completed energy runs: joules on the devices used, with
     the idle devices and net of idle power, per sample, EDP and ED²P, per kind of device, and
     the sources; each None with the reason where a device could not be read."""
@@ -228,11 +230,11 @@ def energy_block(runs: list[Run], idle: dict[tuple[str, str], float] | None) -> 
 
 def _joule_figures(
     joules: list[float], seconds: list[float], per_run: list[_RunEnergy]
-) -> dict[str, Any]:
+) -> KindEnergy:
     """Each energy run's joules as used_j, per_sample_j (when every run knows its samples), and
     EDP and ED²P: each run's joules with its own duration (the time they were spent in), the
     median over the runs."""
-    out: dict[str, Any] = {"used_j": stats.summarise(joules), "per_sample_j": None}
+    out: KindEnergy = {"used_j": stats.summarise(joules), "per_sample_j": None}
     if all(e.samples for e in per_run):
         out["per_sample_j"] = stats.summarise(
             [j / e.samples for j, e in zip(joules, per_run, strict=True) if e.samples]
@@ -250,14 +252,14 @@ def kind_name(kind: str) -> str:
     return KIND_NAMES.get(kind, kind)
 
 
-def _kinds_block(per_run: list[_RunEnergy], seconds: list[float]) -> dict[str, dict[str, Any]]:
+def _kinds_block(per_run: list[_RunEnergy], seconds: list[float]) -> dict[str, KindEnergy]:
     """Per kind of used device (gpu, cpu, dram): its joules, per sample, EDP and ED²P over the
     energy runs, or None with the reason where a device of that kind could not be read in one
     of them. A kind that was read is reported even when another kind was not."""
     kinds = sorted({k for e in per_run for k in e.kind_j}, key=lambda k: (k not in KIND_NAMES, k))
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, KindEnergy] = {}
     for kind in kinds:
-        entry: dict[str, Any] = {"available": False, "reason": ""}
+        entry: KindEnergy = {"available": False, "reason": ""}
         entry.update({k: None for k in ("used_j", "per_sample_j", "edp", "ed2p")})
         entry.update({k: None for k in ("edp_norm", "ed2p_norm")})
         joules = [e.kind_j.get(kind) for e in per_run]
@@ -275,7 +277,7 @@ def _kinds_block(per_run: list[_RunEnergy], seconds: list[float]) -> dict[str, d
     return out
 
 
-def _partial_sentence(by_kind: dict[str, dict[str, Any]]) -> str:
+def _partial_sentence(by_kind: dict[str, KindEnergy]) -> str:
     """'GPU energy only: CPU packages unreadable (why)' where some kinds were read and others
     not; '' otherwise."""
     read = [k for k, e in by_kind.items() if e["available"]]
@@ -289,7 +291,7 @@ def _partial_sentence(by_kind: dict[str, dict[str, Any]]) -> str:
     )
 
 
-def normalise_energy(configs: list[dict[str, Any]], base: str | None) -> None:
+def normalise_energy(configs: list[ConfigAnalysis], base: str | None) -> None:
     """Each configuration's EDP and ED²P (also per kind) as a multiple of ``base``'s."""
     ref = next((c["energy"] for c in configs if c["name"] == base), None)
     for cfg in configs:

@@ -18,15 +18,19 @@ figure is given per run (median) and per configuration (over its completed runs)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcbench.jobs.profiles import FACTOR_BOUNDS, SpecError, check_factor, load_profile
+
+if TYPE_CHECKING:
+    from hpcbench.bench.analysis_types import ConfigAnalysis, CostEstimate, EstimateBlock, Factors
+    from hpcbench.bench.results_documents import EstimateFactors
 
 FACTOR_KEYS = (*FACTOR_BOUNDS, "currency")
 J_PER_KWH = 3.6e6
 
 
-def check_factors(table: Any, where: str) -> dict[str, Any]:
+def check_factors(table: Any, where: str) -> EstimateFactors:
     """A matrix's ``[estimates]`` table, checked (``ValueError`` naming ``where`` and the key)."""
     if table is None:
         return {}
@@ -45,10 +49,10 @@ def check_factors(table: Any, where: str) -> dict[str, Any]:
     return out
 
 
-def chosen_factors(matrix_factors: dict[str, Any]) -> dict[str, Any]:
+def chosen_factors(matrix_factors: EstimateFactors) -> Factors:
     """The factors a matrix runs with and where each came from: the chosen profile's (if any),
     under the matrix's ``[estimates]``."""
-    values: dict[str, Any] = {}
+    values: EstimateFactors = {}
     sources: dict[str, str] = {}
     profile = load_profile()
     if profile is not None:
@@ -61,12 +65,12 @@ def chosen_factors(matrix_factors: dict[str, Any]) -> dict[str, Any]:
 
 
 def estimate(
-    factors: dict[str, Any],
+    factors: EstimateFactors,
     energy_j: float | None,
     seconds: float | None,
     nodes: int,
     gpus: int,
-) -> dict[str, Any]:
+) -> CostEstimate:
     """The estimates of one run (or of a sum of runs): None where a factor or the energy is
     missing."""
     pue = factors.get("pue", 1.0)
@@ -87,8 +91,8 @@ def estimate(
 
 
 def estimate_block(
-    cfg: dict[str, Any], factors: dict[str, Any], runs: int, seconds: float | None
-) -> dict[str, Any] | None:
+    cfg: ConfigAnalysis, factors: EstimateFactors, runs: int, seconds: float | None
+) -> EstimateBlock | None:
     """One configuration's estimates: per run (from the median energy and time) and for its
     ``runs`` completed runs; None when no factor is set."""
     if not any(k in factors for k in FACTOR_BOUNDS if k != "pue"):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hpcbench.bench.analysis import Analysis
+from hpcbench.bench.analysis_types import Analysis, ConfigAnalysis
 from hpcbench.bench.figures_energy import energy, power
 from hpcbench.bench.plotting import (
     RC,
@@ -36,7 +36,7 @@ PHASES = ("setup", "train", "val", "test")
 PHASE_COLOURS = {"setup": "#9e9e9e", "train": "#0072b2", "val": "#e69f00", "test": "#009e73"}
 
 
-def _configs_with_runs(analysis: Analysis) -> list[dict[str, Any]]:
+def _configs_with_runs(analysis: Analysis) -> list[ConfigAnalysis]:
     return [c for c in analysis.get("configs", []) if stat_ok(c.get("time", {}).get("total"))]
 
 
@@ -165,8 +165,8 @@ def scaling(analysis: Analysis, out_dir: Path) -> Plot:
 
 
 def _comparable(
-    all_configs: list[dict[str, Any]], base: str | None
-) -> tuple[list[dict[str, Any]], list[str]]:
+    all_configs: list[ConfigAnalysis], base: str | None
+) -> tuple[list[ConfigAnalysis], list[str]]:
     """The configurations with a speedup on the baseline's kind of device, and the names of
     those with a speedup on another kind (left out of the figure)."""
     base_device = next((c.get("device") for c in all_configs if c.get("name") == base), None)
@@ -186,7 +186,7 @@ def _comparable(
 
 def _speedup_axes(
     ax: Any,
-    configs: list[dict[str, Any]],
+    configs: list[ConfigAnalysis],
     ps: list[float],
     pmax: float,
     analysis: Analysis,
@@ -245,7 +245,7 @@ def _speedup_axes(
     ax.set_title("Speedup")
 
 
-def _efficiency_axes(ax2: Any, configs: list[dict[str, Any]]) -> None:
+def _efficiency_axes(ax2: Any, configs: list[ConfigAnalysis]) -> None:
     """Parallel efficiency per configuration, whole run and train loop, against 100 %."""
     x = list(range(len(configs)))
     for offset, key, name, hatch in (

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hpcbench.bench.analysis import Analysis
+from hpcbench.bench.analysis_types import Analysis, ConfigAnalysis
 from hpcbench.bench.plotting import (
     PALETTE,
     Plot,
@@ -96,7 +96,7 @@ def energy(analysis: Analysis, out_dir: Path) -> Plot:
     return Plot("energy", title, caption, path, png)
 
 
-def _energy_axes(ax: Any, configs: list[dict[str, Any]], scale: float, unit: str) -> None:
+def _energy_axes(ax: Any, configs: list[ConfigAnalysis], scale: float, unit: str) -> None:
     """Energy per run: used devices and with the idle ones, with their intervals."""
     names = [c["name"] for c in configs]
     x = list(range(len(names)))
@@ -135,7 +135,7 @@ def _energy_axes(ax: Any, configs: list[dict[str, Any]], scale: float, unit: str
     ax.set_title("Energy")
 
 
-def _edp_axes(ax2: Any, configs: list[dict[str, Any]]) -> None:
+def _edp_axes(ax2: Any, configs: list[ConfigAnalysis]) -> None:
     """EDP per configuration, relative to the baseline where it is known."""
     names = [c["name"] for c in configs]
     x = list(range(len(names)))

@@ -7,7 +7,7 @@ import math
 import time
 from typing import Any
 
-from hpcbench.bench.stats import est_ok, stat_ok
+from hpcbench.bench.stats import Estimate, Stat, est_ok, stat_ok
 
 
 def num(x: Any) -> str:
@@ -26,7 +26,7 @@ def num(x: Any) -> str:
     return f"{x:#.3g}"
 
 
-def _ci(d: dict[str, Any], scale: float = 1.0) -> str:
+def _ci(d: Stat | Estimate, scale: float = 1.0) -> str:
     """`` [lo, hi]``; nothing when there is no interval (one value: lo = hi)."""
     ci = d.get("ci95")
     if (

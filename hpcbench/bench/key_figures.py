@@ -14,7 +14,10 @@ configuration, each figure as a statistic (``median``, ``ci95``, ``n``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from hpcbench.bench.analysis_types import Analysis, ConfigAnalysis
 
 UNITS = {
     "samples_per_s": "samples/s",
@@ -32,7 +35,15 @@ UNITS = {
 FIGURE_NAMES = tuple(UNITS)
 
 
-def _stat(value: Any) -> dict[str, Any] | None:
+class Figure(TypedDict):
+    """A key figure: a median (or an estimate's value) with its interval and runs."""
+
+    median: float | None
+    ci95: list[float | None] | None
+    n: int | None
+
+
+def _stat(value: Any) -> Figure | None:
     """A summary (median, ci95, n) as it is, an estimate (value, ci95) as a statistic."""
     if not isinstance(value, dict):
         return None
@@ -43,7 +54,7 @@ def _stat(value: Any) -> dict[str, Any] | None:
     return None
 
 
-def config_figures(cfg: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def config_figures(cfg: ConfigAnalysis) -> dict[str, Figure]:
     """One configuration's figures (those it has)."""
     acct = cfg.get("accounting") or {}
     energy = cfg.get("energy") or {}
@@ -68,6 +79,6 @@ def config_figures(cfg: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in found.items() if v is not None and v.get("median") is not None}
 
 
-def analysis_figures(analysis: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+def analysis_figures(analysis: Analysis) -> dict[str, dict[str, Figure]]:
     """Every configuration's figures: config -> figure -> statistic."""
     return {cfg["name"]: config_figures(cfg) for cfg in analysis.get("configs") or []}

@@ -32,6 +32,11 @@ Every configuration trains the same model on the same data with the same global 
 any program instead of hpcbench's trainer (``program``, ``program_args``:
 :mod:`.matrix_program`). Errors are one line
 naming the file and the key (:class:`MatrixError`).
+
+The matrix as ``bench.json`` records it (:meth:`Matrix.to_dict`) is typed
+:class:`~hpcbench.bench.results_documents.MatrixRecord`, each configuration a
+:class:`~hpcbench.bench.results_documents.ConfigRecord`; the TOML table it is read from is
+arbitrary until checked (:data:`hpcbench.jsonfile.JSONObject`).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench.bench.matrix_program import check_arguments, read_program
+from hpcbench.bench.matrix_program import ProgramTable, check_arguments, read_program
 from hpcbench.bench.matrix_values import (
     MatrixError,
     matrix_error,
@@ -51,7 +56,14 @@ from hpcbench.bench.matrix_values import (
     read_name,
     read_str,
 )
+from hpcbench.bench.results_documents import (
+    ConfigRecord,
+    EstimateFactors,
+    MatrixRecord,
+    References,
+)
 from hpcbench.jobs.launchers import launcher_names
+from hpcbench.jsonfile import JSONObject
 from hpcbench.tomlfile import TomlFileError, read_toml_file
 from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
@@ -89,7 +101,7 @@ class Config:
     def launcher_kind(self) -> str:
         return self.launcher or STRATEGY_KINDS[self.strategy].default_launcher()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ConfigRecord:
         d = asdict(self)
         d["trainer_args"] = list(self.trainer_args)
         d["program_args"] = list(self.program_args)
@@ -111,20 +123,20 @@ class Matrix:
     job: str | None = None
     trainer_args: list[str] = field(default_factory=list)
     #: the program every run measures (module, script or command); None: hpcbench's trainer
-    program: dict[str, Any] | None = None
+    program: ProgramTable | None = None
     program_args: list[str] = field(default_factory=list)
     baseline_cpu: str | None = None
     baseline_one_device: str | None = None
     smoke: bool = False  # the smoke form: its job spec's [smoke] form too
     #: the carbon and cost factors (:mod:`hpcbench.bench.estimates`)
-    estimates: dict[str, Any] = field(default_factory=dict)
+    estimates: EstimateFactors = field(default_factory=dict)
     #: reference values with tolerances (:mod:`hpcbench.bench.references`)
-    reference: dict[str, Any] = field(default_factory=dict)
+    reference: References = field(default_factory=dict)
 
     def config(self, name: str) -> Config:
         return next(c for c in self.configs if c.name == name)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> MatrixRecord:
         """As recorded in bench.json (what a resumed matrix must still be)."""
         return {
             "name": self.name,
@@ -148,7 +160,7 @@ class Matrix:
 # ---------------------------------------------------------------------------------- reading
 
 
-def _config(table: Any, where: str, program: dict[str, Any] | None = None) -> Config:
+def _config(table: Any, where: str, program: ProgramTable | None = None) -> Config:
     if not isinstance(table, dict):
         raise MatrixError(f"{where}: expected a table, got {table!r}")
     known = {"name", "strategy", "device", "nodes", "ranks_per_node", "launcher", "trainer_args"}
@@ -194,7 +206,7 @@ def read_matrix(path: str | Path) -> Matrix:
     return build_matrix(read_matrix_table(path), str(path), default_name=Path(path).stem)
 
 
-def read_matrix_table(path: str | Path) -> dict[str, Any]:
+def read_matrix_table(path: str | Path) -> JSONObject:
     """The TOML table of a matrix file, unchecked (flags may still change it)."""
     try:
         return read_toml_file(path, MAX_MATRIX_BYTES, "the matrix file", "a matrix")
@@ -209,7 +221,7 @@ MATRIX_KEYS = frozenset(
 )  # fmt: skip
 
 
-def _configs(raw: Any, where: str, program: dict[str, Any] | None) -> list[Config]:
+def _configs(raw: Any, where: str, program: ProgramTable | None) -> list[Config]:
     """The matrix's ``[[config]]`` tables, each checked, their names unique."""
     if not isinstance(raw, list) or not raw:
         raise matrix_error(
@@ -224,7 +236,7 @@ def _configs(raw: Any, where: str, program: dict[str, Any] | None) -> list[Confi
 
 
 def build_matrix(
-    table: dict[str, Any], where: str = "matrix", default_name: str = "bench", smoke: bool = False
+    table: JSONObject, where: str = "matrix", default_name: str = "bench", smoke: bool = False
 ) -> Matrix:
     """The checked matrix. ``smoke``: ``table`` is a smoke form (:func:`smoke_form`), and the
     job spec is read in its ``[smoke]`` form too."""
@@ -273,13 +285,13 @@ def build_matrix(
     return matrix
 
 
-def _references_as_json(reference: dict[str, Any]) -> dict[str, Any]:
+def _references_as_json(reference: References) -> References:
     from hpcbench.bench.references import as_json
 
     return as_json(reference)
 
 
-def _estimates(table: Any, where: str) -> dict[str, Any]:
+def _estimates(table: Any, where: str) -> EstimateFactors:
     from hpcbench.bench.estimates import check_factors
 
     try:
@@ -288,7 +300,7 @@ def _estimates(table: Any, where: str) -> dict[str, Any]:
         raise MatrixError(str(err)) from None
 
 
-def _reference(table: Any, where: str) -> dict[str, Any]:
+def _reference(table: Any, where: str) -> References:
     from hpcbench.bench.references import ReferenceError, check_references
 
     try:
@@ -297,7 +309,7 @@ def _reference(table: Any, where: str) -> dict[str, Any]:
         raise MatrixError(str(err)) from None
 
 
-def smoke_form(table: dict[str, Any], where: str) -> dict[str, Any]:
+def smoke_form(table: JSONObject, where: str) -> JSONObject:
     """The matrix's ``[smoke]`` form: its keys (the matrix's own; a ``config`` list replaces
     the configurations) over the rest: the same comparison in minutes on a small cluster."""
     overlay = table.get("smoke")
@@ -325,7 +337,7 @@ _WORD = re.compile(
 )
 
 
-def configs_from_words(words: str) -> list[dict[str, Any]]:
+def configs_from_words(words: str) -> list[JSONObject]:
     """``single,ddp:2,mpi:4x2,ddp:2@cuda`` -> [[config]] tables: STRATEGY[:RANKS[xNODES]][@DEVICE],
     RANKS per node (default 1), NODES (default 1), DEVICE cpu or cuda (default cpu)."""
     tables = []

@@ -2,23 +2,36 @@
 ``trainer_args``), or any program (``program = { module = … | script = … | command = [...] }``,
 with ``program_args``), as a job's program is. Any program learns each run's configuration from
 its environment (:data:`RUN_VARIABLES`), which :mod:`hpcbench.measure` reads: the strategy and
-the device it is to use, and whether this run samples energy."""
+the device it is to use, and whether this run samples energy.
+
+Its table is typed :class:`ProgramTable` (as ``bench.json`` and a sweep's plan record it)."""
 
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TypedDict
 
 from hpcbench.bench.matrix_values import MatrixError, matrix_error, read_args
+from hpcbench.jsonfile import JSONObject
 
 PROGRAM_KINDS = ("module", "script", "command")
+
+
+class ProgramTable(TypedDict, total=False):
+    """A program table, checked: exactly one of its keys."""
+
+    module: str
+    script: str
+    command: list[str]
+
+
 #: what each run of a matrix tells any program through its environment
 STRATEGY_VAR, DEVICE_VAR = "HPCBENCH_STRATEGY", "HPCBENCH_DEVICE"
 ENERGY_VAR, ENERGY_INTERVAL_VAR = "HPCBENCH_ENERGY", "HPCBENCH_ENERGY_INTERVAL"
 RUN_VARIABLES = (STRATEGY_VAR, DEVICE_VAR, ENERGY_VAR, ENERGY_INTERVAL_VAR)
 
 
-def read_program(table: dict[str, Any], where: str) -> dict[str, Any] | None:
+def read_program(table: JSONObject, where: str) -> ProgramTable | None:
     """The matrix's ``program`` table (one of module, script or command), checked; None for
     hpcbench's trainer. Its values are checked again as a job spec's program when each run's
     spec is made."""
@@ -46,7 +59,7 @@ def read_program(table: dict[str, Any], where: str) -> dict[str, Any] | None:
     return {kind: value}
 
 
-def check_arguments(table: dict[str, Any], where: str, program: dict[str, Any] | None) -> None:
+def check_arguments(table: JSONObject, where: str, program: ProgramTable | None) -> None:
     """``trainer_args`` are hpcbench's trainer's flags, ``program_args`` any program's: each
     only with its program."""
     if program is not None and table.get("trainer_args"):
@@ -61,7 +74,7 @@ def check_arguments(table: dict[str, Any], where: str, program: dict[str, Any] |
         )  # fmt: skip
 
 
-def program_line(program: dict[str, Any] | None, args: list[str]) -> str:
+def program_line(program: ProgramTable | None, args: list[str]) -> str:
     """The program and its arguments as a person reads them (``python train.py --lr {lr}``);
     hpcbench's trainer for None. A word with a space or a quote in it is quoted."""
     if program is None:

@@ -7,6 +7,8 @@ import math
 import re
 from typing import Any
 
+from hpcbench.jsonfile import JSONObject
+
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # Options the matrix sets for every run itself; a configuration or trainer_args must not.
 RESERVED_TRAINER_FLAGS = ("--strategy", "--device", "--output-dir", "--energy", "--energy-interval")
@@ -20,7 +22,7 @@ def matrix_error(where: str, key: str, problem: str) -> MatrixError:
     return MatrixError(f"{where}: {key}: {problem}")
 
 
-def read_int(table: dict[str, Any], key: str, where: str, default: int, low: int, high: int) -> int:
+def read_int(table: JSONObject, key: str, where: str, default: int, low: int, high: int) -> int:
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise matrix_error(
@@ -30,7 +32,7 @@ def read_int(table: dict[str, Any], key: str, where: str, default: int, low: int
 
 
 def read_float(
-    table: dict[str, Any], key: str, where: str, default: float, low: float, high: float
+    table: JSONObject, key: str, where: str, default: float, low: float, high: float
 ) -> float:
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -41,7 +43,7 @@ def read_float(
 
 
 def read_str(
-    table: dict[str, Any], key: str, where: str, choices: tuple[str, ...] | None = None
+    table: JSONObject, key: str, where: str, choices: tuple[str, ...] | None = None
 ) -> str | None:
     value = table.get(key)
     if value is None:
@@ -53,7 +55,7 @@ def read_str(
     return value
 
 
-def read_args(table: dict[str, Any], key: str, where: str, trainer: bool = True) -> list[str]:
+def read_args(table: JSONObject, key: str, where: str, trainer: bool = True) -> list[str]:
     """A list of arguments; ``trainer``: the trainer's, which may not set what the matrix sets
     for each run."""
     value = table.get(key, [])

@@ -13,9 +13,8 @@ the same work.
 
 from __future__ import annotations
 
-from typing import Any
-
 from hpcbench.bench import stats
+from hpcbench.bench.analysis_types import Analysis, Batches, Comparison, ConfigAnalysis
 from hpcbench.bench.results_reader import Run, is_number
 
 
@@ -33,7 +32,7 @@ def global_batch(runs: list[Run]) -> int | None:
     return said.pop() if len(said) == 1 else None
 
 
-def batches(configs: list[dict[str, Any]], base: str | None) -> dict[str, Any]:
+def batches(configs: list[ConfigAnalysis], base: str | None) -> Batches:
     """``reference`` (the configuration the others are held to), its ``global_batch``, and
     ``different``: each configuration whose global batch is another (name -> its batch)."""
     known = [c for c in configs if c.get("global_batch") is not None]
@@ -49,7 +48,7 @@ def batches(configs: list[dict[str, Any]], base: str | None) -> dict[str, Any]:
     }
 
 
-def batch_note(name: str, work: dict[str, Any]) -> str | None:
+def batch_note(name: str, work: Batches) -> str | None:
     """What a comparison of ``name`` with the reference must say when it trained another global
     batch (None when it did not)."""
     batch = (work.get("different") or {}).get(name)
@@ -61,7 +60,7 @@ def batch_note(name: str, work: dict[str, Any]) -> str | None:
     )
 
 
-def pairwise(configs: list[dict[str, Any]], totals: dict[str, list[float]]) -> list[dict[str, Any]]:
+def pairwise(configs: list[ConfigAnalysis], totals: dict[str, list[float]]) -> list[Comparison]:
     """Each configuration ``a`` against each other ``b`` (both orders): ``ratio`` = median total
     time of ``a`` ÷ that of ``b`` (an EST: value and 95 % interval; below 1, ``a`` is faster),
     ``significant`` and ``n`` (the runs of each side). Configurations without a completed
@@ -87,7 +86,7 @@ def pairwise(configs: list[dict[str, Any]], totals: dict[str, list[float]]) -> l
     return out
 
 
-def significant_findings(analysis: dict[str, Any]) -> list[str]:
+def significant_findings(analysis: Analysis) -> list[str]:
     """The significant differences of total time between configurations, in words, the largest
     first (each pair once, the faster configuration named first)."""
     batch = {c["name"]: c.get("global_batch") for c in analysis.get("configs") or []}

@@ -10,10 +10,11 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from hpcbench.atomic import current_umask
-from hpcbench.bench.analysis import Analysis
+from hpcbench.bench.analysis_types import Analysis, ConfigAnalysis
+from hpcbench.bench.stats import Estimate, Stat
 
 # Okabe–Ito: distinguishable with the common colour-vision deficiencies, and in greyscale print.
 PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000")
@@ -62,7 +63,7 @@ def accuracy_range(values: Sequence[float]) -> tuple[float, float]:
     return bottom, max(top, min(100.0, bottom + ACCURACY_SPAN))
 
 
-def interval(d: dict[str, Any], centre: float, scale: float = 1.0) -> tuple[float, float]:
+def interval(d: Stat | Estimate, centre: float, scale: float = 1.0) -> tuple[float, float]:
     """Distances below and above ``centre`` of the 95 % interval (0, 0 without one)."""
     ci = d.get("ci95")
     if not (isinstance(ci, (list, tuple)) and len(ci) == 2) or None in ci:
@@ -71,7 +72,7 @@ def interval(d: dict[str, Any], centre: float, scale: float = 1.0) -> tuple[floa
     return max(0.0, centre - lo), max(0.0, hi - centre)
 
 
-def errors(items: Sequence[tuple[dict[str, Any], float]]) -> list[list[float]]:
+def errors(items: Sequence[tuple[Stat | Estimate, float]]) -> list[list[float]]:
     """matplotlib's yerr (2 × n) from (STAT or EST, plotted centre) pairs."""
     below, above = [], []
     for d, centre in items:
@@ -89,10 +90,23 @@ def colour_of(analysis: Analysis, name: str) -> str:
 
 
 LINE_STYLES = ("-", "--", "-.", ":")
+
+
+class PlotStyle(TypedDict):
+    """A configuration's curve, as matplotlib's ``plot`` takes it (``**style``)."""
+
+    color: str
+    linestyle: str
+    marker: str
+    markersize: float
+    markerfacecolor: str
+    markeredgewidth: float
+
+
 MARKERS = "osD^v<>P"
 
 
-def style_of(analysis: Analysis, name: str) -> dict[str, Any]:
+def style_of(analysis: Analysis, name: str) -> PlotStyle:
     """A configuration's curve, the same in every figure (its place in the matrix): its colour,
     a line style and a hollow marker of its own, the markers of later configurations smaller, so
     that curves lying on each other all stay visible (each marker nested in the one below)."""
@@ -141,7 +155,7 @@ def xticks(ax, names: Sequence[str]) -> None:
     )
 
 
-def mark_unavailable(ax, configs: Sequence[dict[str, Any]], key: str) -> None:
+def mark_unavailable(ax, configs: Sequence[ConfigAnalysis], key: str) -> None:
     from matplotlib.transforms import blended_transform_factory
 
     trans = blended_transform_factory(ax.transData, ax.transAxes)
@@ -150,7 +164,7 @@ def mark_unavailable(ax, configs: Sequence[dict[str, Any]], key: str) -> None:
             ax.text(i, 0.02, "n/a", ha="center", va="bottom", color="#b00020", transform=trans)
 
 
-def no_runs(analysis: dict[str, Any]) -> str:
+def no_runs(analysis: Analysis) -> str:
     """Why a figure has no time: no run completed (and how many failed)."""
     n = sum((c.get("runs") or {}).get("failed", 0) for c in analysis.get("configs", []))
     return "No time figure: no run completed" + (

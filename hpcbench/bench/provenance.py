@@ -11,14 +11,14 @@ import socket
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
+from hpcbench.bench.results_documents import BenchProvenance
 from hpcbench.jobs.profiles import PROFILE_VAR
 
 VERSIONED = ("hpcbench", "torch", "torchvision", "mpi4py", "mpich", "numpy", "h5py", "nvidia-ml-py")
 
 
-def provenance(cwd: Path) -> dict[str, Any]:
+def provenance(cwd: Path) -> BenchProvenance:
     """What the matrix ran with, as far as the submitting machine can tell (each run's
     metrics.json adds the versions, hosts and MPI the ranks themselves saw)."""
     versions = {}

@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcbench.bench.key_figures import FIGURE_NAMES, UNITS, analysis_figures
 from hpcbench.bench.run_lines import failure_cause
 from hpcbench.files import printable
+
+if TYPE_CHECKING:
+    from hpcbench.bench.analysis_types import Analysis
+    from hpcbench.bench.results_documents import References
 
 
 class ReferenceError(ValueError):
@@ -70,7 +74,7 @@ def _num(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
-def check_references(table: Any, where: str) -> dict[str, dict[str, list[Any]]]:
+def check_references(table: Any, where: str) -> References:
     """The reference table, checked: key -> figure -> [reference, lower, upper, unit]."""
     if table is None:
         return {}
@@ -101,7 +105,7 @@ def _number(x: Any) -> bool:
 _OPEN = {"inf": math.inf, "+inf": math.inf, "-inf": -math.inf}
 
 
-def as_json(references: dict[str, dict[str, list[Any]]]) -> dict[str, dict[str, list[Any]]]:
+def as_json(references: References) -> References:
     """The references with open sides as ``"inf"``/``"-inf"`` (JSON has no infinity; the
     check reads both)."""
     return {
@@ -155,8 +159,8 @@ def _lookup(
 
 
 def check(
-    analysis: dict[str, Any],
-    references: dict[str, dict[str, list[Any]]],
+    analysis: Analysis,
+    references: References,
     profile: str | None = None,
 ) -> list[Outcome]:
     """Every referenced figure of every configuration against its tolerance. A reference for

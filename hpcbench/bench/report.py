@@ -19,7 +19,8 @@ from typing import Any
 
 from hpcbench.atomic import write_atomically
 from hpcbench.bench import figures
-from hpcbench.bench.analysis import Analysis, analyse, factors_of
+from hpcbench.bench.analysis import analyse, factors_of
+from hpcbench.bench.analysis_types import Analysis
 from hpcbench.bench.document import (
     Block,
     Bullets,
@@ -43,6 +44,7 @@ from hpcbench.bench.report_tables import (
     time_table,
     total_phases,
 )
+from hpcbench.bench.results_documents import RunRecord
 from hpcbench.bench.results_reader import Results, load_results
 from hpcbench.bench.tables import write_tables
 
@@ -83,7 +85,7 @@ def _differences(analysis: Analysis) -> list[str]:
     return out
 
 
-def _summary_blocks(analysis: Analysis, runs: Sequence[dict[str, Any]]) -> list[Block]:
+def _summary_blocks(analysis: Analysis, runs: Sequence[RunRecord]) -> list[Block]:
     """The summary's sentences, the baselines, failed and shared runs, the differences."""
     blocks: list[Block] = lead_blocks(analysis)  # what the noise carries, and different work
     sentences = [str(s) for s in analysis.get("sentences") or []]

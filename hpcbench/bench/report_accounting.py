@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcbench.bench.analysis import Analysis
+from hpcbench.bench.analysis_types import AccountingBlock, Analysis, ConfigAnalysis, Factors
 from hpcbench.bench.document import Block, Bullets, Para, Table
 from hpcbench.bench.formatting import fmt_joules, fmt_stat, num
+from hpcbench.bench.results_documents import EstimateFactors
 
 
 def _pct(stat: Any) -> str:
@@ -58,7 +59,7 @@ def accounting_blocks(analysis: Analysis) -> list[Block]:
     return blocks
 
 
-def _accounting_table(found: list[dict[str, Any]]) -> Table:
+def _accounting_table(found: list[ConfigAnalysis]) -> Table:
     """The accounting of each configuration that has one, a row each."""
     rows = []
     for c in found:
@@ -100,7 +101,7 @@ def _accounting_table(found: list[dict[str, Any]]) -> Table:
     )
 
 
-def _cpus(block: dict[str, Any]) -> str:
+def _cpus(block: AccountingBlock) -> str:
     """ "1.9 of 8": the CPUs kept busy on average (median over the runs) of those allocated."""
     used, cpus = block.get("cpus_used"), block.get("cpus")
     if not used or not cpus:
@@ -108,7 +109,7 @@ def _cpus(block: dict[str, Any]) -> str:
     return f"{used['median']:.1f} of {cpus}"
 
 
-def _by_reason(configs: list[dict[str, Any]], key: str, what: str) -> list[str]:
+def _by_reason(configs: list[ConfigAnalysis], key: str, what: str) -> list[str]:
     reasons: dict[str, list[str]] = {}
     for c in configs:
         reason = (c.get("accounting") or {}).get(key) or "not recorded"
@@ -116,7 +117,7 @@ def _by_reason(configs: list[dict[str, Any]], key: str, what: str) -> list[str]:
     return [f"{', '.join(names)}: {what}: {why}" for why, names in reasons.items()]
 
 
-def _factor_words(factors: dict[str, Any], sources: dict[str, str]) -> list[str]:
+def _factor_words(factors: EstimateFactors, sources: dict[str, str]) -> list[str]:
     names = {
         "carbon_intensity": ("carbon intensity", "gCO2e/kWh"),
         "pue": ("PUE", ""),
@@ -135,7 +136,7 @@ def _factor_words(factors: dict[str, Any], sources: dict[str, str]) -> list[str]
     ]
 
 
-def estimate_blocks(analysis: Analysis, factors: dict[str, Any]) -> list[Block]:
+def estimate_blocks(analysis: Analysis, factors: Factors) -> list[Block]:
     """Estimated CO2e and cost per run and per configuration, labelled as estimates."""
     configs = [c for c in analysis.get("configs", []) if c.get("estimates")]
     if not configs:

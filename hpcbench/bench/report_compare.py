@@ -6,9 +6,7 @@ median total times, its 95 % interval and its significance, from
 
 from __future__ import annotations
 
-from typing import Any
-
-from hpcbench.bench.analysis import Analysis
+from hpcbench.bench.analysis_types import Analysis, Comparison
 from hpcbench.bench.document import Block, Bullets, Para, Table
 from hpcbench.bench.formatting import fmt_est
 from hpcbench.bench.pairwise import significant_findings
@@ -78,7 +76,7 @@ def pairwise_blocks(analysis: Analysis) -> list[Block]:
     ]
 
 
-def _cell(d: dict[str, Any] | None, same: bool) -> str:
+def _cell(d: Comparison | None, same: bool) -> str:
     if same:
         return "1"
     if d is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcbench.bench.analysis import Analysis
+from hpcbench.bench.analysis_types import Analysis, ConfigAnalysis
 from hpcbench.bench.document import Block, Bullets, Heading, Para, Table
 from hpcbench.bench.energy import energy_sources, kind_name
 from hpcbench.bench.formatting import fmt_joules, fmt_stat, num
@@ -24,7 +24,7 @@ def energy_blocks(analysis: Analysis, results: Results) -> list[Block]:
     ]
 
 
-def _energy_table(configs: list[dict[str, Any]]) -> list[Block]:
+def _energy_table(configs: list[ConfigAnalysis]) -> list[Block]:
     blocks: list[Block] = []
     rows = []
     for c in configs:
@@ -75,7 +75,7 @@ def _energy_table(configs: list[dict[str, Any]]) -> list[Block]:
     return blocks
 
 
-def _kind_table(configs: list[dict[str, Any]]) -> list[Block]:
+def _kind_table(configs: list[ConfigAnalysis]) -> list[Block]:
     blocks: list[Block] = []
     kind_rows = []
     for c in configs:
@@ -119,7 +119,7 @@ def _kind_table(configs: list[dict[str, Any]]) -> list[Block]:
     return blocks
 
 
-def _unavailable(configs: list[dict[str, Any]]) -> list[Block]:
+def _unavailable(configs: list[ConfigAnalysis]) -> list[Block]:
     why = []
     for c in configs:
         e = c.get("energy") or {}
@@ -133,7 +133,7 @@ def _unavailable(configs: list[dict[str, Any]]) -> list[Block]:
     return [Bullets(why)] if why else []
 
 
-def _source_blocks(configs: list[dict[str, Any]], results: Results) -> list[Block]:
+def _source_blocks(configs: list[ConfigAnalysis], results: Results) -> list[Block]:
     sources = []
     for c in configs:
         e = c.get("energy") or {}

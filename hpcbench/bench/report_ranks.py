@@ -5,18 +5,18 @@ and the profiler traces' summaries (``--trace-steps``: :mod:`hpcbench.measure.tr
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from hpcbench.bench.document import Block, Image, Para, Table
 from hpcbench.bench.formatting import num
 from hpcbench.bench.results_reader import Results, Run
 from hpcbench.files import printable
+from hpcbench.measure.stragglers import Stragglers
 
 FIGURE_KEY = "ranks"
 MAX_RUNS_DRAWN = 4
 
 
-def _named(st: dict[str, Any]) -> str:
+def _named(st: Stragglers) -> str:
     named = st.get("named") or {}
     return (
         "; ".join(

@@ -13,6 +13,7 @@ from typing import Any
 from hpcbench.bench.document import Block, Bullets, Code, Heading, Para, Table
 from hpcbench.bench.formatting import num, when
 from hpcbench.bench.matrix_program import program_line
+from hpcbench.bench.results_documents import BenchDocument, RunRecord
 from hpcbench.bench.results_reader import Results
 from hpcbench.bench.run_lines import failure_cause
 from hpcbench.files import printable
@@ -21,12 +22,12 @@ from hpcbench.files import printable
 SUMMARY_FAILED = 5
 
 
-def _cause(run: dict[str, Any]) -> str:
+def _cause(run: RunRecord) -> str:
     """A failed run's cause in one line, its control characters shown as escapes."""
     return printable(failure_cause(str(run.get("error") or ""))) or "no error recorded"
 
 
-def failed_summary(runs: Sequence[dict[str, Any]]) -> list[Block]:
+def failed_summary(runs: Sequence[RunRecord]) -> list[Block]:
     """The summary's line of the failed runs: how many, and each one's cause in one line."""
     failed = [r for r in runs if r.get("status") == "failed"]
     if not failed:
@@ -43,7 +44,7 @@ def failed_summary(runs: Sequence[dict[str, Any]]) -> list[Block]:
     ]
 
 
-def failed_blocks(runs: Sequence[dict[str, Any]]) -> list[Block]:
+def failed_blocks(runs: Sequence[RunRecord]) -> list[Block]:
     """Every failed run in a table with its cause in one line, then the failure report bench
     kept of each (the first failing rank's traceback, else its log's last lines), verbatim."""
     failed = [r for r in runs if r.get("status") == "failed"]
@@ -100,7 +101,7 @@ def warned_blocks(runs: Sequence[Any]) -> list[Block]:
     ]
 
 
-def _run_row(r: dict[str, Any]) -> list[str]:
+def _run_row(r: RunRecord) -> list[str]:
     """One run in the table of runs: what, where, when and how long."""
     started, ended = r.get("started"), r.get("ended")
     took = (
@@ -121,7 +122,7 @@ def _run_row(r: dict[str, Any]) -> list[str]:
     ]
 
 
-def provenance_blocks(bench: dict[str, Any], runs: Sequence[dict[str, Any]]) -> list[Block]:
+def provenance_blocks(bench: BenchDocument, runs: Sequence[RunRecord]) -> list[Block]:
     prov = bench.get("provenance") or {}
     rows = []
     for key, value in prov.items():

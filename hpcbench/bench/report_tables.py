@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from hpcbench.bench.analysis import Analysis
+from hpcbench.bench.analysis_types import Analysis
 from hpcbench.bench.document import (
     Table,
 )
 from hpcbench.bench.formatting import fmt_est, fmt_stat, num
+from hpcbench.bench.results_documents import BenchDocument
 from hpcbench.bench.results_reader import TOTAL_PHASES
 
 
@@ -17,7 +16,7 @@ def total_phases() -> tuple[str, ...]:
     return tuple(p.removesuffix("_s") for p in TOTAL_PHASES)
 
 
-def config_table(bench: dict[str, Any], analysis: Analysis) -> Table:
+def config_table(bench: BenchDocument, analysis: Analysis) -> Table:
     by_name = {c.get("name"): c for c in analysis.get("configs", [])}
     rows = []
     for c in (bench.get("matrix") or {}).get("configs") or []:

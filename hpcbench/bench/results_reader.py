@@ -6,7 +6,13 @@ and (energy runs) ``energy.json``, each run's ``accounting.json`` (the scheduler
 ``idle.json``; :class:`AnalysisError`, one line naming the
 file, for anything that is not a results directory of ``hpcbench bench``. The analysis, the
 energy figures, the tables, the figures and the report all work from the :class:`Results` it
-returns.
+returns. Each document is read as its type: ``metrics.json`` by :func:`read_metrics` as
+:class:`~hpcbench.run_documents.Metrics`, ``bench.json`` and ``runs.json`` as
+:class:`~hpcbench.bench.results_documents.BenchDocument` and
+:class:`~hpcbench.bench.results_documents.RunRecord`,
+``energy.json`` and ``idle.json`` as :class:`~hpcbench.run_documents.EnergyDocument` and
+:class:`~hpcbench.energy.sampler.IdleDocument`, ``accounting.json`` as
+:class:`~hpcbench.jobs.accounting.records.AccountingRecord`.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcbench.files import printable
 from hpcbench.jobs.accounting.records import load as load_accounting
@@ -23,7 +29,19 @@ from hpcbench.jsonfile import JsonFileError, read_json
 from hpcbench.measure.stragglers import analyse as analyse_ranks
 from hpcbench.measure.telemetry_files import all_records, skipped_line
 from hpcbench.measure.traces import read_summaries
-from hpcbench.run_documents import METRICS_FORMAT
+from hpcbench.run_documents import METRICS_FORMAT, EnergyDocument, Metrics
+
+if TYPE_CHECKING:
+    from hpcbench.bench.results_documents import (
+        BenchDocument,
+        MatrixRecord,
+        RunRecord,
+        RunsDocument,
+    )
+    from hpcbench.energy.sampler import IdleDocument
+    from hpcbench.jobs.accounting.records import AccountingRecord
+    from hpcbench.measure.stragglers import Stragglers
+    from hpcbench.measure.traces import TraceSummary
 
 BENCH_FORMAT = "hpcbench-bench/1"
 RUNS_FORMAT = "hpcbench-runs/1"
@@ -50,15 +68,15 @@ class Run:
     status: str
     run_dir: Path
     error: str = ""
-    metrics: dict[str, Any] | None = None
-    energy: dict[str, Any] | None = None
-    record: dict[str, Any] = field(default_factory=dict)  # as runs.json holds it
+    metrics: Metrics | None = None
+    energy: EnergyDocument | None = None
+    record: RunRecord = field(default_factory=dict)  # as runs.json holds it
     #: the scheduler's accounting of the run's job (``accounting.json``; None when not kept)
-    accounting: dict[str, Any] | None = None
+    accounting: AccountingRecord | None = None
     #: its ranks' telemetry read for stragglers (:func:`hpcbench.measure.stragglers.analyse`)
-    stragglers: dict[str, Any] | None = None
+    stragglers: Stragglers | None = None
     #: its ranks' profiler trace summaries (:func:`hpcbench.measure.traces.read_summaries`)
-    traces: list[dict[str, Any]] = field(default_factory=list)
+    traces: list[TraceSummary] = field(default_factory=list)
     #: one line per telemetry file with lines that were not a record (skipped, counted)
     skipped_telemetry: list[str] = field(default_factory=list)
 
@@ -68,12 +86,12 @@ class Results:
     """A results directory of ``hpcbench bench``, read and checked."""
 
     directory: Path
-    bench: dict[str, Any]
+    bench: BenchDocument
     runs: list[Run] = field(default_factory=list)
-    idle: dict[str, Any] | None = None
+    idle: IdleDocument | None = None
 
     @property
-    def matrix(self) -> dict[str, Any]:
+    def matrix(self) -> MatrixRecord:
         return self.bench["matrix"]
 
 
@@ -221,7 +239,7 @@ def load_results(results_dir: str | Path) -> Results:
     return results
 
 
-def _ranks(run_dir: Path) -> tuple[dict[str, Any] | None, list[str]]:
+def _ranks(run_dir: Path) -> tuple[Stragglers | None, list[str]]:
     """A run's ranks read for stragglers (None: none read), and a line per telemetry file whose
     lines were not all records, each also said on standard error: a hostile or damaged line is
     skipped, never the whole results directory refused."""
@@ -265,16 +283,22 @@ def _read_run_files(directory: Path, run_dir: str, run: Run) -> None:
             raise AnalysisError(
                 f"{run.run_dir / name}: leads out of the results directory: not read"
             )
-    mpath = run.run_dir / "metrics.json"
-    run.metrics = _read_json(mpath, "the run is recorded as completed")
-    _check_metrics(mpath, run.metrics)
+    run.metrics = read_metrics(run.run_dir / "metrics.json", "the run is recorded as completed")
     epath = run.run_dir / "energy.json"
     if run.kind == "energy" and epath.exists():
         run.energy = _read_json(epath, "")
         _check_energy(epath, run.energy)
 
 
-def phase_times(metrics: dict[str, Any]) -> dict[str, float]:
+def read_metrics(path: Path, missing_hint: str = "") -> Metrics:
+    """A run's ``metrics.json``, checked as the analysis needs it (its layout, its phases and
+    its run); :class:`AnalysisError` (one line naming the file) otherwise."""
+    metrics = _read_json(path, missing_hint)
+    _check_metrics(path, metrics)
+    return metrics
+
+
+def phase_times(metrics: Metrics) -> dict[str, float]:
     """A run's phase seconds, and ``total``: train, validation and test (set-up excluded)."""
     ph = metrics["phases"]
     times = {p: float(ph[f"{p}_s"]) for p in ("setup", "train", "val", "test")}
@@ -282,7 +306,7 @@ def phase_times(metrics: dict[str, Any]) -> dict[str, float]:
     return times
 
 
-def samples_trained(metrics: dict[str, Any]) -> int | None:
+def samples_trained(metrics: Metrics) -> int | None:
     """Epochs x steps per epoch x global batch; None where the run does not say."""
     run = metrics["run"]
     try:
@@ -292,7 +316,7 @@ def samples_trained(metrics: dict[str, Any]) -> int | None:
     return n or None
 
 
-def read_document(path: Path, fmt: str, missing_hint: str) -> dict[str, Any]:
+def read_document(path: Path, fmt: str, missing_hint: str) -> BenchDocument | RunsDocument:
     """One of the directory's own files (``bench.json``, ``runs.json``) as the runner resumes
     it: a JSON object of format ``fmt``; :class:`AnalysisError` (one line) otherwise."""
     data = _read_json(path, missing_hint)
@@ -301,7 +325,7 @@ def read_document(path: Path, fmt: str, missing_hint: str) -> dict[str, Any]:
     return data
 
 
-def read_run_metrics(directory: Path, run_dir: str) -> dict[str, Any] | None:
+def read_run_metrics(directory: Path, run_dir: str) -> Metrics | None:
     """The ``metrics.json`` of the run in ``directory/run_dir`` (a bench run, a sweep's task):
     None when it has none; :class:`AnalysisError` (one line) when the run directory leads out of
     ``directory`` (a link: never read) or the file cannot be read as a JSON object's text."""
@@ -318,7 +342,7 @@ def read_run_metrics(directory: Path, run_dir: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def run_metrics(directory: Path, run_dir: str | None) -> dict[str, Any] | None:
+def run_metrics(directory: Path, run_dir: str | None) -> Metrics | None:
     """A run's ``metrics.json`` as the runner reports it while the matrix goes on; None when it
     is missing, unreadable or outside the directory (the analysis names such a run)."""
     if not run_dir:

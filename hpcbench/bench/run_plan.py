@@ -1,5 +1,6 @@
 """The runs of a matrix and their order: round 1 of every configuration, then round 2 …, each
-round's energy runs after its timing runs (:mod:`hpcbench.bench.runner` runs them)."""
+round's energy runs after its timing runs (:mod:`hpcbench.bench.runner` runs them). A run is recorded in
+``runs.json`` as a :class:`~hpcbench.bench.results_documents.RunRecord`."""
 
 from __future__ import annotations
 

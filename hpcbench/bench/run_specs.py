@@ -5,7 +5,7 @@ and the spec of the idle-power measurement."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from hpcbench.bench.matrix import Config, Matrix, MatrixError
 from hpcbench.bench.matrix_program import run_variables
@@ -113,7 +113,16 @@ def _drop_unused_launcher_args(spec: Any) -> None:
         spec.launcher.args = []
 
 
-def job_shape(config: Config) -> dict[str, Any]:
+class JobShape(TypedDict):
+    """A configuration's job: nodes, launcher, GPUs and tasks per node."""
+
+    nodes: int
+    launcher: str
+    gpus_per_node: int
+    tasks_per_node: int
+
+
+def job_shape(config: Config) -> JobShape:
     """The job's resources and launcher for a configuration."""
     if STRATEGY_KINDS[config.strategy].drives_node_gpus:
         shape = {"gpus_per_node": config.ranks_per_node, "tasks_per_node": 1}

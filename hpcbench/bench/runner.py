@@ -27,6 +27,7 @@ from hpcbench.bench.estimates import chosen_factors
 from hpcbench.bench.machine_load import other_work
 from hpcbench.bench.matrix import Matrix, MatrixError
 from hpcbench.bench.provenance import provenance
+from hpcbench.bench.results_documents import BenchDocument, RunsDocument
 from hpcbench.bench.results_reader import (
     BENCH_FORMAT,
     RUNS_FORMAT,
@@ -363,7 +364,7 @@ def _identity(matrix: Any) -> Any:
     return {k: v for k, v in matrix.items() if k not in ("reference", "estimates")}
 
 
-def _read_json(path: Path, fmt: str) -> dict[str, Any]:
+def _read_json(path: Path, fmt: str) -> BenchDocument | RunsDocument:
     try:
         return read_document(path, fmt, "this results directory is incomplete")
     except AnalysisError as err:

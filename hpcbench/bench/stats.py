@@ -2,19 +2,42 @@
 mean, mean, percentile-bootstrap interval), bootstrapped ratios of medians, parallel efficiency
 and the Karp–Flatt serial fraction. Every bootstrap uses a fixed seed, so a report read twice
 from the same results gives the same numbers.
+
+The two shapes of the report's figures are typed here, beside their one writer: :class:`Stat`
+(a summary of repetitions, "STAT") and :class:`Estimate` (a value with its interval, "EST").
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 RESAMPLES = 2000  # bootstrap resamples
 SEED = 20210701  # fixed: the same results always give the same intervals
 LEVEL = 0.95  # two-sided, percentile bootstrap
+
+
+class Stat(TypedDict):
+    """A STAT (:func:`summarise`): a summary of repetitions with the bootstrap interval of the
+    median."""
+
+    n: int
+    median: float
+    olympic_mean: float
+    mean: float
+    ci95: list[float]
+    values: list[float]
+
+
+class Estimate(TypedDict):
+    """An EST: a value (a ratio of medians, an efficiency, a serial fraction) and its 95 %
+    interval (None ends where undefined)."""
+
+    value: float | None
+    ci95: list[float | None]
 
 
 def olympic_mean(values: Sequence[float]) -> float:
@@ -58,7 +81,7 @@ def bootstrap_ci(
     return _interval(_resampled_medians(arr, rng, resamples), level)
 
 
-def summarise(values: Sequence[float]) -> dict[str, Any] | None:
+def summarise(values: Sequence[float]) -> Stat | None:
     """A STAT: ``n``, ``median``, ``olympic_mean``, ``mean``, ``ci95`` (bootstrap of the median)
     and the ``values`` themselves; None for no values."""
     vals = [float(v) for v in values]
@@ -81,7 +104,7 @@ def ratio_of_medians(
     resamples: int = RESAMPLES,
     seed: int = SEED,
     level: float = LEVEL,
-) -> dict[str, Any]:
+) -> Estimate:
     """An EST: ``median(numerator) / median(denominator)`` with a bootstrap interval, both
     samples resampled independently (they are repetitions of two different configurations).
     A speedup is ``ratio_of_medians(baseline_times, times)``."""
@@ -97,7 +120,7 @@ def ratio_of_medians(
     return {"value": value, "ci95": _interval(ratios, level)}
 
 
-def scaled(est: dict[str, Any] | None, factor: float) -> dict[str, Any] | None:
+def scaled(est: Estimate | None, factor: float) -> Estimate | None:
     """An EST multiplied by a positive constant (efficiency = speedup / devices)."""
     if est is None:
         return None
@@ -113,7 +136,7 @@ def karp_flatt(speedup: float, devices: int) -> float | None:
     return (1.0 / speedup - 1.0 / devices) / (1.0 - 1.0 / devices)
 
 
-def karp_flatt_est(speedup: dict[str, Any] | None, devices: int) -> dict[str, Any] | None:
+def karp_flatt_est(speedup: Estimate | None, devices: int) -> Estimate | None:
     """Karp–Flatt of an EST speedup; ``e`` falls as ``S`` rises, so the interval's ends swap."""
     if speedup is None or devices <= 1:
         return None
@@ -127,7 +150,7 @@ def karp_flatt_est(speedup: dict[str, Any] | None, devices: int) -> dict[str, An
 MIN_SIGNIFICANT_N = 5  # below, [min, max] is what the bootstrap gives: too often apart by chance
 
 
-def significantly_different(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def significantly_different(a: Stat, b: Stat) -> bool:
     """Whether two STATs differ beyond their noise: both have at least
     :data:`MIN_SIGNIFICANT_N` values and their 95 % intervals do not overlap."""
     if min(a["n"], b["n"]) < MIN_SIGNIFICANT_N:

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.atomic import write_atomically
-from hpcbench.bench.analysis import Analysis
+from hpcbench.bench.analysis_types import Analysis, Comparison, ConfigAnalysis
 from hpcbench.bench.results_reader import PHASES
+from hpcbench.bench.stats import Estimate, Stat
 from hpcbench.csvfile import csv_text
 
 
@@ -18,7 +19,7 @@ def _write_csv(path: Path, header: list[str], rows: Iterable[list[Any]]) -> Path
     return write_atomically(path, csv_text(header, rows, float_format=".6g"))
 
 
-def _est(est: dict[str, Any] | None) -> list[Any]:
+def _est(est: Estimate | None) -> list[Any]:
     return [None, None, None] if est is None else [est["value"], *est["ci95"]]
 
 
@@ -41,7 +42,7 @@ def write_tables(analysis: Analysis, out_dir: str | Path) -> list[Path]:
     ]
 
 
-def _stat_cells(stat: dict[str, Any] | None) -> list[Any]:
+def _stat_cells(stat: Stat | None) -> list[Any]:
     """median, ci95 low, ci95 high of a STAT; three empty cells without one."""
     return [None, None, None] if stat is None else [stat["median"], *stat["ci95"]]
 
@@ -51,7 +52,7 @@ def _stat_header(keys: tuple[str, ...]) -> list[str]:
     return [f"{k}{s}" for k in keys for s in ("_median", "_ci95_lo", "_ci95_hi")]
 
 
-def _times(out: Path, cfgs: list[dict[str, Any]]) -> Path:
+def _times(out: Path, cfgs: list[ConfigAnalysis]) -> Path:
     """Each phase's time per configuration: n, median, olympic mean, mean, 95 % interval."""
     header = ["config", "phase", "n", "median_s", "olympic_mean_s", "mean_s"]
     return _write_csv(
@@ -77,7 +78,7 @@ SCALING_KEYS = (
 )
 
 
-def _scaling(out: Path, cfgs: list[dict[str, Any]]) -> Path:
+def _scaling(out: Path, cfgs: list[ConfigAnalysis]) -> Path:
     """Speedups, efficiencies and Karp–Flatt per configuration, each with its interval."""
     return _write_csv(
         out / "scaling.csv",
@@ -87,7 +88,7 @@ def _scaling(out: Path, cfgs: list[dict[str, Any]]) -> Path:
     )
 
 
-def _accuracy(out: Path, cfgs: list[dict[str, Any]]) -> Path:
+def _accuracy(out: Path, cfgs: list[ConfigAnalysis]) -> Path:
     """The median validation accuracy per epoch, and the test accuracy, per configuration."""
     rows: list[list[Any]] = []
     for c in cfgs:
@@ -108,7 +109,7 @@ ENERGY_FLOATS = (
 )
 
 
-def _energy(out: Path, cfgs: list[dict[str, Any]]) -> Path:
+def _energy(out: Path, cfgs: list[ConfigAnalysis]) -> Path:
     """Each configuration's energy figures, EDP and ED²P, window and sources."""
     return _write_csv(
         out / "energy.csv",
@@ -126,7 +127,7 @@ def _energy(out: Path, cfgs: list[dict[str, Any]]) -> Path:
     )
 
 
-def _energy_by_kind(out: Path, cfgs: list[dict[str, Any]]) -> Path:
+def _energy_by_kind(out: Path, cfgs: list[ConfigAnalysis]) -> Path:
     """The energy figures per kind of device (gpu, cpu, dram) of each configuration."""
     stats = ("used_j", "per_sample_j")
     floats = ("edp", "ed2p", "edp_norm", "ed2p_norm")
@@ -153,7 +154,7 @@ ACCOUNTING_STATS = (
 )
 
 
-def _accounting(out: Path, cfgs: list[dict[str, Any]]) -> Path:
+def _accounting(out: Path, cfgs: list[ConfigAnalysis]) -> Path:
     """What the scheduler's accounting recorded of each configuration's runs, and its source."""
     return _write_csv(
         out / "accounting.csv",
@@ -175,7 +176,7 @@ def _accounting(out: Path, cfgs: list[dict[str, Any]]) -> Path:
 ESTIMATE_KEYS = ("facility_kwh", "co2e_g", "energy_cost", "allocation_cost")
 
 
-def _estimates(out: Path, cfgs: list[dict[str, Any]]) -> Path:
+def _estimates(out: Path, cfgs: list[ConfigAnalysis]) -> Path:
     """The carbon and cost estimates (from the configured factors) per run and per
     configuration; empty cells where a factor or the energy is missing."""
     return _write_csv(
@@ -193,7 +194,7 @@ def _estimates(out: Path, cfgs: list[dict[str, Any]]) -> Path:
     )
 
 
-def _differences(out: Path, differences: list[dict[str, Any]]) -> Path:
+def _differences(out: Path, differences: list[Comparison]) -> Path:
     """The differences from the one-device baseline and whether each is significant."""
     return _write_csv(
         out / "differences.csv",
@@ -202,7 +203,7 @@ def _differences(out: Path, differences: list[dict[str, Any]]) -> Path:
     )
 
 
-def _pairwise(out: Path, pairs: list[dict[str, Any]]) -> Path:
+def _pairwise(out: Path, pairs: list[Comparison]) -> Path:
     """Every configuration against every other: time(a) ÷ time(b), its interval, significant."""
     return _write_csv(
         out / "pairwise.csv",
