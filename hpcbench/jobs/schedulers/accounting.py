@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from hpcbench.jobs.schedulers.errors import SchedulerError
 from hpcbench.jobs.state import state_dir
 
 
@@ -30,7 +31,9 @@ class Accounting:
 
     @classmethod
     def cancel_mark(cls, job_id: str) -> Path:
-        """The file that says hpcbench cancelled ``job_id``."""
+        """The file that says hpcbench cancelled ``job_id`` (only where ``cancel_marks`` is set)."""
+        if not cls.cancel_marks:
+            raise SchedulerError(f"{cls.name}: no cancel_marks directory for its cancel marks")
         kept = "".join(c for c in job_id if c.isalnum() or c in cls.cancel_mark_keeps)
         return state_dir() / cls.cancel_marks / kept
 
