@@ -9,15 +9,33 @@ from __future__ import annotations
 
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import TypedDict
 
 from hpcbench.bench.results_reader import AnalysisError, read_run_metrics
-from hpcbench.bench.stats import summarise
+from hpcbench.bench.stats import Stat, summarise
+from hpcbench.run_documents import Metrics
+from hpcbench.sweep.documents import (
+    MetricInfo,
+    Setting,
+    SettingResult,
+    SweepAnalysis,
+    TaskRecord,
+    TaskResult,
+)
 from hpcbench.sweep.plan import METRICS, SweepError
 from hpcbench.sweep.runner import load_plan
 
 
-def metric_value(metrics: dict[str, Any], name: str) -> float | None:
+class _Group(TypedDict):
+    """A setting's runs while they are read: their metrics and how many failed."""
+
+    name: str
+    setting: Setting
+    metrics: list[Metrics]
+    failed: int
+
+
+def metric_value(metrics: Metrics, name: str) -> float | None:
     """One figure of a run's ``metrics.json`` (:data:`hpcbench.sweep.plan.METRICS`); None when absent."""
     try:
         if name == "val_accuracy":
@@ -40,7 +58,7 @@ def metric_value(metrics: dict[str, Any], name: str) -> float | None:
     return float(value)
 
 
-def _read_metrics(directory: Path, run: str) -> dict[str, Any] | None:
+def _read_metrics(directory: Path, run: str) -> Metrics | None:
     """The task's metrics.json, read as a bench run's is (None when it has none; a run
     directory that leads out of the results directory is refused, never read)."""
     try:
@@ -49,12 +67,12 @@ def _read_metrics(directory: Path, run: str) -> dict[str, Any] | None:
         raise SweepError(str(err)) from None
 
 
-def setting_name(task: dict[str, Any]) -> str:
+def setting_name(task: TaskRecord) -> str:
     """A task's setting's name: its run directory's without the repetition."""
     return str(task["run"]).split(",rep=", 1)[0]
 
 
-def analyse_sweep(results: str | Path) -> dict[str, Any]:
+def analyse_sweep(results: str | Path) -> SweepAnalysis:
     """The analysis of a sweep's results directory (JSON-able): ``sweep`` (as run), ``metric``
     (name, words, higher_is_better, unit), ``settings`` in plan order (each: name, setting,
     runs, failed, metric STAT, total_s and train_s STATs, epochs: per epoch the median
@@ -66,8 +84,8 @@ def analyse_sweep(results: str | Path) -> dict[str, Any]:
     if metric not in METRICS:
         raise SweepError(f"{directory / 'sweep.json'}: unknown metric {metric!r}")
     words, higher, unit = METRICS[metric]
-    groups: dict[str, dict[str, Any]] = {}
-    tasks = []
+    groups: dict[str, _Group] = {}
+    tasks: list[TaskResult] = []
     for task in plan["tasks"]:
         name = setting_name(task)
         group = groups.setdefault(
@@ -101,10 +119,10 @@ def analyse_sweep(results: str | Path) -> dict[str, Any]:
     }
 
 
-def _setting(group: dict[str, Any], metric: str) -> dict[str, Any]:
+def _setting(group: _Group, metric: str) -> SettingResult:
     runs = group["metrics"]
 
-    def stat(name: str) -> dict[str, Any] | None:
+    def stat(name: str) -> Stat | None:
         return summarise([v for m in runs if (v := metric_value(m, name)) is not None])
 
     by_epoch: dict[int, dict[str, list[float]]] = {}
@@ -136,7 +154,7 @@ def _setting(group: dict[str, Any], metric: str) -> dict[str, Any]:
     }
 
 
-def best_in_words(analysis: dict[str, Any]) -> str:
+def best_in_words(analysis: SweepAnalysis) -> str:
     """The best setting in one sentence (or why there is none): a tie is said as a tie, a best
     whose runs cannot be told from the runner-up's as such, and accuracies all at chance level
     (one in the number of classes) as no setting having learned anything."""
@@ -184,7 +202,7 @@ def best_in_words(analysis: dict[str, Any]) -> str:
     )
 
 
-def _shown(setting: dict[str, Any]) -> str:
+def _shown(setting: SettingResult) -> str:
     return ", ".join(f"{k} = {v}" for k, v in setting["setting"].items()) or "the job as it is"
 
 
@@ -194,7 +212,7 @@ def _overlap(a: list[float | None] | None, b: list[float | None] | None) -> bool
     return not (a[1] < b[0] or b[1] < a[0])
 
 
-def _chance(analysis: dict[str, Any]) -> float | None:
+def _chance(analysis: SweepAnalysis) -> float | None:
     """One in the number of classes, for an accuracy metric whose runs say how many classes
     there are (and all the same number); None otherwise."""
     if not analysis["metric"]["name"].endswith("accuracy"):
@@ -203,7 +221,7 @@ def _chance(analysis: dict[str, Any]) -> float | None:
     return 1 / classes if isinstance(classes, int) and classes > 1 else None
 
 
-def fmt(value: float | None, metric: dict[str, Any]) -> str:
+def fmt(value: float | None, metric: MetricInfo) -> str:
     if value is None:
         return "n/a"
     if metric["name"].endswith("accuracy"):

@@ -8,7 +8,7 @@ its run directory (``--output-dir``): a requeued task resumes from its own check
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.schedulers import for_submitit_cluster, scheduler_class
@@ -39,7 +39,7 @@ def submit_with_submitit(
         for k, t in enumerate(tasks, 1)
     ]
     cluster = getattr(executor, "cluster", "local")
-    params: dict[str, Any] = {"name": f"sweep-{runner.sweep.name}"}
+    params: dict[str, object] = {"name": f"sweep-{runner.sweep.name}"}
     batch_system = for_submitit_cluster(cluster)
     if runner.sweep.max_parallel and batch_system is not None:
         cls = scheduler_class(batch_system)

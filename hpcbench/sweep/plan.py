@@ -33,10 +33,11 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from hpcbench.jobs.spec import MAX_ARRAY_TASKS
+from hpcbench.jsonfile import JSONObject, JSONValue
 from hpcbench.sweep import program as any_program
+from hpcbench.sweep.documents import AxisValue, ProgramTable, Setting, SweepRecord, TaskRecord
 from hpcbench.sweep.errors import SweepError, fail
 from hpcbench.tomlfile import TomlFileError, parse_toml, read_toml_file
 from hpcbench.train.config import ConfigError
@@ -72,11 +73,11 @@ class Task:
     """One run of one setting: the ``index``-th task of the plan (from 1)."""
 
     index: int
-    setting: dict[str, Any]
+    setting: Setting
     rep: int
     run: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> TaskRecord:
         return {"index": self.index, "setting": self.setting, "rep": self.rep, "run": self.run}
 
 
@@ -85,7 +86,7 @@ class Sweep:
     """The whole search: axes combined by ``mode``, each setting ``repetitions`` times."""
 
     name: str
-    axes: dict[str, list[Any]]
+    axes: dict[str, list[AxisValue]]
     job: str | None = None
     trainer_args: list[str] = field(default_factory=list)
     mode: str = "product"
@@ -97,14 +98,14 @@ class Sweep:
     smoke: bool = False
     source: str | None = None
     #: the program every task runs and its arguments (:mod:`.program`); None: the trainer
-    program: dict[str, Any] | None = None
+    program: ProgramTable | None = None
     program_args: list[str] = field(default_factory=list)
 
-    def task_arguments(self, setting: dict[str, Any]) -> list[str]:
+    def task_arguments(self, setting: Setting) -> list[str]:
         """``program_args`` with each ``{axis}`` replaced by the setting's value."""
         return [any_program.fill(arg, setting) for arg in self.program_args]
 
-    def settings(self) -> list[dict[str, Any]]:
+    def settings(self) -> list[Setting]:
         """Every setting, in plan order: each a dict of axis -> value."""
         keys = list(self.axes)
         lists = [self.axes[k] for k in keys]
@@ -140,7 +141,7 @@ class Sweep:
                 tasks.append(Task(len(tasks) + 1, setting, rep, run))
         return tasks
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SweepRecord:
         """As recorded in sweep.json (what a continued sweep must still be)."""
         return {
             "name": self.name,
@@ -170,7 +171,7 @@ def _draw(rng: random.Random, total: int, k: int) -> list[int]:
     return list(chosen)
 
 
-def run_name(setting: dict[str, Any]) -> str:
+def run_name(setting: Setting) -> str:
     """A directory name that says the setting: ``global-batch-size=128,data=shapes-148x112``
     (a path by its last part; characters outside ``A-Za-z0-9._+-`` become ``_``; a long one
     shortened with a hash of the whole)."""
@@ -178,7 +179,7 @@ def run_name(setting: dict[str, Any]) -> str:
         return "default"
     parts = []
     for key, value in setting.items():
-        text = _value_text(value)
+        text = any_program.value_text(value)
         if isinstance(value, str) and "/" in value.rstrip("/"):
             text = value.rstrip("/").rsplit("/", 1)[1]
         parts.append(f"{_UNSAFE.sub('_', key)}={_UNSAFE.sub('_', text).strip('_') or '_'}")
@@ -189,20 +190,10 @@ def run_name(setting: dict[str, Any]) -> str:
     return name
 
 
-def _value_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, list):
-        return "-".join(_value_text(v) for v in value)
-    return str(value)
-
-
 # ---------------------------------------------------------------------------------- reading
 
 
-def read_sweep_table(path: str | Path) -> dict[str, Any]:
+def read_sweep_table(path: str | Path) -> JSONObject:
     """The TOML table of a sweep file, unchecked (flags may still change it)."""
     try:
         return read_toml_file(path, MAX_SWEEP_BYTES, "the sweep file", "a sweep")
@@ -210,7 +201,7 @@ def read_sweep_table(path: str | Path) -> dict[str, Any]:
         raise SweepError(str(err)) from None
 
 
-def smoke_form(table: dict[str, Any], where: str) -> dict[str, Any]:
+def smoke_form(table: JSONObject, where: str) -> JSONObject:
     """The sweep's ``[smoke]`` form: its keys over the rest (``axes`` replaced whole)."""
     overlay = table.get("smoke")
     if overlay is None:
@@ -220,7 +211,7 @@ def smoke_form(table: dict[str, Any], where: str) -> dict[str, Any]:
     return {**{k: v for k, v in table.items() if k != "smoke"}, **overlay}
 
 
-def parse_axis(text: str) -> tuple[str, list[Any]]:
+def parse_axis(text: str) -> tuple[str, list[AxisValue]]:
     """``--axis lr=0.01,0.05,0.1`` -> ("lr", [0.01, 0.05, 0.1]): each value as TOML reads it
     (numbers, true/false), else as text."""
     try:
@@ -233,7 +224,7 @@ def parse_axis(text: str) -> tuple[str, list[Any]]:
     key, sep, values = text.partition("=")
     if not sep or not key.strip() or not values.strip():
         raise SweepError(f"--axis {text!r}: expected OPTION=VALUE,VALUE,… e.g. lr=0.01,0.05")
-    out: list[Any] = []
+    out: list[AxisValue] = []
     for item in values.split(","):
         item = item.strip()
         try:
@@ -243,7 +234,9 @@ def parse_axis(text: str) -> tuple[str, list[Any]]:
     return key.strip(), out
 
 
-def _int(table: dict[str, Any], key: str, where: str, default: Any, low: int, high: int) -> Any:
+def _int(
+    table: JSONObject, key: str, where: str, default: int | None, low: int, high: int
+) -> int | None:
     value = table.get(key, default)
     if value is None:
         return None
@@ -252,19 +245,19 @@ def _int(table: dict[str, Any], key: str, where: str, default: Any, low: int, hi
     return value
 
 
-def _text(table: dict[str, Any], key: str, where: str) -> str | None:
+def _text(table: JSONObject, key: str, where: str) -> str | None:
     value = table.get(key)
     if value is not None and (not isinstance(value, str) or any(c in value for c in "\n\r\0")):
         raise fail(where, key, f"expected one line of text, got {value!r}")
     return value
 
 
-def _axes(raw: Any, where: str, trainer: bool = True) -> dict[str, list[Any]]:
+def _axes(raw: JSONValue, where: str, trainer: bool = True) -> dict[str, list[AxisValue]]:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise fail(where, "axes", "expected a table of option = [values]")
-    axes: dict[str, list[Any]] = {}
+    axes: dict[str, list[AxisValue]] = {}
     for key, values in raw.items():
         if key in RESERVED_AXES:
             raise fail(
@@ -287,7 +280,7 @@ def _axes(raw: Any, where: str, trainer: bool = True) -> dict[str, list[Any]]:
 
 
 def build_sweep(
-    table: dict[str, Any],
+    table: JSONObject,
     where: str = "sweep",
     default_name: str = "sweep",
     smoke: bool = False,

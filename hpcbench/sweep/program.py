@@ -9,6 +9,8 @@ import math
 import re
 from typing import Any
 
+from hpcbench.jsonfile import JSONObject
+from hpcbench.sweep.documents import AxisValue, ProgramTable, Setting
 from hpcbench.sweep.errors import SweepError, fail
 
 #: an axis of any program's sweep, and where a program argument takes its value: {name}
@@ -16,13 +18,24 @@ AXIS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]{0,63})\}")
 
 
-def fill(arg: str, setting: dict[str, Any]) -> str:
+def fill(arg: str, setting: Setting) -> str:
     """``arg`` with each ``{axis}`` replaced by the setting's value (a string as itself, a
     boolean as TOML writes it)."""
     return PLACEHOLDER.sub(lambda m: shown(setting[m.group(1)]), arg)
 
 
-def shown(value: Any) -> str:
+def value_text(value: AxisValue) -> str:
+    """A value as a run directory's name shows it (a list's values joined by ``-``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return "-".join(value_text(v) for v in value)
+    return str(value)
+
+
+def shown(value: AxisValue) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return value if isinstance(value, str) else repr(value)
@@ -41,9 +54,7 @@ def check_program_value(key: str, value: Any, where: str) -> None:
         raise fail(where, f"axes.{key}", f"expected text, a number or a boolean, got {value!r}")
 
 
-def read_program_table(
-    table: dict[str, Any], where: str
-) -> tuple[dict[str, Any] | None, list[str]]:
+def read_program_table(table: JSONObject, where: str) -> tuple[ProgramTable | None, list[str]]:
     """The program the sweep names and its arguments (each ``{axis}`` naming an axis), or
     (None, []) for hpcbench's trainer."""
     from hpcbench.bench.matrix_program import MatrixError, check_arguments, read_program
@@ -67,7 +78,7 @@ def read_program_table(
     return program, list(args)
 
 
-def with_matrix_program(table: dict[str, Any], path: str, where: str) -> dict[str, Any]:
+def with_matrix_program(table: JSONObject, path: str, where: str) -> JSONObject:
     """``table`` with the program of the matrix it names (and its arguments before the sweep's),
     so that its axes and arguments are checked as that program's."""
     from hpcbench.bench.matrix import MatrixError, read_matrix

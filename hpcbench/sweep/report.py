@@ -26,26 +26,27 @@ from hpcbench.bench.plotting import PALETTE, Plot, accuracy_range, label, new_fi
 from hpcbench.bench.report import claim_output, require_matplotlib
 from hpcbench.csvfile import csv_text
 from hpcbench.sweep.analysis import analyse_sweep, best_in_words, fmt
+from hpcbench.sweep.documents import Setting, SettingResult, SweepAnalysis, SweepRecord
 
 
-def _values(setting: dict[str, Any], keys: Sequence[str]) -> str:
+def _values(setting: Setting, keys: Sequence[str]) -> str:
     return ", ".join(f"{k}={setting.get(k)}" for k in keys) or "the job as it is"
 
 
-def _panels(analysis: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+def _panels(analysis: SweepAnalysis) -> list[tuple[str, list[SettingResult]]]:
     """The settings grouped by the first axis's value when there are two axes or more."""
     axes = list(analysis["sweep"]["axes"])
     settings = analysis["settings"]
     if len(axes) < 2:
         return [("", settings)]
     first = axes[0]
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[SettingResult]] = {}
     for s in settings:
         groups.setdefault(f"{first}={s['setting'].get(first)}", []).append(s)
     return list(groups.items())
 
 
-def accuracy_figure(analysis: dict[str, Any], out: Path) -> Plot:
+def accuracy_figure(analysis: SweepAnalysis, out: Path) -> Plot:
     key, title = "accuracy_per_epoch", "Validation accuracy per epoch, per setting"
     caption = "The median over repetitions of each epoch's validation accuracy; one curve each."
     panels = _panels(analysis)
@@ -87,7 +88,7 @@ def epoch_axis(ax: Any, epochs: list[int]) -> None:
             ax.set_xticks(epochs)
 
 
-def time_figure(analysis: dict[str, Any], out: Path) -> Plot:
+def time_figure(analysis: SweepAnalysis, out: Path) -> Plot:
     key, title = "time_per_setting", "Time to result per setting"
     caption = (
         "Median set-up, training, validation and test seconds over repetitions, with the 95 % "
@@ -110,7 +111,7 @@ def time_figure(analysis: dict[str, Any], out: Path) -> Plot:
     return Plot(key, title, caption, path, png)
 
 
-def metric_figure(analysis: dict[str, Any], out: Path) -> Plot:
+def metric_figure(analysis: SweepAnalysis, out: Path) -> Plot:
     m = analysis["metric"]
     key, title = "metric_by_axis", f"{m['words'].capitalize()} along each axis"
     caption = (
@@ -158,7 +159,7 @@ def _csv(path: Path, header: list[str], rows: list[list[Any]]) -> Path:
     return write_atomically(path, csv_text(header, rows))
 
 
-def write_tables(analysis: dict[str, Any], out: Path) -> list[Path]:
+def write_tables(analysis: SweepAnalysis, out: Path) -> list[Path]:
     """``ranking.csv`` (best first), ``tasks.csv`` (every task) and ``epochs.csv`` (each
     setting's median accuracy per epoch)."""
     axes = list(analysis["sweep"]["axes"])
@@ -205,7 +206,7 @@ def write_tables(analysis: dict[str, Any], out: Path) -> list[Path]:
     return paths
 
 
-def _ranking_table(analysis: dict[str, Any]) -> Table:
+def _ranking_table(analysis: SweepAnalysis) -> Table:
     m = analysis["metric"]
     by_name = {s["name"]: s for s in analysis["settings"]}
     axes = list(analysis["sweep"]["axes"])
@@ -222,7 +223,7 @@ def _ranking_table(analysis: dict[str, Any]) -> Table:
     return Table(header, rows, numeric={0, n + 1, n + 3, n + 4})
 
 
-def what_ran(sweep: dict[str, Any]) -> list[str]:
+def what_ran(sweep: SweepRecord) -> list[str]:
     """The header's lines of what every task ran: the program and its arguments (each
     ``{axis}`` as the sweep gives it), or hpcbench's trainer and its common options; the job
     spec."""
@@ -241,7 +242,7 @@ def what_ran(sweep: dict[str, Any]) -> list[str]:
     ]
 
 
-def build_blocks(analysis: dict[str, Any], plots: Sequence[Plot], tables: Sequence[Path],
+def build_blocks(analysis: SweepAnalysis, plots: Sequence[Plot], tables: Sequence[Path],
                  out: Path) -> list[Block]:  # fmt: skip
     sweep = analysis["sweep"]
     axes = ", ".join(f"{k} ({len(v)} values)" for k, v in sweep["axes"].items()) or "none"

@@ -38,6 +38,7 @@ from hpcbench.jobs.submission import (
     submit,
 )
 from hpcbench.jsonfile import JsonFileError, read_json
+from hpcbench.sweep.documents import Submission, SubmissionsDocument, SweepDocument, SweepProgram
 from hpcbench.sweep.plan import RUN_NAME, Sweep, SweepError, Task
 from hpcbench.sweep.task_states import (
     FAILED,
@@ -76,7 +77,7 @@ class SweepRunner(TaskStates):
         self.echo = echo
         self.template_dirs = template_dirs
         self.tasks = sweep.tasks()
-        self.submissions: list[dict[str, Any]] = []
+        self.submissions: list[Submission] = []
         self._preflighted: int | None = None  # the array size the scheduler's preflight passed
         self.where = login_fields(host, remote_dir)  # the login node, over the spec's
 
@@ -94,7 +95,7 @@ class SweepRunner(TaskStates):
         """The job every task runs: the sweep's job spec, its trainer options after the job's,
         its logs in RESULTS/logs."""
         s = self.sweep
-        program: dict[str, Any] = {**s.program, "args": []} if s.program else {}
+        program: SweepProgram = {**s.program, "args": []} if s.program else {}
         if s.trainer_args:
             program["args"] = list(s.trainer_args)
         return load_spec(
@@ -197,7 +198,7 @@ class SweepRunner(TaskStates):
         self._save()
         return False
 
-    def _read(self, path: Path, fmt: str) -> dict[str, Any]:
+    def _read(self, path: Path, fmt: str) -> SweepDocument | SubmissionsDocument:
         try:
             data = read_json(path, "this results directory is incomplete")
         except JsonFileError as err:
@@ -363,7 +364,7 @@ def _submission_ok(sub: Any) -> bool:
     )
 
 
-def load_plan(results: str | Path) -> dict[str, Any]:
+def load_plan(results: str | Path) -> SweepDocument:
     """sweep.json of a sweep's results directory (:class:`SweepError` when it is not one)."""
     path = Path(results) / "sweep.json"
     try:

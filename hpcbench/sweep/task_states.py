@@ -18,6 +18,7 @@ from hpcbench.jobs.remote import RemoteError, RemoteHost, using
 from hpcbench.jobs.schedulers.base import JobStatus
 from hpcbench.jobs.spec import JobSpec
 from hpcbench.jobs.submission import remote_host
+from hpcbench.sweep.documents import Submission
 from hpcbench.sweep.plan import Task
 
 METRICS_FILE = "metrics.json"
@@ -42,7 +43,7 @@ class TaskStates:
     """The states of a sweep's tasks, read from its results directory and its schedulers."""
 
     tasks: list[Task]
-    submissions: list[dict[str, Any]]
+    submissions: list[Submission]
     echo: Callable[[str], None]
     results: Path
     cwd: Path
@@ -129,7 +130,7 @@ class TaskStates:
         except OSError:
             return False
 
-    def _last_submission(self, index: int) -> tuple[dict[str, Any], int] | None:
+    def _last_submission(self, index: int) -> tuple[Submission, int] | None:
         for sub in reversed(self.submissions):
             tasks = sub.get("tasks") or []
             if index in tasks:
