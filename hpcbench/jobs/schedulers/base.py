@@ -113,7 +113,7 @@ class Scheduler(
     - its own spec fields and profile facts: ``options``, ``profile_notes``
       (:mod:`.own_options`);
     - its accounting and cancel marks: ``accounting_command``, ``cancel_marks``
-      (:mod:`.accounting`);
+      (:mod:`hpcbench.jobs.schedulers.accounting`);
     - its dependencies' note: ``after_note`` (:mod:`.dependencies`);
     - ``hpcbench profile init``: ``describe``, ``describes_cluster`` (:mod:`.describing`);
     - submitit's executor: ``submitit_cluster``, ``submitit_parameters``
