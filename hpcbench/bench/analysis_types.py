@@ -10,9 +10,10 @@ Statistics are :class:`hpcbench.bench.stats.Stat` (over repetitions) and
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
-from hpcbench.bench.stats import Estimate, Stat
+if TYPE_CHECKING:
+    from hpcbench.bench.stats import Estimate, Stat
 
 
 class Baselines(TypedDict):

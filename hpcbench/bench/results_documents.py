@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from hpcbench.bench.analysis_types import Factors
-from hpcbench.bench.matrix_program import ProgramTable
-
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
+
+    from hpcbench.bench.analysis_types import Factors
+    from hpcbench.bench.matrix_program import ProgramTable
 
 #: the carbon and cost factors, checked (:func:`hpcbench.bench.estimates.check_factors`)
 EstimateFactors = dict[str, "float | str"]

@@ -6,11 +6,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcbench.argparsing import count
 from hpcbench.files import printable
 from hpcbench.jobs.profiles import PROFILE_VAR
+
+if TYPE_CHECKING:
+    from hpcbench.history.store import Entry
+    from hpcbench.jsonfile import JSONObject
 
 
 def _date(text: str) -> str:
@@ -139,7 +143,7 @@ def _history(args: argparse.Namespace) -> int:
     return 0
 
 
-def _entry_json(entry: Any, full: bool = False) -> dict[str, Any]:
+def _entry_json(entry: Entry, full: bool = False) -> JSONObject:
     data = {
         "id": entry.id,
         "recorded_at": entry.recorded_at,

@@ -15,12 +15,15 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from hpcbench.bench.key_figures import analysis_figures
+from hpcbench.bench.key_figures import Figure, analysis_figures
 from hpcbench.files import read_regular
 from hpcbench.history.store import Entry, History, HistoryError, history_path
 from hpcbench.jsonfile import MAX_JSON_BYTES
+
+if TYPE_CHECKING:
+    from hpcbench.bench.results_documents import MatrixRecord
 
 __all__ = [
     "Entry",
@@ -94,7 +97,7 @@ def record_run(run_dir: str | Path, history: History | None = None) -> tuple[int
         raise HistoryError(f"{directory / 'metrics.json'}: phases incomplete") from None
     config = str(run.get("strategy") or "run")
     one = lambda v: {"median": float(v), "ci95": None, "n": 1}  # noqa: E731
-    figs: dict[str, Any] = {"total_s": one(times["total"]), "train_s": one(times["train"])}
+    figs: dict[str, Figure] = {"total_s": one(times["total"]), "train_s": one(times["train"])}
     rate = (metrics.get("throughput") or {}).get("train_samples_per_s")
     if isinstance(rate, (int, float)):
         figs["samples_per_s"] = one(rate)
@@ -116,7 +119,7 @@ def record_run(run_dir: str | Path, history: History | None = None) -> tuple[int
         )
 
 
-def configs_of(matrix: dict[str, Any] | None) -> frozenset[str]:
+def configs_of(matrix: MatrixRecord | None) -> frozenset[str]:
     """The names of the configurations a recorded matrix measured."""
     configs = (matrix or {}).get("configs") or []
     return frozenset(str(c.get("name")) for c in configs if isinstance(c, dict))

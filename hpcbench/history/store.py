@@ -13,6 +13,11 @@ home) are SQLite's business: every write is one ``BEGIN IMMEDIATE`` transaction,
 a minute for the lock; the journal is WAL on local filesystems, and the classic rollback journal
 on network filesystems (NFS, Lustre, GPFS, BeeGFS, CIFS), where WAL's shared memory does not work.
 A file that is not an hpcbench history is refused, never changed.
+
+A result read back is an :class:`Entry`: the documents it was recorded from keep their types
+(:class:`~hpcbench.bench.results_documents.MatrixRecord`,
+:class:`~hpcbench.bench.analysis_types.Analysis`, the bench's or the run's provenance), its
+figures each a :class:`~hpcbench.bench.key_figures.Figure`.
 """
 
 from __future__ import annotations
@@ -25,7 +30,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hpcbench.bench.analysis_types import Analysis
+    from hpcbench.bench.key_figures import Figure
+    from hpcbench.bench.results_documents import BenchProvenance, MatrixRecord
+    from hpcbench.run_documents import Provenance
 
 HISTORY_VAR = "HPCBENCH_HISTORY"
 HISTORY_FORMAT = "hpcbench-history/1"
@@ -92,11 +103,11 @@ class Entry:
     profile: str | None
     git: str | None
     hosts: list[str]
-    versions: dict[str, Any]
-    matrix: dict[str, Any] | None
-    analysis: dict[str, Any] | None
-    provenance: dict[str, Any]
-    figures: dict[str, dict[str, dict[str, Any]]]  # config -> metric -> stat
+    versions: dict[str, str | None]
+    matrix: MatrixRecord | None
+    analysis: Analysis | None
+    provenance: BenchProvenance | Provenance
+    figures: dict[str, dict[str, Figure]]  # config -> metric -> stat
 
     @property
     def label(self) -> str:
@@ -235,10 +246,10 @@ class History:
         name: str,
         directory: str,
         fingerprint: str,
-        provenance: dict[str, Any],
-        matrix: dict[str, Any] | None,
-        analysis: dict[str, Any] | None,
-        figures: dict[str, dict[str, dict[str, Any]]],
+        provenance: BenchProvenance | Provenance,
+        matrix: MatrixRecord | None,
+        analysis: Analysis | None,
+        figures: dict[str, dict[str, Figure]],
         hosts: list[str],
         recorded_at: str | None = None,
     ) -> tuple[int, bool]:
@@ -337,14 +348,18 @@ class History:
             raise HistoryError(f"{self.path}: cannot read ({err})") from None
 
     @staticmethod
-    def _entry(db: sqlite3.Connection, row: dict[str, Any]) -> Entry:
-        figures: dict[str, dict[str, dict[str, Any]]] = {}
+    def _entry(db: sqlite3.Connection, row: dict[str, str | int | float | None]) -> Entry:
+        figures: dict[str, dict[str, Figure]] = {}
         for config, metric, median, low, high, n in db.execute(
             "SELECT config, metric, median, low, high, n FROM figures WHERE result_id = ? "
             "ORDER BY rowid",
             (row["id"],),
         ):
-            stat = {"median": median, "ci95": [low, high] if low is not None else None, "n": n}
+            stat: Figure = {
+                "median": median,
+                "ci95": [low, high] if low is not None else None,
+                "n": n,
+            }
             figures.setdefault(config, {})[metric] = stat
         return Entry(
             id=row["id"],
@@ -363,7 +378,7 @@ class History:
         )
 
 
-def _interval(stat: dict[str, Any]) -> tuple[float | None, float | None]:
+def _interval(stat: Figure) -> tuple[float | None, float | None]:
     ci = stat.get("ci95")
     if isinstance(ci, (list, tuple)) and len(ci) == 2:
         return ci[0], ci[1]

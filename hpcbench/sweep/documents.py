@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypedDict
 
 from hpcbench.bench.matrix_program import ProgramTable
-from hpcbench.bench.stats import Stat
 
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
+
+    from hpcbench.bench.stats import Stat
 
 #: one value of an axis: a trainer option's (or a program's ``{axis}``) value, as TOML gives it
 AxisValue = str | int | float | bool | list["AxisValue"]
