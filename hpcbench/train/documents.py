@@ -34,6 +34,9 @@ run completes; the run directory is checked during set-up; plus the summary prin
 across resumes: an interrupted and resumed run has the same rows as an uninterrupted one).
 
 ``energy.json`` (``--energy on``): the nodes' energy records, docs/energy.md.
+
+Each is typed beside its one writer, :mod:`hpcbench.run_documents`: :class:`Metrics` (and its
+parts), :class:`EpochRow`.
 """
 
 from __future__ import annotations
@@ -43,9 +46,20 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from hpcbench.run_documents import EPOCH_FIELDS, STEP_LOSSES
+from hpcbench.run_documents import (
+    EPOCH_FIELDS,
+    STEP_LOSSES,
+    Checkpoints,
+    EpochRow,
+    Metrics,
+    Phases,
+    PhaseWindow,
+    Precision,
+    Provenance,
+    Replicas,
+    TestResult,
+)
 from hpcbench.train.config import ConfigError, TrainConfig
 
 
@@ -70,11 +84,11 @@ def epoch_row(
     bytes_read: int,
     io_rank0: dict[str, int],
     step_breakdown_ms: dict[str, float] | None = None,
-) -> dict[str, Any]:
+) -> EpochRow:
     """One epoch's record (:data:`EPOCH_FIELDS`, in that order). ``train``/``val``: the
     summaries of :class:`hpcbench.train.metrics.Meter` (``val`` None when not validated);
     ``samples``: global samples trained in the epoch; ``io_rank0``: this rank's read counters."""
-    row = {
+    row: EpochRow = {
         "epoch": epoch,
         "train_loss": train["loss"],
         "train_accuracy": train["accuracy"],
@@ -98,11 +112,11 @@ def epoch_row(
     return row
 
 
-def _total(epochs: list[dict[str, Any]], key: str) -> float:
+def _total(epochs: list[EpochRow], key: str) -> float:
     return sum((row[key] for row in epochs), 0.0)
 
 
-def _phases(epochs: list[dict[str, Any]], test_s: float, setup_s: float) -> dict[str, float]:
+def _phases(epochs: list[EpochRow], test_s: float, setup_s: float) -> Phases:
     """The run's seconds per phase: the epochs' train, data, compute, comm and val times summed,
     the test's and the set-up's."""
     return {
@@ -126,17 +140,17 @@ def final_results(
     batch_sizes: list[int],
     classes: int | None = None,
     steps_per_epoch: int,
-    provenance: dict[str, Any],
-    epochs: list[dict[str, Any]],
-    test: dict[str, float] | None,
+    provenance: Provenance,
+    epochs: list[EpochRow],
+    test: TestResult | None,
     test_s: float,
     setup_s: float,
-    phase_windows: list[dict[str, Any]],
-    checkpoints: dict[str, Any] | None = None,
+    phase_windows: list[PhaseWindow],
+    checkpoints: Checkpoints | None = None,
     step_losses: list[float] | None = None,
-    replicas: dict[str, Any] | None = None,
-    precision: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    replicas: Replicas | None = None,
+    precision: Precision | None = None,
+) -> Metrics:
     """What ``metrics.json`` holds (the layout in this module's docstring); ``step_losses``
     go to ``steps.csv`` instead."""
     global_batch = sum(batch_sizes)
@@ -204,7 +218,7 @@ def prepare_run_dir(run_dir: Path, option: str = "--output-dir") -> None:
         ) from None
 
 
-def summary(results: dict[str, Any], paths: tuple[Path, Path]) -> str:
+def summary(results: Metrics, paths: tuple[Path, Path]) -> str:
     t, ph = results["test"], results["phases"]
     run = results["run"]
     lines = [

@@ -7,11 +7,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import numpy as np
 import torch
 
+from hpcbench.run_documents import PhaseWindow
 from hpcbench.train.runtime import Runtime
 
 
@@ -74,7 +74,7 @@ class PhaseWindows:
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[PhaseWindow] = []
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
