@@ -64,7 +64,7 @@ def spec_for(launcher: str, nodes: int, runtime: str | None) -> dict:
 def write(out: Path, name: str, text: str) -> None:
     path = out / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    path.write_text(text.replace(str(ROOT), "<checkout>"))  # one checkout's against another's
 
 
 def scripts(out: Path) -> None:
@@ -120,7 +120,7 @@ def helps(out: Path) -> None:
 
 TIMES = re.compile(
     r"(time|seconds|_s\b|_at\b|started|ended|date|host|pid|duration|rate|"
-    r"per_s|throughput|wall|elapsed|load|energy|power|joules|^start$|^end$|_ms$)",
+    r"per_s|throughput|wall|elapsed|load|energy|power|joules|^start$|^end$|_ms$|^git$)",
     re.I,
 )
 
@@ -135,6 +135,18 @@ def masked(value, key: str = ""):
     if isinstance(value, str) and TIMES.search(key):
         return "<text>"
     return value
+
+
+#: a report's words that follow the machine's speed and load, not the code
+TIMING_WORDS = re.compile(r"\b(faster|slower)\b")
+LOADED = "other work shared this machine"
+
+
+def timing_free(report: str) -> str:
+    """A report with its numbers, its faster/slower and its machine-load notes masked."""
+    kept = "".join(line for line in report.splitlines(keepends=True) if LOADED not in line)
+    kept = re.sub(r"\n{3,}", "\n\n", kept)
+    return TIMING_WORDS.sub("<faster|slower>", re.sub(r"\d+(\.\d+)?", "N", kept))
 
 
 def one_run(out: Path) -> None:
@@ -208,7 +220,7 @@ def one_run(out: Path) -> None:
             write(
                 out,
                 f"bench/{md.relative_to(results)}",
-                re.sub(r"\d+(\.\d+)?", "N", md.read_text().replace(tmp, "<tmp>")),
+                timing_free(md.read_text().replace(tmp, "<tmp>")),
             )
         text = (report.stdout + report.stderr).replace(tmp, "<tmp>")
         write(out, "bench/report-output", re.sub(r"\d+(\.\d+)?", "N", text))
