@@ -3,8 +3,9 @@
 
 - ``dict[str, Any]``: annotations of an untyped document (``dict``/``Dict``/``Mapping`` of
   ``str`` to ``Any``), counted in hpcbench/;
-- the fields of the trainer's shared run state (``hpcbench.train.start.Training`` or its
-  successor named by ``--state``);
+- the fields of the trainer's shared run state (``hpcbench.train.training.Training``, or the
+  class named by ``--state``: ``hpcbench.train.start:Training`` before the run state was
+  split), and of each dataclass one of its fields holds;
 - the functions reachable from the trainer's entry (``hpcbench/train/entry.py:run_training``) by a static
   call graph: a name resolved in its module or through its imports, a method call resolved to
   the methods of that name in the modules the caller's module imports (an approximation, the
@@ -144,7 +145,7 @@ def every_member(cls: type) -> set[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--state", default="hpcbench.train.start:Training")
+    parser.add_argument("--state", default="hpcbench.train.training:Training")
     args = parser.parse_args()
     count, files = untyped_documents()
     print(f"dict[str, Any] annotations: {count} in {files} files")
@@ -153,6 +154,11 @@ def main() -> int:
 
     state = getattr(importlib.import_module(module), name)
     print(f"{args.state} fields: {len(dataclasses.fields(state))}")
+    names = vars(sys.modules[state.__module__])
+    for f in dataclasses.fields(state):
+        part = names.get(f.type) if isinstance(f.type, str) else f.type
+        if isinstance(part, type) and dataclasses.is_dataclass(part):
+            print(f"  {f.name} ({part.__name__}) fields: {len(dataclasses.fields(part))}")
     functions, mods = reachable("hpcbench.train.entry", "run_training")
     print(
         f"functions reachable from hpcbench/train/entry.py:run_training: {functions} in {mods} modules"

@@ -37,7 +37,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import random
 import re
 import time
 from dataclasses import dataclass
@@ -48,6 +47,17 @@ import numpy as np
 import torch
 
 from hpcbench.files import open_regular
+from hpcbench.jsonfile import JSONObject
+from hpcbench.train.checkpoint_parts import (
+    CheckpointPosition,
+    CheckpointProgress,
+    DatasetDescription,
+    Fingerprint,
+    Payload,
+    RankState,
+    rng_state,
+    set_rng_state,
+)
 from hpcbench.train.config import ConfigError, TrainConfig
 
 if TYPE_CHECKING:
@@ -85,34 +95,12 @@ class CheckpointError(ConfigError):
     """A checkpoint that cannot be used (one line naming the file)."""
 
 
-def fingerprint(config: TrainConfig, global_batch: int, dataset_id: str) -> dict[str, Any]:
-    values = {name: getattr(config, name) for name in TRAJECTORY}
+def fingerprint(config: TrainConfig, global_batch: int, dataset_id: str) -> Fingerprint:
+    """What a checkpoint must match to be resumed from."""
+    values: Fingerprint = {name: getattr(config, name) for name in TRAJECTORY}
     values["global_batch"] = global_batch
     values["dataset"] = dataset_id
     return values
-
-
-# ---- random number generators ------------------------------------------------------------------
-def rng_state() -> dict[str, Any]:
-    """This process's generators as tensors and lists (what ``weights_only`` loading accepts)."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
-    version, internal, gauss = random.getstate()
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],
-        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
-        "python": [version, list(internal), gauss],
-    }
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"][: torch.cuda.device_count()])
-    kind, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
 
 
 def parameter_checksum(model: torch.nn.Module) -> float:
@@ -136,7 +124,7 @@ def parameter_checksum(model: torch.nn.Module) -> float:
     return float(total % (1 << 52))
 
 
-def rank_state(model: torch.nn.Module) -> dict[str, Any]:
+def rank_state(model: torch.nn.Module) -> RankState:
     """What differs between ranks: the generators, and the buffers this rank's last forward
     updated (its evaluation uses them)."""
     return {"rng": rng_state(), "buffers": {n: b.detach().cpu() for n, b in model.named_buffers()}}
@@ -158,14 +146,14 @@ def checkpoint_files(directory: Path) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
-def encode(payload: dict[str, Any]) -> bytes:
+def encode(payload: Payload) -> bytes:
     buf = io.BytesIO()
     torch.save(payload, buf)
     body = buf.getvalue()
     return MAGIC + hashlib.sha256(body).digest() + body
 
 
-def decode(path: Path) -> dict[str, Any]:
+def decode(path: Path) -> Payload:
     """The payload of ``path``; :class:`CheckpointError` naming it when it is not a whole,
     readable checkpoint of ours."""
     try:
@@ -194,7 +182,7 @@ def decode(path: Path) -> dict[str, Any]:
     return payload
 
 
-def write(directory: Path, steps_done: int, payload: dict[str, Any], keep: int) -> Path:
+def write(directory: Path, steps_done: int, payload: Payload, keep: int) -> Path:
     """Write the checkpoint atomically and durably, then remove our oldest beyond ``keep``."""
     directory.mkdir(parents=True, exist_ok=True)
     data = encode(payload)
@@ -251,11 +239,11 @@ def _disk_full_drill(steps_done: int) -> bool:
 @dataclass
 class Resumed:
     path: Path
-    payload: dict[str, Any]
+    payload: Payload
 
 
 def find(
-    resume: str, directory: Path, warn: Any, expected: dict[str, Any], world_size: int
+    resume: str, directory: Path, warn: Any, expected: Fingerprint, world_size: int
 ) -> Resumed | None:
     """The checkpoint ``--resume`` names: ``none`` nothing; ``auto`` the newest valid one in
     ``directory`` (None when there is none; an unusable newer one is skipped with a warning);
@@ -289,9 +277,7 @@ def find(
     return None
 
 
-def check_compatible(
-    path: Path, payload: dict[str, Any], expected: dict[str, Any], world_size: int
-) -> None:
+def check_compatible(path: Path, payload: Payload, expected: Fingerprint, world_size: int) -> None:
     theirs = payload.get("fingerprint", {})
     for name, value in expected.items():
         if theirs.get(name) != value:
@@ -339,16 +325,16 @@ def restore(
 
 def payload(
     *,
-    fp: dict[str, Any],
+    fp: Fingerprint,
     strategy: Strategy,
     optimizer: torch.optim.Optimizer,
     schedule: torch.optim.lr_scheduler.LRScheduler,
-    position: dict[str, Any],
-    ranks: list[Any],
-    progress: dict[str, Any],
-    dataset: dict[str, Any] | None = None,
-    amp: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    position: CheckpointPosition,
+    ranks: list[RankState],
+    progress: CheckpointProgress,
+    dataset: DatasetDescription | None = None,
+    amp: JSONObject | None = None,
+) -> Payload:
     assert strategy.eval_model is not None
     return {
         "format": FORMAT_VERSION,
@@ -365,7 +351,7 @@ def payload(
     }
 
 
-def dataset_description(manifest: Manifest) -> dict[str, Any]:
+def dataset_description(manifest: Manifest) -> DatasetDescription:
     """The training set's input format, as :mod:`hpcbench.predict` needs it (plain values)."""
     options = manifest.options or {}
     return {

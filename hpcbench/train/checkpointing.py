@@ -13,12 +13,19 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
+from hpcbench.run_documents import Checkpoints
 from hpcbench.train import checkpoint_file as ckpt
+from hpcbench.train.checkpoint_parts import (
+    CheckpointPosition,
+    CheckpointProgress,
+    DatasetDescription,
+    Fingerprint,
+    PartialSums,
+)
 from hpcbench.train.precision import Precision
 from hpcbench.train.strategies.base import Strategy
 
@@ -32,7 +39,7 @@ class Restored:
     step: int
     steps_done: int
     world_size: int  # of the run that wrote it
-    progress: dict[str, Any]  # epochs, losses, partial, checkpoint_s, replicas, deterministic
+    progress: CheckpointProgress
 
 
 def save(
@@ -43,10 +50,10 @@ def save(
     *,
     directory: Path,
     keep: int,
-    fingerprint: dict[str, Any],
-    position: dict[str, Any],
-    progress: dict[str, Any],
-    dataset: dict[str, Any],
+    fingerprint: Fingerprint,
+    position: CheckpointPosition,
+    progress: CheckpointProgress,
+    dataset: DatasetDescription,
     partial: tuple[np.ndarray, list[float]] | None = None,
 ) -> Path | None:
     """Write the checkpoint of ``position`` -- every rank calls this at the same step.
@@ -64,7 +71,7 @@ def save(
     ranks = strategy.gather_object(
         {**ckpt.rank_state(strategy.eval_model), "strategy": strategy.rank_state()}
     )
-    sums = None
+    sums: PartialSums | None = None
     if partial is not None:
         vector, times = partial
         sums = {
@@ -100,7 +107,7 @@ def save(
 def load(
     resume: str | None,
     directory: Path,
-    fingerprint: dict[str, Any],
+    fingerprint: Fingerprint,
     strategy: Strategy,
     optimizer: torch.optim.Optimizer,
     schedule: torch.optim.lr_scheduler.LRScheduler,
@@ -141,7 +148,7 @@ def warn_on(rank: int) -> Callable[[str], None]:
 
 def record(
     enabled: bool, directory: Path, seconds: list[float], resumed_from: str | None
-) -> dict[str, Any]:
+) -> Checkpoints:
     """What ``metrics.json`` says of checkpoints: where, how many, how long each took (the
     lead a scheduler's warning signal needs), and what this run resumed from."""
     return {

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any
 
 import torch
 
 from hpcbench.energy.devices import Unavailable
 from hpcbench.energy.sampler import Sampler, discover, energy_document
+from hpcbench.run_documents import EnergyDocument, PhaseWindow
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.runtime import Runtime
 from hpcbench.train.strategies.base import Strategy
@@ -68,7 +68,7 @@ class RunEnergy:
         strategy.barrier()
         return cls(config.energy_interval, sampler)
 
-    def finish(self, strategy: Strategy, windows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    def finish(self, strategy: Strategy, windows: list[PhaseWindow]) -> EnergyDocument | None:
         """Stop the samplers and gather the nodes' records: energy.json's content on rank 0
         (phases from rank 0's ``windows``), None elsewhere. Every rank."""
         strategy.barrier()
@@ -89,7 +89,7 @@ class RunEnergy:
                 self.sampler.stop()
 
 
-def energy_line(document: dict[str, Any]) -> str:
+def energy_line(document: EnergyDocument) -> str:
     """The summary's line: joules of the devices measured, and what was not."""
     measured = [
         (node["host"], d)

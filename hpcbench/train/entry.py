@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from hpcbench.run_documents import Metrics
     from hpcbench.train.config import TrainConfig
     from hpcbench.train.stopping import StopRequest
 
 
 def run_training(
     argv: list[str] | None = None, stop: StopRequest | None = None, *, own_process: bool = False
-) -> dict[str, Any]:
+) -> Metrics:
     """``stop``: the stop signals' record, installed as early as possible by the caller, who
     keeps it (a signal after the run then changes nothing); else one is installed here for the
     run and the previous handlers are put back on return. ``own_process``: the process is this
@@ -46,7 +47,7 @@ def run_training(
             stop.uninstall()
 
 
-def _train(config: TrainConfig, stop: StopRequest) -> dict[str, Any]:
+def _train(config: TrainConfig, stop: StopRequest) -> Metrics:
     from hpcbench.run_documents import write_energy, write_results
     from hpcbench.train import loop
     from hpcbench.train.documents import run_dir_of, summary

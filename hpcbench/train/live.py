@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,8 +15,9 @@ from hpcbench.launch import node_name
 
 if TYPE_CHECKING:
     from hpcbench.progress import Progress
-
-Training = Any  # hpcbench.train.start's, which imports this module
+    from hpcbench.train.config import TrainConfig
+    from hpcbench.train.runtime import Runtime
+    from hpcbench.train.strategies.base import Strategy
 
 
 class Live:
@@ -71,10 +73,19 @@ class Live:
             self.telemetry.close(final=completed)
 
 
-def open_live(t: Training, run_path: Path | None) -> Live:
+def open_live(
+    config: TrainConfig,
+    runtime: Runtime,
+    strategy: Strategy,
+    *,
+    steps_per_epoch: int,
+    steps_done: int,
+    log: Callable[[str], None],
+    run_path: Path | None,
+) -> Live:
     """This rank's telemetry and tracer, in the run directory every rank was told
-    (``run_path``: None where rank 0 has none: then neither)."""
-    config, runtime = t.config, t.runtime
+    (``run_path``: None where rank 0 has none: then neither); a resumed run's telemetry counts
+    on from ``steps_done``."""
     if run_path is None:
         return Live()
     device = runtime.device
@@ -89,12 +100,12 @@ def open_live(t: Training, run_path: Path | None) -> Live:
             world_size=runtime.world_size,
             host=node_name(),
             interval=config.telemetry,
-            total_steps=t.data.steps * config.epochs,
+            total_steps=steps_per_epoch * config.epochs,
             total_epochs=config.epochs,
             cuda_index=cuda_index,
-            log=t.log,
+            log=log,
         )
-        telemetry.step = t.steps_done  # a resumed run counts on from where it stopped
+        telemetry.step = steps_done
     if config.trace_steps:
         from hpcbench.measure.traces import StepTracer, parse_steps
 
@@ -106,14 +117,14 @@ def open_live(t: Training, run_path: Path | None) -> Live:
             host=node_name(),
             cuda=device.type == "cuda",
         )
-    return Live(telemetry, tracer, t.strategy if device.type == "cuda" else None)
+    return Live(telemetry, tracer, strategy if device.type == "cuda" else None)
 
 
-def progress_bar(t: Training, epoch: int) -> Progress | None:
-    """Rank 0's bar for the epoch's steps (``--progress bar``, or auto on a terminal)."""
-    mode = t.config.progress
-    if t.runtime.rank != 0 or not (mode == "bar" or (mode == "auto" and sys.stderr.isatty())):
+def progress_bar(config: TrainConfig, rank: int, steps: int, epoch: int) -> Progress | None:
+    """Rank 0's bar for the epoch's ``steps`` (``--progress bar``, or auto on a terminal)."""
+    mode = config.progress
+    if rank != 0 or not (mode == "bar" or (mode == "auto" and sys.stderr.isatty())):
         return None
     from hpcbench.progress import Progress
 
-    return Progress(t.data.steps, f"epoch {epoch + 1}/{t.config.epochs}", unit="step")
+    return Progress(steps, f"epoch {epoch + 1}/{config.epochs}", unit="step")

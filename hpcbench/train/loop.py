@@ -26,36 +26,32 @@ import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from hpcbench.measure.traces import traced
+from hpcbench.run_documents import EpochRow, Metrics, TestResult
 from hpcbench.train import checkpoint_file as ckpt
 from hpcbench.train import checkpointing
-from hpcbench.train.agreement import agree_after_step, check_verdicts, loss_values, resync, stopped
+from hpcbench.train.agreement import agree_after_step, loss_values, stopped
 from hpcbench.train.breakdown import per_step_ms
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData
 from hpcbench.train.documents import EpochTimes, epoch_row, final_results
-from hpcbench.train.drills import act, step_delay
 from hpcbench.train.failures import diverged_in_epoch
 from hpcbench.train.finite import nonfinite_flag
-from hpcbench.train.live import progress_bar
-from hpcbench.train.metrics import Meter
+from hpcbench.train.metrics import EpochSeconds, Meter
 from hpcbench.train.normalize import Normalizer
 from hpcbench.train.precision import Precision
 from hpcbench.train.prefetch import Prefetcher, prefetch_depth, staged
-from hpcbench.train.replicas import nudge
 from hpcbench.train.runtime import Runtime, provenance
-from hpcbench.train.start import Log, Training, announce, start
+from hpcbench.train.start import announce, start
 from hpcbench.train.stopping import StopRequest
 from hpcbench.train.strategies.base import Strategy
-
-if TYPE_CHECKING:
-    from hpcbench.progress import Progress
+from hpcbench.train.training import Log, Training
 
 FP32 = Precision()
 
@@ -102,7 +98,7 @@ def evaluate(
     norm: Normalizer,
     criterion: nn.Module,
     precision: Precision = FP32,
-) -> dict[str, Any] | None:
+) -> TestResult | None:
     """Loss, accuracy and macro-F1 over ``split`` (None when the dataset has no such split;
     ``{"unlabeled": True, "samples": N}`` for a split stored without labels: nothing to score)."""
     if split not in data.manifest.splits:
@@ -134,7 +130,7 @@ def run(
     *,
     run_dir: tuple[Path, str] | None,
     stop: StopRequest | None = None,
-) -> dict[str, Any]:
+) -> Metrics:
     """Train, validate, test; return the results (:func:`hpcbench.train.documents.final_results`).
     ``run_dir`` (on rank 0, and there only: the directory and the option that named it, as
     :func:`hpcbench.train.documents.run_dir_of` decides) is checked for writing during set-up. With ``--resume`` the run continues from a checkpoint; a stop signal
@@ -142,22 +138,99 @@ def run(
     t = start(config, runtime, strategy, log, run_dir, stop or StopRequest())
     try:
         announce(t)
-        t.model.train()
-        for epoch in range(t.start_epoch, config.epochs):
+        t.learner.model.train()
+        for epoch in range(t.position.start_epoch, config.epochs):
             row = run_epoch(t, epoch)
             loss_values(t)  # one host read per epoch, not per step
-            t.epochs.append(row)
-            t.board.epoch(row)
+            t.position.epochs.append(row)
+            t.hooks.epoch_end(row)
             log(epoch_line(epoch, config.epochs, row))
             save_checkpoint(t, epoch + 1, 0)
-        t.live.close()
-        results = finish(t, t.epochs)
-        t.board.finish(results)
+        t.hooks.training_end()
+        results = finish(t, t.position.epochs)
+        t.hooks.run_end(results)
         return results
     finally:
-        t.watchdog.at(None, t.steps_done)
-        t.live.close(completed=False)  # after the above: nothing more
-        t.board.close()
+        t.hooks.close()
+
+
+def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
+    """The epoch's training steps on this rank: (the meter, train, data and communication
+    seconds), from the resumed step on. Stops every rank at a step whose synchronised gradients
+    are not finite, and at the step after a stop signal (:class:`Stopped`, after a checkpoint).
+    Checkpoint time is not training time."""
+    hooks, learner, position, timed = t.hooks, t.learner, t.position, t.strategy.breakdown
+    first = position.first_step(epoch)
+    meter, seconds = resumed_sums(t, first)
+    hooks.epoch_start(epoch)
+    batches = epoch_batches(t, epoch, first)
+    timed.reset()
+    try:
+        for step in range(first, t.data.steps):
+            hooks.before_batch()
+            d0 = time.perf_counter()
+            with timed.part("data"), hooks.waiting_for_data():
+                x, y = learner.norm.normalize(*next(batches))
+            waited = time.perf_counter() - d0
+            hooks.before_step()
+            loss, logits, comm, flag = train_step(
+                t.strategy, learner.optimizer, x, y, learner.criterion, learner.precision
+            )
+            hooks.after_update(epoch, step, loss, flag)
+            busy = time.perf_counter() - d0 - waited
+            seconds.data, seconds.comm = seconds.data + waited, seconds.comm + comm
+            with timed.part("optimizer"):
+                learner.schedule.step()
+            position.steps_done += 1
+            hooks.after_step()
+            with timed.part("agreement"):
+                meter.update(logits, y, loss)
+                stop, global_loss = agree_after_step(t, loss, t.data.weight)
+            timed.step_done()
+            position.losses.append(global_loss)
+            hooks.step_end(epoch, step, y.shape[0], (busy - comm, waited, comm), global_loss)
+            if stop or hooks.checkpoint_due(last=step + 1 == t.data.steps):
+                hooks.check_finite()
+                seconds.comm += t.strategy.settled_comm_s()
+                with seconds.pause():
+                    path = save_checkpoint(t, epoch, step + 1, meter, seconds.so_far())
+                if stop:
+                    hooks.stopping()
+                    raise stopped(t, epoch, step + 1, path)
+        hooks.steps_end()
+        seconds.comm += t.strategy.settled_comm_s()
+        train_s, data_s, comm_s = seconds.so_far()
+        hooks.epoch_timed()
+        return meter, train_s, data_s, comm_s
+    finally:
+        if isinstance(batches, Prefetcher):
+            batches.close()
+
+
+def resumed_sums(t: Training, first: int) -> tuple[Meter, EpochSeconds]:
+    """The epoch's meter and its (train, data, communication) seconds so far: zero, or what the
+    checkpoint of a resumed epoch holds (its sums on rank 0 only, to be all-reduced once)."""
+    meter = Meter(t.data.manifest.num_classes, t.runtime.device)
+    partial = t.position.partial if first else None
+    if partial is not None and t.runtime.rank == 0:
+        saved = partial["meter"].numpy()
+        meter.loss_sum += float(saved[0])
+        meter.confusion += torch.from_numpy(saved[1:].astype(np.int64)).to(meter.confusion.device)
+    before = partial["times"].numpy() if partial is not None else np.zeros(3)
+    return meter, EpochSeconds(t.clock, before)
+
+
+def epoch_batches(t: Training, epoch: int, first: int) -> Iterator[Any]:
+    """This rank's batches of the epoch from step ``first`` on, staged on the device (ahead of
+    the step, in a thread, with ``--prefetch``)."""
+    index = t.strategy.share_index(t.data, epoch)
+    read = iter(t.data.train_batches(epoch, index if index is None else index[first:]))
+    if t.data.sharded is not None:  # the shard order has no index: pass the steps done
+        for _ in range(first):
+            next(read)
+    stage = t.learner.norm.stage
+    depth = prefetch_depth(t.config.prefetch, t.runtime.device.type)
+    return Prefetcher(read, stage, depth) if depth else staged(read, stage)
 
 
 def save_checkpoint(
@@ -169,147 +242,38 @@ def save_checkpoint(
     if not t.config.checkpoint:
         return None
     c0 = time.perf_counter()
-    resync(t)
+    t.hooks.resync()
+    learner, position = t.learner, t.position
     path = checkpointing.save(
         t.strategy,
-        t.optimizer,
-        t.schedule,
-        t.precision,
+        learner.optimizer,
+        learner.schedule,
+        learner.precision,
         directory=t.checkpoint_dir,
         keep=t.config.checkpoint_keep,
         fingerprint=t.fingerprint,
         position={
             "epoch": epoch,
             "step": step,
-            "steps_done": t.steps_done,
+            "steps_done": position.steps_done,
             "world_size": t.runtime.world_size,
             "steps_per_epoch": t.data.steps,
         },
         progress={
-            "epochs": t.epochs,
+            "epochs": position.epochs,
             "losses": loss_values(t),
-            "checkpoint_s": t.checkpoint_s,
-            "replicas": t.replicas.state(),
+            "checkpoint_s": position.checkpoint_s,
+            "replicas": t.hooks.replicas.state(),
             "deterministic": t.config.deterministic,
         },
         dataset=ckpt.dataset_description(t.data.manifest),
         partial=None if meter is None or times is None else (meter.vector(), times),
     )
-    t.checkpoint_s.append(time.perf_counter() - c0)
+    position.checkpoint_s.append(time.perf_counter() - c0)
     return path
 
 
-def train_steps(t: Training, epoch: int) -> tuple[Meter, float, float, float]:
-    """The epoch's training steps on this rank: (the meter, train, data and communication
-    seconds), from the resumed step on. Stops every rank at a step whose synchronised gradients
-    are not finite, and at the step after a stop signal (:class:`Stopped`, after a checkpoint).
-    Checkpoint time is not training time."""
-    e0 = t.clock()
-    index = t.strategy.share_index(t.data, epoch)
-    meter = Meter(t.data.manifest.num_classes, t.runtime.device)
-    first = t.start_step if epoch == t.start_epoch else 0
-    if first and t.partial is not None and t.runtime.rank == 0:  # the resumed epoch's sums so far
-        saved = t.partial["meter"].numpy()
-        meter.loss_sum += float(saved[0])
-        meter.confusion += torch.from_numpy(saved[1:].astype(np.int64)).to(meter.confusion.device)
-    before = t.partial["times"].numpy() if first and t.partial is not None else np.zeros(3)
-    progress = progress_bar(t, epoch)
-    read = iter(t.data.train_batches(epoch, index if index is None else index[first:]))
-    if t.data.sharded is not None:  # the shard order has no index: pass the steps done
-        for _ in range(first):
-            next(read)
-    depth = prefetch_depth(t.config.prefetch, t.runtime.device.type)
-    batches = Prefetcher(read, t.norm.stage, depth) if depth else staged(read, t.norm.stage)
-    try:
-        return _train_steps(t, epoch, first, batches, meter, e0, before, progress)
-    finally:
-        if isinstance(batches, Prefetcher):
-            batches.close()
-
-
-def _step(
-    t: Training, epoch: int, step: int, batches: Iterator[Any], timed: Any
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float, float, float]:
-    """One step's batch (its wait timed) and its forward, backward and update; the step's loss,
-    logits and targets, the seconds waited for data, spent communicating, and in the step
-    besides its data wait."""
-    t.live.before(t.steps_done)
-    d0 = time.perf_counter()
-    with timed.part("data"), t.live.part("data"):
-        x, y = t.norm.normalize(*next(batches))
-    waited = time.perf_counter() - d0
-    t.live.started()
-    t.watchdog.at("step", t.steps_done)
-    loss, logits, comm, flag = train_step(t.strategy, t.optimizer, x, y, t.criterion, t.precision)
-    if t.precision.diverges:
-        t.verdicts.add(flag, epoch, step, loss, t.lr)
-        if t.runtime.world_size == 1 and t.verdicts.maybe_bad():
-            check_verdicts(t)
-    nudge(t.strategy.eval_model, t.drill, t.steps_done)
-    return loss, logits, y, waited, comm, time.perf_counter() - d0 - waited
-
-
-def _train_steps(
-    t: Training,
-    epoch: int,
-    first: int,
-    batches: Iterator[Any],
-    meter: Meter,
-    e0: float,
-    before: np.ndarray,
-    progress: Progress | None,
-) -> tuple[Meter, float, float, float]:
-    """The steps themselves, from step ``first`` on, over the staged ``batches``."""
-    data_s = comm_s = paused_s = 0.0
-    every = t.config.checkpoint_every
-    weight = t.data.weight
-    timed = t.strategy.breakdown
-    timed.reset()
-    delay = step_delay()
-    for step in range(first, t.data.steps):
-        if delay:  # the slow-step drill, before the watchdog's clock starts for this step
-            time.sleep(delay)
-        t.watchdog.at("batch", t.steps_done)
-        if t.drill is not None:
-            act(t.drill, t.steps_done)
-        loss, logits, y, waited, comm, busy = _step(t, epoch, step, batches, timed)
-        data_s, comm_s = data_s + waited, comm_s + comm
-        with timed.part("optimizer"):
-            t.schedule.step()
-        t.steps_done += 1
-        if t.replicas.due(t.steps_done):
-            resync(t)
-        with timed.part("agreement"):
-            meter.update(logits, y, loss)
-            stop, global_loss = agree_after_step(t, loss, weight)
-        timed.step_done()
-        t.losses.append(global_loss)
-        t.live.after(t.steps_done, y.shape[0], (busy - comm, waited, comm), global_loss, epoch)
-        if progress is not None:
-            progress.update(step + 1)
-        last = step + 1 == t.data.steps
-        if stop or (every and t.steps_done % every == 0 and not last):
-            check_verdicts(t)
-            comm_s += t.strategy.settled_comm_s()
-            p0 = time.perf_counter()
-            times = [t.clock() - e0 - paused_s + before[0], data_s + before[1], comm_s + before[2]]
-            path = save_checkpoint(t, epoch, step + 1, meter, times)
-            paused_s += time.perf_counter() - p0
-            if stop:
-                t.watchdog.at(None, t.steps_done)
-                if progress is not None:
-                    progress.close()
-                raise stopped(t, epoch, step + 1, path)
-    t.watchdog.at(None, t.steps_done)
-    check_verdicts(t)
-    comm_s += t.strategy.settled_comm_s()
-    train_s = t.clock() - e0 - paused_s + before[0]
-    if progress is not None:
-        progress.close()
-    return meter, train_s, data_s + before[1], comm_s + before[2]
-
-
-def run_epoch(t: Training, epoch: int) -> dict[str, Any]:
+def run_epoch(t: Training, epoch: int) -> EpochRow:
     """One epoch: train, reduce over ranks (the slowest rank's times, bytes summed), validate
     when due; its row of the results (:func:`hpcbench.train.documents.epoch_row`)."""
     with t.windows.phase("train"):
@@ -326,9 +290,9 @@ def run_epoch(t: Training, epoch: int) -> dict[str, Any]:
     v0 = t.clock()
     val = None
     if (epoch + 1) % t.config.val_every == 0 or epoch + 1 == t.config.epochs:
-        resync(t)
+        t.hooks.resync()
         with t.windows.phase("val"):
-            val = evaluate(t.strategy, t.data, "val", t.norm, t.criterion, t.precision)
+            val = evaluate(t.strategy, t.data, "val", *t.learner.evaluating())
     if val is not None and val.get("unlabeled"):
         val = None
     val_s = t.clock() - v0
@@ -338,14 +302,14 @@ def run_epoch(t: Training, epoch: int) -> dict[str, Any]:
         val=val,
         times=EpochTimes(train=times[0], data=times[1], comm=times[2], val=val_s),
         samples=t.data.steps * t.data.global_batch,
-        lr=t.lr,
+        lr=t.learner.lr,
         bytes_read=bytes_read,
         io_rank0=io,
         step_breakdown_ms=breakdown,
     )
 
 
-def epoch_line(epoch: int, epochs: int, row: dict[str, Any]) -> str:
+def epoch_line(epoch: int, epochs: int, row: EpochRow) -> str:
     """The line printed after an epoch."""
     val = "" if row["val_accuracy"] is None else f" val acc {row['val_accuracy']:.4f}"
     return (
@@ -355,12 +319,12 @@ def epoch_line(epoch: int, epochs: int, row: dict[str, Any]) -> str:
     )
 
 
-def finish(t: Training, epochs: list[dict[str, Any]]) -> dict[str, Any]:
+def finish(t: Training, epochs: list[EpochRow]) -> Metrics:
     """Test, then the results of the run."""
-    resync(t)
+    t.hooks.resync()
     with t.windows.phase("test"):
         t_test = t.clock()
-        test = evaluate(t.strategy, t.data, "test", t.norm, t.criterion, t.precision)
+        test = evaluate(t.strategy, t.data, "test", *t.learner.evaluating())
         test_s = t.clock() - t_test
     return final_results(
         config=t.config,
@@ -378,9 +342,9 @@ def finish(t: Training, epochs: list[dict[str, Any]]) -> dict[str, Any]:
         setup_s=t.setup_s,
         phase_windows=t.windows.rows,
         checkpoints=checkpointing.record(
-            t.config.checkpoint, t.checkpoint_dir, t.checkpoint_s, t.resumed_from
+            t.config.checkpoint, t.checkpoint_dir, t.position.checkpoint_s, t.position.resumed_from
         ),
         step_losses=loss_values(t),
-        replicas=t.replicas.record(),
-        precision=t.precision.record(),
+        replicas=t.hooks.replicas.record(),
+        precision=t.learner.precision.record(),
     )

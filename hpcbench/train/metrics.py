@@ -81,3 +81,26 @@ class PhaseWindows:
         start = self.clock.wall()
         yield
         self.rows.append({"phase": name, "start": start, "end": self.clock.wall()})
+
+
+class EpochSeconds:
+    """An epoch's training seconds on this rank: (train, data wait, communication), counted on
+    from ``before`` (what a resumed epoch had done), checkpoint pauses left out of train."""
+
+    def __init__(self, clock: Clock, before: np.ndarray) -> None:
+        self.clock, self.before = clock, before
+        self.start = clock()
+        self.data = self.comm = self.paused = 0.0
+
+    def so_far(self) -> list[float]:
+        train = self.clock() - self.start - self.paused + float(self.before[0])
+        return [train, self.data + float(self.before[1]), self.comm + float(self.before[2])]
+
+    @contextmanager
+    def pause(self) -> Iterator[None]:
+        """Time that is not training time (a checkpoint's)."""
+        p0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.paused += time.perf_counter() - p0

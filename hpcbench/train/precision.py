@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from hpcbench.jsonfile import JSONObject
+from hpcbench.run_documents import Precision as PrecisionRecord
 from hpcbench.train.finite import step_unless
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -76,7 +78,7 @@ class Precision:
         """Whether a non-finite step is a divergence (not under fp16: an overflow, skipped)."""
         return self.scaler is None
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> PrecisionRecord:
         """What ``metrics.json`` says (``precision``): the type, and fp16's skipped steps and
         final loss scale."""
         if self.scaler is None:
@@ -87,9 +89,9 @@ class Precision:
             "loss_scale": float(self.scaler.get_scale()),
         }
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> JSONObject:
         return {} if self.scaler is None else self.scaler.state_dict()
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: JSONObject) -> None:
         if self.scaler is not None and state:
             self.scaler.load_state_dict(state)

@@ -28,11 +28,14 @@ without that, to show the exact check still catches a replica that departs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+from hpcbench.run_documents import Drift
+from hpcbench.run_documents import Replicas as ReplicasRecord
+from hpcbench.train.checkpoint_parts import ReplicaState
 from hpcbench.train.drills import Drill
 
 if TYPE_CHECKING:
@@ -79,7 +82,7 @@ class Replicas:
     last_step: int = -1  # the step count at the last re-synchronisation
     count: int = 0
     max_drift: float | None = None  # the largest relative drift so far
-    drifts: list[dict[str, Any]] = field(default_factory=list)  # the last (step, drift) pairs
+    drifts: list[Drift] = field(default_factory=list)  # the last (step, drift) pairs
 
     @property
     def mixed(self) -> bool:
@@ -128,7 +131,7 @@ class Replicas:
         self.max_drift = drift if self.max_drift is None else max(self.max_drift, drift)
         self.drifts = [*self.drifts, {"step": steps_done, "relative_drift": drift}][-KEPT:]
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> ReplicasRecord:
         """What ``metrics.json`` says (``replicas``)."""
         return {
             "device_kinds": self.kinds,
@@ -139,7 +142,7 @@ class Replicas:
             "drifts": self.drifts,
         }
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> ReplicaState:
         """What a checkpoint keeps, so that a resumed run's record goes on."""
         return {
             "count": self.count,
@@ -148,7 +151,7 @@ class Replicas:
             "last_step": self.last_step,
         }
 
-    def load(self, state: dict[str, Any] | None) -> None:
+    def load(self, state: ReplicaState | None) -> None:
         if state:
             self.count, self.drifts = int(state["count"]), list(state["drifts"])
             self.max_drift, self.last_step = state["max_drift"], int(state["last_step"])

@@ -19,7 +19,6 @@ import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -35,6 +34,7 @@ from hpcbench.launch import (
     node_list,
     usable_cores,
 )
+from hpcbench.run_documents import Provenance
 from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
 
@@ -114,10 +114,10 @@ def rendezvous(launch: LaunchInfo) -> tuple[str, int]:
     return host, int(port) if port else (job or 20000)
 
 
-def provenance(runtime: Runtime, strategy_name: str, model: str | None = None) -> dict[str, Any]:
+def provenance(runtime: Runtime, strategy_name: str, model: str | None = None) -> Provenance:
     """Where and with what this run ran: versions, host, launcher, job, threads, backend, git;
     for the user's own ``model``, its factory, source file and SHA-256."""
-    info: dict[str, Any] = {
+    info: Provenance = {
         "hpcbench": __version__,
         "torch": torch.__version__,
         "python": platform.python_version(),

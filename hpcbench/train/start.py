@@ -1,18 +1,15 @@
-"""Starting a training run: the set-up every rank agrees on, and the run's state.
+"""Starting a training run: the set-up every rank agrees on.
 
 :func:`start` runs the checks the user's input can fail (run directory, TensorBoard, dataset,
 batch split, model: agreed by every rank before any collective of the model,
 :func:`hpcbench.train.failures.agree`), places the model with the strategy, builds the optimiser
-and its schedule, and resumes from a checkpoint when asked. What it makes is a
-:class:`Training`, the state every epoch of :mod:`.loop` reads and advances.
+and its schedule, the run's hooks, and resumes from a checkpoint when asked. What it makes is a
+:class:`~.training.Training`, the state every epoch of :mod:`.loop` reads and advances.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -33,64 +30,22 @@ from hpcbench.train.breakdown import StepBreakdown
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData, ensure_dataset, wait_for_dataset
 from hpcbench.train.documents import prepare_run_dir
-from hpcbench.train.drills import Drill, drill_for, install_slow
+from hpcbench.train.drills import drill_for
 from hpcbench.train.failures import agree
-from hpcbench.train.finite import Verdicts
-from hpcbench.train.live import Live, open_live
+from hpcbench.train.hooks import RunHooks
+from hpcbench.train.live import open_live
 from hpcbench.train.metrics import Clock, PhaseWindows
 from hpcbench.train.models import build_model, load_weights
 from hpcbench.train.normalize import Normalizer
 from hpcbench.train.optim import make_optimizer, make_schedule
 from hpcbench.train.precision import Precision
 from hpcbench.train.replicas import Replicas, device_kind
+from hpcbench.train.run_state import Learner, Position
 from hpcbench.train.runtime import Runtime
-from hpcbench.train.stopping import StopRequest, Watchdog, mark
+from hpcbench.train.stopping import StopRequest, mark
 from hpcbench.train.strategies.base import Strategy
-from hpcbench.train.tensorboard import NullBoard, check_board, open_board
-
-Log = Callable[[str], None]
-
-
-@dataclass
-class Training:
-    """What set-up made and every epoch uses."""
-
-    config: TrainConfig
-    runtime: Runtime
-    strategy: Strategy
-    log: Log
-    clock: Clock
-    windows: PhaseWindows  # each phase's wall-clock bounds on this rank
-    data: TrainData
-    model: nn.Module
-    optimizer: torch.optim.Optimizer
-    schedule: torch.optim.lr_scheduler.LRScheduler
-    criterion: nn.Module
-    norm: Normalizer
-    precision: Precision  # --precision: autocast and fp16 loss scaling
-    drill: Drill | None  # this rank's failure drill ($HPCBENCH_FAIL_AT)
-    stop: StopRequest  # the stop signals this process received
-    watchdog: Watchdog
-    checkpoint_dir: Path
-    fingerprint: dict[str, Any]
-    replicas: Replicas  # ranks on different kinds of device: re-synchronised from rank 0
-    setup_s: float = 0.0  # the slowest rank's set-up seconds
-    steps_done: int = 0  # training steps so far, over all epochs
-    board: NullBoard = field(default_factory=NullBoard)  # rank 0's --tensorboard log
-    start_epoch: int = 0  # where this run starts (after --resume)
-    start_step: int = 0
-    epochs: list[dict[str, Any]] = field(default_factory=list)  # the rows so far
-    losses: list[Any] = field(default_factory=list)  # each step's global mean loss so far
-    request_checked: float = 0.0  # when rank 0 last looked for the job's stop request
-    partial: dict[str, Any] | None = None  # a resumed epoch's meter and seconds so far
-    checkpoint_s: list[float] = field(default_factory=list)  # each checkpoint's seconds
-    resumed_from: str | None = None
-    verdicts: Verdicts = field(default_factory=Verdicts)  # steps' finite flags not yet read
-    live: Live = field(default_factory=Live)  # telemetry and traces (--telemetry, --trace-steps)
-
-    @property
-    def lr(self) -> float:
-        return self.optimizer.param_groups[0]["lr"]
+from hpcbench.train.tensorboard import check_board, open_board
+from hpcbench.train.training import Log, Training
 
 
 def set_up(
@@ -159,46 +114,84 @@ def start(
         data, model = set_up(config, runtime, strategy, log, run_dir)
         model = strategy.setup(model, data.weight)
         strategy.model = compiled(strategy.model, config)
-        optimizer = make_optimizer(config, model, data.global_batch)
-        t = Training(
-            config=config,
-            runtime=runtime,
-            strategy=strategy,
-            log=log,
-            clock=clock,
-            windows=windows,
-            data=data,
-            model=model,
-            optimizer=optimizer,
-            schedule=make_schedule(config, optimizer, data.steps),
-            criterion=nn.CrossEntropyLoss(),
-            norm=Normalizer(data.manifest, runtime.device, batch_layout(config)),
-            precision=Precision(config.precision, runtime.device),
-            drill=drill_for(runtime.rank),
-            stop=stop,
-            watchdog=Watchdog(config.hang_timeout, runtime.rank),
-            checkpoint_dir=strategy.broadcast_object(
-                checkpoint_dir_of(config, run_dir[0]) if run_dir is not None else None
-            ),
-            fingerprint=ckpt.fingerprint(config, data.global_batch, data.manifest.dataset_id),
-            replicas=Replicas.of(
-                strategy,
-                device_kind(runtime.device, drill_for(runtime.rank)),
-                config.resync_every,
-            ),
-        )
+        t = _training(config, runtime, strategy, log, clock, windows, data, model, run_dir, stop)
         if config.step_breakdown:
             strategy.breakdown = StepBreakdown(runtime.synchronize)
-        install_slow(strategy.model, t.drill, lambda: t.steps_done)
+        t.hooks.attach(strategy.model)
         agree(strategy, lambda: resume(t))
         strategy.barrier()
         t.setup_s = float(strategy.all_reduce(np.array([clock() - t0]), "max")[0])
     if runtime.rank == 0:
-        mark("ready", {"steps_done": t.steps_done})
+        mark("ready", {"steps_done": t.position.steps_done})
         stop.read_request_file()
-    t.board = open_board(config, runtime.rank, run_dir[0] if run_dir else None)
-    t.live = open_live(t, strategy.broadcast_object(run_dir[0] if run_dir else None))
+    run_path = run_dir[0] if run_dir else None
+    t.hooks.board = open_board(config, runtime.rank, run_path)
+    t.hooks.live = open_live(
+        config,
+        runtime,
+        strategy,
+        steps_per_epoch=data.steps,
+        steps_done=t.position.steps_done,
+        log=log,
+        run_path=strategy.broadcast_object(run_path),
+    )
     return t
+
+
+def _training(
+    config: TrainConfig,
+    runtime: Runtime,
+    strategy: Strategy,
+    log: Log,
+    clock: Clock,
+    windows: PhaseWindows,
+    data: TrainData,
+    model: nn.Module,
+    run_dir: tuple[Path, str] | None,
+    stop: StopRequest,
+) -> Training:
+    """The run's state for the placed ``model``: its learner, its position at the start, its
+    hooks."""
+    optimizer = make_optimizer(config, model, data.global_batch)
+    learner = Learner(
+        model=model,
+        optimizer=optimizer,
+        schedule=make_schedule(config, optimizer, data.steps),
+        criterion=nn.CrossEntropyLoss(),
+        norm=Normalizer(data.manifest, runtime.device, batch_layout(config)),
+        precision=Precision(config.precision, runtime.device),
+    )
+    position = Position()
+    drill = drill_for(runtime.rank)
+    hooks = RunHooks(
+        config,
+        runtime,
+        strategy,
+        learner,
+        position,
+        steps_per_epoch=data.steps,
+        drill=drill,
+        stop=stop,
+        replicas=Replicas.of(
+            strategy, device_kind(runtime.device, drill_for(runtime.rank)), config.resync_every
+        ),
+    )
+    return Training(
+        config=config,
+        runtime=runtime,
+        strategy=strategy,
+        data=data,
+        learner=learner,
+        position=position,
+        hooks=hooks,
+        log=log,
+        clock=clock,
+        windows=windows,
+        checkpoint_dir=strategy.broadcast_object(
+            checkpoint_dir_of(config, run_dir[0]) if run_dir is not None else None
+        ),
+        fingerprint=ckpt.fingerprint(config, data.global_batch, data.manifest.dataset_id),
+    )
 
 
 def resume(t: Training) -> None:
@@ -209,27 +202,27 @@ def resume(t: Training) -> None:
         t.checkpoint_dir,
         t.fingerprint,
         t.strategy,
-        t.optimizer,
-        t.schedule,
-        t.precision,
+        t.learner.optimizer,
+        t.learner.schedule,
+        t.learner.precision,
         t.log,
     )
     if found is None:
         return
-    progress = found.progress
-    t.start_epoch, t.start_step, t.steps_done = found.epoch, found.step, found.steps_done
-    t.epochs = list(progress["epochs"])
-    t.losses = list(progress["losses"])
-    t.partial = progress["partial"] if t.start_step else None
-    t.checkpoint_s = list(progress["checkpoint_s"])
-    t.replicas.load(progress.get("replicas"))
-    t.resumed_from = str(found.path)
+    progress, p = found.progress, t.position
+    p.start_epoch, p.start_step, p.steps_done = found.epoch, found.step, found.steps_done
+    p.epochs = list(progress["epochs"])
+    p.losses = list(progress["losses"])
+    p.partial = progress["partial"] if p.start_step else None
+    p.checkpoint_s = list(progress["checkpoint_s"])
+    t.hooks.replicas.load(progress.get("replicas"))
+    p.resumed_from = str(found.path)
     note = resume_note(t.runtime.device, t.config.deterministic, progress.get("deterministic"))
     if note is not None:
         checkpointing.warn_on(t.runtime.rank)(note)
     t.log(
-        f"resuming from {found.path}: epoch {t.start_epoch + 1}, step {t.start_step} "
-        f"({t.steps_done} steps done, written by {found.world_size} rank(s))"
+        f"resuming from {found.path}: epoch {p.start_epoch + 1}, step {p.start_step} "
+        f"({p.steps_done} steps done, written by {found.world_size} rank(s))"
     )
 
 
@@ -246,8 +239,8 @@ def announce(t: Training) -> None:
     details = t.strategy.describe()
     if details:
         t.log(f"{t.strategy.name}: {details}")
-    if t.replicas.mixed:
-        t.log(f"replicas: {t.replicas.describe()}")
+    if (replicas := t.hooks.replicas).mixed:
+        t.log(f"replicas: {replicas.describe()}")
     cores = usable_cores()
     ranks = runtime.launch.local_world_size
     if runtime.device.type == "cpu" and ranks * runtime.threads > cores:

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hpcbench.jsonfile import JSONObject
+
 STOPPED_EXIT = 75  # EX_TEMPFAIL: stopped on request after a checkpoint; run again to continue
 STOP_SIGNALS = (signal.SIGUSR2, signal.SIGTERM)
 CONTROL_VARIABLE = "HPCBENCH_CONTROL_DIR"
@@ -85,7 +87,7 @@ class StopRequest:
         self.reason = self.reason or f"the job's {text or 'stop'} signal (control/stop-request)"
 
 
-def mark(name: str, content: dict[str, Any] | None = None) -> None:
+def mark(name: str, content: JSONObject | None = None) -> None:
     """Write ``$HPCBENCH_CONTROL_DIR/<name>`` (rank 0; nothing without a control directory)."""
     where = control_dir()
     if where is None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hpcbench.run_documents import EpochRow, Metrics
 from hpcbench.train.config import ConfigError, TrainConfig
 from hpcbench.train.config_file import to_toml
 from hpcbench.train.documents import prepare_run_dir
@@ -79,10 +80,10 @@ def check_board(config: TrainConfig, run_dir: Path | None) -> None:
 class NullBoard:
     """No ``--tensorboard``, or not rank 0: writes nothing."""
 
-    def epoch(self, row: dict[str, Any]) -> None:
+    def epoch(self, row: EpochRow) -> None:
         pass
 
-    def finish(self, results: dict[str, Any]) -> None:
+    def finish(self, results: Metrics) -> None:
         pass
 
     def close(self) -> None:
@@ -100,14 +101,14 @@ class Board(NullBoard):
         self.writer.flush()
         self.step = 0
 
-    def epoch(self, row: dict[str, Any]) -> None:
+    def epoch(self, row: EpochRow) -> None:
         self.step = row["epoch"]
         for key, tag in EPOCH_TAGS:
             if row[key] is not None:
                 self.writer.add_scalar(tag, row[key], self.step)
         self.writer.flush()  # an epoch is seen while the run goes on
 
-    def finish(self, results: dict[str, Any]) -> None:
+    def finish(self, results: Metrics) -> None:
         metrics: dict[str, float] = {}
         for section, key, tag in END_TAGS:
             value = (results.get(section) or {}).get(key)

@@ -17,6 +17,7 @@ from typing import Any
 
 from torch import nn
 
+from hpcbench.jsonfile import JSONObject
 from hpcbench.train.option_fields import ConfigError, user_model
 
 MAX_SOURCE_BYTES = 64 << 20  # what is hashed of a model's source file
@@ -86,7 +87,7 @@ def build_user_model(spec: str, shape: tuple[int, int, int], num_classes: int) -
     return model
 
 
-def model_source(spec: str) -> dict[str, Any] | None:
+def model_source(spec: str) -> JSONObject | None:
     """Where the user's model came from, for the run's provenance: the factory, the source
     file and its SHA-256 (None for a built-in or torchvision model)."""
     named = user_model(spec)
