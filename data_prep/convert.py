@@ -129,7 +129,7 @@ def parse_megabytes(text: str) -> float:
 # ---- the coordinating side ------------------------------------------------------------------------
 def _mpi_comm() -> Any | None:
     """COMM_WORLD when this process is one of several MPI ranks, else None."""
-    from hpcbench.launch import detect_launch, is_mpi_launch
+    from hpcbench.this_rank import detect_launch, is_mpi_launch
 
     info = detect_launch()
     if not is_mpi_launch(info, srun_counts=True):

@@ -5,7 +5,7 @@ an hpcbench job, leaves a record in ``$HPCBENCH_RUN_DIR/probe/``. Rank 0 then wa
 record and checks that the launch was consistent -- each rank present once, everyone agreeing on the
 world size -- writing ``probe.json`` and exiting non-zero when it was not. Jobs run the trainer
 (``hpcbench.train``) by default; ``hpcbench submit --module hpcbench.probe`` runs this instead.
-Built on :mod:`hpcbench.launch`; no torch, no MPI.
+Built on :mod:`hpcbench.this_rank`; no torch, no MPI.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from hpcbench.argparsing import Parser
 from hpcbench.atomic import write_atomically
 from hpcbench.jsonfile import JsonFileError, read_json
-from hpcbench.launch import LaunchInfo, detect_launch, job_id, line_buffered_output
+from hpcbench.this_rank import LaunchInfo, detect_launch, job_id, line_buffered_output
 
 
 def _write_json(path: Path, data: dict) -> None:

@@ -69,7 +69,7 @@ def _stdout_to_devnull() -> None:
 
 
 def _main(argv: list[str] | None) -> int:
-    from hpcbench.launch import line_buffered_output
+    from hpcbench.this_rank import line_buffered_output
 
     line_buffered_output()  # progress reaches a pipe, a tee or a job's log as it happens
     argv = list(sys.argv[1:] if argv is None else argv)

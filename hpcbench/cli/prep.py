@@ -331,7 +331,7 @@ def _run(args: argparse.Namespace) -> int:
             source, args.unlabeled_test, args.test_image_root, getattr(args, "path_column", None)
         )
     manifest = data_prep.convert(source, args.out, options)
-    from hpcbench.launch import detect_launch
+    from hpcbench.this_rank import detect_launch
 
     if detect_launch().rank == 0:
         print(manifest.summary())

@@ -23,7 +23,7 @@ byte is read twice); HDF5 files are opened lazily in the process that reads them
 a fork (h5py handles are not fork-safe); the epoch and the I/O counters live in shared memory, so
 ``set_epoch`` reaches persistent workers and their reads are counted. Rank and world size, when
 not given, come from torch.distributed if it is initialised, else from the launcher
-(:func:`hpcbench.launch.detect_launch`).
+(:func:`hpcbench.this_rank.detect_launch`).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def normalized(stored: np.ndarray, scale: np.ndarray, shift: np.ndarray) -> np.n
 def default_rank_world() -> tuple[int, int]:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    from hpcbench.launch import detect_launch
+    from hpcbench.this_rank import detect_launch
 
     info = detect_launch()
     return info.rank, info.world_size

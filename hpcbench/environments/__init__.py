@@ -6,7 +6,7 @@ Every module of this package that defines an ``Environment`` subclass with a ``n
 distributions declare under the ``hpcbench.environments`` entry point
 (:func:`hpcbench.plugins.discover`, as every registry), so that a launcher or a
 batch system added to the submit side adds its run side here in one module, and nothing else on
-the run side names it. :mod:`hpcbench.launch` asks them. Pure Python, no torch: every rank
+the run side names it. :mod:`hpcbench.this_rank` asks them. Pure Python, no torch: every rank
 imports this package.
 """
 

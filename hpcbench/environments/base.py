@@ -32,7 +32,7 @@ class RankVariables:
 
 class Environment:
     """One launcher's or batch system's environment. A subclass with a ``name``, in its own
-    module of this package, is asked by :mod:`hpcbench.launch` in ``order``."""
+    module of this package, is asked by :mod:`hpcbench.this_rank` in ``order``."""
 
     #: the launcher's name in a run's provenance (``LaunchInfo.launcher``)
     name: ClassVar[str] = ""

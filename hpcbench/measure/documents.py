@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpcbench import __version__
-from hpcbench.launch import MPI_LAUNCHERS, LaunchInfo, container, job_id, node_list
 from hpcbench.measure.values import plain
 from hpcbench.run_documents import (
     EPOCH_FIELDS,
@@ -28,6 +27,7 @@ from hpcbench.run_documents import (
     write_energy,
     write_results,
 )
+from hpcbench.this_rank import MPI_LAUNCHERS, LaunchInfo, container, job_id, node_list
 
 if TYPE_CHECKING:
     from hpcbench.measure.rank_records import EpochRecord, RankRecord, RunMeta

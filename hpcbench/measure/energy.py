@@ -11,8 +11,8 @@ import sys
 
 from hpcbench.energy.devices import Unavailable
 from hpcbench.energy.sampler import Sampler, discover
-from hpcbench.launch import LaunchInfo
 from hpcbench.run_documents import EnergyNode
+from hpcbench.this_rank import LaunchInfo
 
 
 def used_gpus(launch: LaunchInfo) -> range:

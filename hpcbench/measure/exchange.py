@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpcbench.launch import LaunchInfo
 from hpcbench.safe_write import RunSubdir
+from hpcbench.this_rank import LaunchInfo
 
 if TYPE_CHECKING:
     from hpcbench.measure.rank_records import RankRecord

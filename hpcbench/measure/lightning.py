@@ -31,8 +31,8 @@ try:
 except ImportError:  # the older package name
     from pytorch_lightning import Callback  # type: ignore[no-redef]
 
-from hpcbench.launch import LaunchInfo
 from hpcbench.measure.recorder import Measurement
+from hpcbench.this_rank import LaunchInfo
 
 _NOT_A_NAME = re.compile(r"[^A-Za-z0-9_]+")
 

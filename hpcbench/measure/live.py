@@ -10,8 +10,8 @@ import contextlib
 import time
 from typing import Any
 
-from hpcbench.launch import node_name
 from hpcbench.measure.telemetry import Telemetry
+from hpcbench.this_rank import node_name
 
 Measurement = Any  # hpcbench.measure.recorder's, which imports this module
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hpcbench.launch import LaunchInfo, job_id
+from hpcbench.this_rank import LaunchInfo, job_id
 
 #: the names users give phases, as the documents name them
 PHASE_ALIASES = {

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from hpcbench.jsonfile import JSONObject
-from hpcbench.launch import LaunchInfo, detect_launch
 from hpcbench.measure.ending import RUNNING as _RUNNING
 from hpcbench.measure.finishing import MeasureWarning, finish_run, rank_record
 from hpcbench.measure.naming import (
@@ -35,6 +34,7 @@ from hpcbench.measure.rank_records import EpochRecord, RankRecord, RunMeta
 from hpcbench.measure.telemetry import interval_from
 from hpcbench.measure.values import plain
 from hpcbench.run_documents import PhaseWindow
+from hpcbench.this_rank import LaunchInfo, detect_launch
 
 #: bounds for a run of days: the warnings kept, and the phase windows (a phase opened at the top
 #: on every step would otherwise grow without end)

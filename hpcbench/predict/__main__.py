@@ -17,7 +17,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     from hpcbench.allocator import keep_freed_memory
-    from hpcbench.launch import line_buffered_output
+    from hpcbench.this_rank import line_buffered_output
 
     keep_freed_memory()
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _launch_rank() -> int:
     """This process's rank (every rank meets an error in the options; rank 0 says it)."""
-    from hpcbench.launch import detect_launch
+    from hpcbench.this_rank import detect_launch
 
     return detect_launch().rank
 

@@ -147,7 +147,7 @@ class PredictConfig:
 
 class _Parser(Parser):
     def error(self, message: str):  # one line, exit 2 (as argparse, without the usage block)
-        from hpcbench.launch import detect_launch
+        from hpcbench.this_rank import detect_launch
 
         message += suggestion(self, message)
         self.exit(2, f"hpcbench predict: error: {message}\n" if detect_launch().rank == 0 else None)

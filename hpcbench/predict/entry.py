@@ -46,7 +46,7 @@ from hpcbench.predict.single import single
 def run_prediction(argv: list[str] | None = None) -> dict[str, Any] | None:
     """Classify; rank 0 (the sink) returns the ``predict.json`` document, other ranks None."""
     config = parse_args(argv)
-    from hpcbench.launch import detect_launch, is_mpi_launch
+    from hpcbench.this_rank import detect_launch, is_mpi_launch
 
     launch = detect_launch()
     world = launch.world_size

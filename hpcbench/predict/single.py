@@ -33,7 +33,7 @@ def single(
     """One process does every stage (``world``, ``planned`` and ``shared``: rank 0 alone in a
     larger world, because the plan found no faster split; the checkpoint and the items it
     already chose and listed, and its run directory already made)."""
-    from hpcbench.launch import usable_cores
+    from hpcbench.this_rank import usable_cores
 
     if shared is None:
         loaded = load(config.checkpoint, warn)

@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _refusal(args: argparse.Namespace) -> str:
     """Why this calibration cannot run as started ('' when it can)."""
-    from hpcbench.launch import MPI_LAUNCHERS, detect_launch
+    from hpcbench.this_rank import MPI_LAUNCHERS, detect_launch
 
     launch = detect_launch()
     if launch.launcher not in MPI_LAUNCHERS and launch.world_size > 1:

@@ -127,7 +127,7 @@ def job_cores() -> int:
     """The cores this rank's job may use on its node: its CPU affinity, and no more than the
     batch system gave the job there (SLURM's ``SLURM_CPUS_ON_NODE``; a cluster without CPU
     binding would otherwise show every core of the node)."""
-    from hpcbench.launch import cpus_on_node, usable_cores
+    from hpcbench.this_rank import cpus_on_node, usable_cores
 
     cores = usable_cores()
     given = cpus_on_node()
@@ -150,8 +150,8 @@ def calibrate(options: Options) -> dict[str, Any] | None:
     """Run both measurements on every rank; rank 0 returns the record, the others None."""
     from mpi4py import MPI
 
-    from hpcbench.launch import detect_launch
     from hpcbench.predict.links import sleepy_barrier
+    from hpcbench.this_rank import detect_launch
     from hpcbench.train.runtime import make_runtime
 
     comm = MPI.COMM_WORLD

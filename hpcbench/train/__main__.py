@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     from hpcbench.allocator import keep_freed_memory
 
     keep_freed_memory()
-    from hpcbench.launch import line_buffered_output
+    from hpcbench.this_rank import line_buffered_output
 
     line_buffered_output()
     from hpcbench.train.entry import report, run_training

@@ -31,7 +31,7 @@ METAVARS: dict[type, str] = {int: "N", float: "X", list: "W,W,…"}
 
 def launch_rank() -> int:
     """This process's rank as the launcher set it (0 when started alone)."""
-    from hpcbench.launch import detect_launch
+    from hpcbench.this_rank import detect_launch
 
     return detect_launch().rank
 

@@ -24,7 +24,7 @@ from hpcbench.data.indexed import SampleReader
 from hpcbench.data.manifest import MANIFEST_NAME, DataError, Manifest
 from hpcbench.data.sampler import range_of_rank
 from hpcbench.data.shards import OpenShard
-from hpcbench.launch import largest_remainder
+from hpcbench.this_rank import largest_remainder
 from hpcbench.train.config import DEFAULT_GLOBAL_BATCH, ConfigError, TrainConfig
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpcbench.launch import node_name
+from hpcbench.this_rank import node_name
 
 if TYPE_CHECKING:
     from hpcbench.progress import Progress

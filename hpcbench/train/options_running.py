@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from hpcbench.launch import cpus_per_task_variables
+from hpcbench.this_rank import cpus_per_task_variables
 from hpcbench.train.option_fields import (
     COMPILE_MODES,
     COMPRESSIONS,

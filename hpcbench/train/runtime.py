@@ -1,7 +1,7 @@
 """Where this rank runs: its device, threads, torch.distributed backend and rendezvous address;
 and the run's provenance (:func:`provenance`).
 
-Built on :func:`hpcbench.launch.detect_launch` (who started us). Device: ``cuda:<local rank>``
+Built on :func:`hpcbench.this_rank.detect_launch` (who started us). Device: ``cuda:<local rank>``
 when that many GPUs are visible (``--device auto``), else the CPU with ``threads`` =
 ``$OMP_NUM_THREADS``, ``$SLURM_CPUS_PER_TASK``, or the node's cores divided among its ranks.
 Backend: nccl when every rank of the node has a GPU, else gloo (a CPU rank beside GPU ranks).
@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 from hpcbench import __version__
-from hpcbench.launch import (
+from hpcbench.run_documents import Provenance
+from hpcbench.this_rank import (
     MPI_LAUNCHERS,
     LaunchInfo,
     container,
@@ -34,7 +35,6 @@ from hpcbench.launch import (
     node_list,
     usable_cores,
 )
-from hpcbench.run_documents import Provenance
 from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from hpcbench.launch import usable_cores
+from hpcbench.this_rank import usable_cores
 from hpcbench.train import checkpoint_file as ckpt
 from hpcbench.train import checkpointing
 from hpcbench.train.accelerate import (

@@ -42,7 +42,7 @@ PROBE = r"""
 import json, os, signal, sys, time
 from pathlib import Path
 
-from hpcbench.launch import detect_launch
+from hpcbench.this_rank import detect_launch
 
 out = Path(sys.argv[1])
 me = detect_launch()
@@ -138,7 +138,7 @@ def run(*argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-# launcher -> (flags, ranks, what hpcbench.launch.detect_launch may call that launch: srun's
+# launcher -> (flags, ranks, what hpcbench.this_rank.detect_launch may call that launch: srun's
 # tasks read as MPICH ranks when SLURM's PMI-2 plugin gives them PMI_RANK, as on the test cluster)
 LAUNCHES = {
     "srun": (

@@ -1,4 +1,4 @@
-"""Launch detection in real MPI processes (:mod:`hpcbench.launch`): an MPI whose variables
+"""Launch detection in real MPI processes (:mod:`hpcbench.this_rank`): an MPI whose variables
 hpcbench does not read is still found through mpi4py once the program has started it."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_launch_detection_falls_back_to_mpi4py_world(tmp_path):
         "import os, json\n"
         "from mpi4py import MPI\n"
         "for k in [k for k in os.environ if k.startswith(('PMI_', 'MPI_', 'OMPI_', 'HYDRA'))]: del os.environ[k]\n"
-        "from hpcbench.launch import detect_launch\n"
+        "from hpcbench.this_rank import detect_launch\n"
         "i = detect_launch()\n"
         "row = [i.rank, i.world_size, i.local_rank, i.local_world_size, i.node_rank, i.launcher]\n"
         "with open(f'rank-{MPI.COMM_WORLD.Get_rank()}.json', 'w') as f: json.dump(row, f)\n"

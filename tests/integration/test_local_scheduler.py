@@ -25,7 +25,7 @@ from tests.conftest import (
 
 FAIL_ON_RANK_2 = """
 import os, sys, time
-from hpcbench.launch import detect_launch, line_buffered_output
+from hpcbench.this_rank import detect_launch, line_buffered_output
 line_buffered_output()
 info = detect_launch()
 if info.rank == 2:

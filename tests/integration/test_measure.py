@@ -20,7 +20,7 @@ from tests.integration.test_trainer import launch, run
 LOOP = """
 import os, sys, time
 from hpcbench import measure
-from hpcbench.launch import detect_launch
+from hpcbench.this_rank import detect_launch
 
 {prologue}
 slow = 0.03 if detect_launch().rank == 1 else 0.0

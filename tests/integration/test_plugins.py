@@ -181,7 +181,7 @@ def test_a_plugin_s_run_side_gives_the_job_id_inside_its_jobs(workdir, tmp_path)
     env = {**os.environ, **toy_package(tmp_path / "site"), "TOY_JOB_ID": "77"}
     for name in ("HPCBENCH_JOB_ID", "SLURM_JOB_ID", "PBS_JOBID", "JOB_ID", "LSB_JOBID"):
         env.pop(name, None)  # the batch systems asked before the toy
-    ask = "from hpcbench.launch import job_id; print(job_id())"
+    ask = "from hpcbench.this_rank import job_id; print(job_id())"
     found = subprocess.run(
         [sys.executable, "-c", ask], env=env, capture_output=True, text=True, check=True
     )

@@ -410,7 +410,7 @@ def test_energy_options_are_checked():
 def test_only_local_rank_0_of_a_node_samples(monkeypatch, tmp_path):
     """Four ranks on one node: one sampler, on local rank 0; the others only wait."""
     torch = need_module("torch")  # the trainer's side needs it
-    from hpcbench.launch import LaunchInfo
+    from hpcbench.this_rank import LaunchInfo
     from hpcbench.train.command_line import configure
     from hpcbench.train.energy import RunEnergy
     from hpcbench.train.runtime import Runtime

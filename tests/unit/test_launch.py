@@ -1,4 +1,4 @@
-"""Launch detection and the run side's other answers (:mod:`hpcbench.launch`), from the
+"""Launch detection and the run side's other answers (:mod:`hpcbench.this_rank`), from the
 environments the launchers really set; the core count and line buffering in real processes."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from hpcbench.launch import (
+from hpcbench.this_rank import (
     MPI_LAUNCHERS,
     LaunchInfo,
     cpus_on_node,
@@ -198,7 +198,7 @@ def test_usable_cores_follow_the_affinity_of_the_process():
     first = min(os.sched_getaffinity(0))
     code = (
         f"import os; os.sched_setaffinity(0, {{{first}}})\n"
-        "from hpcbench.launch import usable_cores; print(usable_cores())"
+        "from hpcbench.this_rank import usable_cores; print(usable_cores())"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "1", r.stderr
@@ -222,7 +222,7 @@ def test_largest_remainder_shares_sum_to_the_total(total, weights, want):
 
 def test_output_is_line_buffered_after_the_call():
     code = (
-        "import sys\nfrom hpcbench.launch import line_buffered_output\n"
+        "import sys\nfrom hpcbench.this_rank import line_buffered_output\n"
         "line_buffered_output()\n"
         "print(sys.stdout.line_buffering, sys.stderr.line_buffering, sys.stdout.write_through)"
     )

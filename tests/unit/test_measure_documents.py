@@ -65,8 +65,8 @@ def test_a_rank_file_left_by_an_earlier_run_is_not_taken_as_this_runs(tmp_path):
     import json
     import time
 
-    from hpcbench.launch import LaunchInfo
     from hpcbench.measure.exchange import SAME_RUN_S, gather, make_token
+    from hpcbench.this_rank import LaunchInfo
 
     folder = tmp_path / ".measure"
     token = make_token(tmp_path)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.launch import LaunchInfo
 from hpcbench.measure import telemetry as tm
 from hpcbench.measure.recorder import Measurement, MeasureWarning
 from hpcbench.measure.telemetry_files import rank_file
 from hpcbench.safe_write import RunSubdir, UnsafePath
+from hpcbench.this_rank import LaunchInfo
 
 SECRET = "the victim's file\n"
 

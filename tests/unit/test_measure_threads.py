@@ -9,9 +9,9 @@ import sys
 import threading
 import warnings
 
-from hpcbench.launch import LaunchInfo
 from hpcbench.measure import telemetry as tm
 from hpcbench.measure.recorder import Measurement
+from hpcbench.this_rank import LaunchInfo
 from tests.conftest import REPO
 
 
@@ -52,7 +52,7 @@ def left():  # registered first: runs after hpcbench's own exit function
 
 atexit.register(left)
 from hpcbench import measure
-from hpcbench.launch import LaunchInfo
+from hpcbench.this_rank import LaunchInfo
 m = measure.start({str(tmp_path / "run")!r}, energy=True, energy_interval=0.05, telemetry=0)
 assert any(t.name == "hpcbench-energy" for t in threading.enumerate())
 m.step(samples=4)  # and the program ends without m.finish()

@@ -268,7 +268,7 @@ def test_a_batch_system_s_files_are_its_package_its_run_side_and_its_own_launche
     assert owner_of("hpcbench/environments/slurm.py") == "slurm"
     assert owner_of("hpcbench/jobs/launchers/srun.py") == "slurm"
     assert owner_of("hpcbench/jobs/containers/pyxis.py") == "slurm"
-    assert owner_of("hpcbench/launch.py") == ""
+    assert owner_of("hpcbench/this_rank.py") == ""
     assert owner_of("hpcbench/environments/base.py") not in SCHEDULER_WORDS
 
 

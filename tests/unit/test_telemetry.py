@@ -144,7 +144,7 @@ def test_a_matrix_run_directory_outside_its_results_is_not_followed(tmp_path):
 
 
 def test_a_rank_names_its_node_as_the_batch_system_does():
-    from hpcbench.launch import node_name
+    from hpcbench.this_rank import node_name
 
     assert node_name({"SLURMD_NODENAME": "gpu017"}) == "gpu017"
     host = node_name({})

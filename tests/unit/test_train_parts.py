@@ -65,7 +65,7 @@ def test_macro_f1_and_accuracy_from_a_confusion_matrix():
 
 
 def test_strategy_auto_follows_the_launcher(monkeypatch):
-    from hpcbench.launch import LaunchInfo
+    from hpcbench.this_rank import LaunchInfo
     from hpcbench.train.runtime import Runtime
     from hpcbench.train.strategies import choose
 
@@ -96,7 +96,7 @@ def test_models_adapt_to_channels_classes_and_size():
 
 
 def test_rendezvous_under_srun_comes_from_the_node_list_and_job_id(monkeypatch):
-    from hpcbench.launch import LaunchInfo
+    from hpcbench.this_rank import LaunchInfo
     from hpcbench.train.runtime import rendezvous
 
     for k in ("MASTER_ADDR", "MASTER_PORT", "HPCBENCH_JOB_ID"):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 
-from hpcbench.launch import MPI_LAUNCHERS
+from hpcbench.this_rank import MPI_LAUNCHERS
 from hpcbench.train.config import ConfigError, TrainConfig
 from hpcbench.train.runtime import Runtime
 from hpcbench.train.strategies.base import Strategy

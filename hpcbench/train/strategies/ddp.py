@@ -33,7 +33,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import (
     fp16_compress_hook,
 )
 
-from hpcbench.launch import MPI_LAUNCHERS
+from hpcbench.this_rank import MPI_LAUNCHERS
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.runtime import Runtime, rendezvous
 from hpcbench.train.strategies.base import Strategy
