@@ -263,7 +263,7 @@ def _logs_command(args: argparse.Namespace) -> int:
 def _jobs_command(args: argparse.Namespace) -> int:
     """``status`` and ``cancel``: each job's scheduler is the one named, else the one its record
     says (jobs submitted from here), else the one whose ids look like it (this machine's first)."""
-    from hpcbench.jobs import registry, schedulers
+    from hpcbench.jobs import job_store, schedulers
     from hpcbench.jobs.remote import login_for, using
     from hpcbench.jobs.schedulers.base import array_status
 
@@ -273,9 +273,9 @@ def _jobs_command(args: argparse.Namespace) -> int:
     order: list[tuple[str, str]] = []  # what to print, in order: ("job"|"array", id)
     job_ids = args.job_ids
     if args.action == "status" and not job_ids:  # the newest jobs submitted from here
-        recent = registry.recent(args.last, args.scheduler if named else None)
+        recent = job_store.recent(args.last, args.scheduler if named else None)
         if not recent:
-            print(f"no jobs submitted from here (records in {registry.state_dir() / 'jobs'})")
+            print(f"no jobs submitted from here (records in {job_store.state_dir() / 'jobs'})")
             return 0
         listed: dict[str, tuple[str, ...]] = {}
         for found in recent:  # newest first, whatever their schedulers
@@ -326,12 +326,12 @@ def _group_named_jobs(
     to print them; the arrays' tasks by array id. The scheduler is the one named, else the one
     the job's record says, else the one whose ids look like it."""
     from hpcbench import api
-    from hpcbench.jobs import registry, schedulers
+    from hpcbench.jobs import job_store, schedulers
 
     arrays: dict[str, tuple[str, ...]] = {}
     for job_id in job_ids:
         api.check_job_id(job_id, scheduler)
-        found = registry.lookup(job_id, scheduler)
+        found = job_store.lookup(job_id, scheduler)
         name = scheduler or (found.scheduler if found else schedulers.for_job_id(job_id))
         if found is not None and found.tasks:
             arrays[job_id] = found.tasks
@@ -344,12 +344,12 @@ def _group_named_jobs(
 def _print_accounting(scheduler: str, job_id: str) -> None:
     """The scheduler's accounting of a finished job, read once and kept in its run directory
     (where hpcbench knows the job)."""
-    from hpcbench.jobs import registry
+    from hpcbench.jobs import job_store
     from hpcbench.jobs.accounting.reading import account_finished
     from hpcbench.jobs.accounting.text import describe
     from hpcbench.jobs.remote import login_for, using
 
-    found = registry.lookup(job_id, scheduler)
+    found = job_store.lookup(job_id, scheduler)
     with using(login_for(found)):
         record = account_finished(scheduler, job_id, found.run_dir if found else None)
     for line in describe(record):

@@ -2,6 +2,6 @@
 (:mod:`.launchers`, one module per launcher), one package per batch system (:mod:`.schedulers`),
 the scheduler's accounting of a finished job (:mod:`.accounting`), the rendered script
 (:mod:`.render`, checked by :mod:`.script_check`), and the submitted job (:mod:`.job`, remembered by
-:mod:`.registry`, its logs read by :mod:`.logs` and :mod:`.follow`). It runs on login nodes and
+:mod:`.job_store`, its logs read by :mod:`.logs` and :mod:`.follow`). It runs on login nodes and
 laptops: nothing here imports torch.
 """

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from hpcbench.files import read_regular
-from hpcbench.jobs import registry
+from hpcbench.jobs import job_store
 
 MARK = "cancel-request"
 #: how many of this user's newest records are searched for a continuation's run directory
@@ -42,10 +42,10 @@ def cancel_marks(job_ids: Sequence[str], scheduler: str) -> Iterator[None]:
 
 def _control_dir(job_id: str, scheduler: str) -> Path | None:
     try:
-        record = registry.lookup(job_id, scheduler)
+        record = job_store.lookup(job_id, scheduler)
         if record is not None:
             return None if record.host else Path(record.run_dir) / "control"
-        for earlier in registry.recent(LOOKED_AT, scheduler):  # a continuation of one of them
+        for earlier in job_store.recent(LOOKED_AT, scheduler):  # a continuation of one of them
             if not earlier.host and _continued_as(Path(earlier.run_dir) / "control") == job_id:
                 return Path(earlier.run_dir) / "control"
     except Exception:  # noqa: BLE001  (damaged records: the cancel itself goes on)

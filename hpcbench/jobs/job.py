@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.files import read_tail
-from hpcbench.jobs import registry
+from hpcbench.jobs import job_store
 from hpcbench.jobs.cancel_mark import cancel_marks
 from hpcbench.jobs.follow import LogFollower
 from hpcbench.jobs.logs import RankError, error_tail, first_rank_error
@@ -254,7 +254,7 @@ class Job:
             return list(self._submitit.results())
         if self.tasks:  # an array: each task's, in task order (each a job of its own)
             self.wait(timeout)
-            found = [registry.lookup(task, self.scheduler.name) for task in self.tasks]
+            found = [job_store.lookup(task, self.scheduler.name) for task in self.tasks]
             return [Job(record, self.scheduler).result() for record in found if record]
         return [self.result(timeout)]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.atomic import write_atomically
-from hpcbench.jobs import registry, schedulers
+from hpcbench.jobs import job_store, schedulers
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.program_inputs import check_program_inputs
 from hpcbench.jobs.remote import RemoteHost, current, using
@@ -156,7 +156,7 @@ def recorded_login(
 def _submitted_to(host: str, remote_dir: str | None = None, looked_at: int = 1000) -> bool:
     """Whether this user's own job records hold a job submitted to ``host`` (and, given
     ``remote_dir``, in that directory there: as recorded, or its absolute form under the home)."""
-    for record in registry.recent(looked_at):
+    for record in job_store.recent(looked_at):
         if record.host != host:
             continue
         if remote_dir is None or record.remote_dir == remote_dir:
@@ -358,9 +358,9 @@ def _remember(job: JobRecord) -> str:
     """Record the job for ``hpcbench logs``; '' on success, else why it failed (the job runs)."""
 
     try:
-        registry.record(job)
+        job_store.record(job)
     except OSError as err:
-        return f"{err.filename or registry.state_dir() / 'jobs'}: {err.strerror}"
+        return f"{err.filename or job_store.state_dir() / 'jobs'}: {err.strerror}"
     return ""
 
 
@@ -368,10 +368,10 @@ def job(job_id: str, scheduler: str | None = None) -> Job:
     """The handle of a job submitted earlier from this machine (``hpcbench logs`` uses it)."""
 
     check_job_id(job_id, scheduler)
-    found = registry.lookup(job_id, scheduler)
+    found = job_store.lookup(job_id, scheduler)
     if found is None:
         raise schedulers.SchedulerError(
-            f"no record of job {job_id} submitted from here (records are in {registry.state_dir() / 'jobs'})"
+            f"no record of job {job_id} submitted from here (records are in {job_store.state_dir() / 'jobs'})"
         )
     return Job(found, schedulers.get(found.scheduler))
 

@@ -68,7 +68,7 @@ def resolve(target: str, scheduler: str | None = None) -> Target:
         if (path / "sweep.json").is_file():
             return Target(SWEEP, target, path)
         return Target(RUN, target, path)
-    from hpcbench.jobs.registry import lookup
+    from hpcbench.jobs.job_store import lookup
 
     record = lookup(target, scheduler) if _job_id_like(target) else None
     if record is None:
@@ -86,7 +86,7 @@ def _job_id_like(text: str) -> bool:
 def _job_items(record: Any) -> list[Item]:
     if not record.tasks:
         return [Item(record.run_dir.name, record.run_dir, record.job_id, record.scheduler)]
-    from hpcbench.jobs.registry import lookup
+    from hpcbench.jobs.job_store import lookup
 
     items = []
     for task in record.tasks:

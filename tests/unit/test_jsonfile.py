@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.jobs import registry
+from hpcbench.jobs import job_store
 from hpcbench.jobs.schedulers.base import SchedulerError
 from hpcbench.jsonfile import JsonFileError, parse_json, read_json
 
@@ -53,7 +53,7 @@ def test_a_job_record_nested_too_deeply_is_damaged_not_a_traceback(tmp_path: Pat
     path.parent.mkdir(parents=True)
     path.write_text(DEEP)
     with pytest.raises(SchedulerError, match=r"job record .*42\.json is damaged"):
-        registry.lookup("42", "slurm")
+        job_store.lookup("42", "slurm")
 
 
 def test_a_byte_order_mark_and_utf16_are_read_as_json_reads_them(tmp_path: Path):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.jobs import registry
+from hpcbench.jobs import job_store
 from hpcbench.jobs.remote import RemoteError, RemoteHost, login_for
 from hpcbench.jobs.remote.ssh import check_target, failure, ssh_options
 from hpcbench.jobs.schedulers.base import JobRecord
@@ -78,19 +78,19 @@ def test_a_job_record_remembers_its_login_node_and_old_records_read_as_local(tmp
     monkeypatch.setenv("HPCBENCH_STATE_DIR", str(tmp_path / "state"))
     paths = [tmp_path / n for n in ("s.sh", "o", "e", "run")]
     far = JobRecord("12", "slurm", *paths, (), "alice@login", "/scratch/w", str(tmp_path))
-    registry.record(far)
-    found = registry.lookup("12", "slurm")
+    job_store.record(far)
+    found = job_store.lookup("12", "slurm")
     assert found == far
     login = login_for(found)
     assert login is not None and (login.target, login.remote_dir) == ("alice@login", "/scratch/w")
     here = JobRecord("13", "slurm", *paths)
-    registry.record(here)
-    assert registry.lookup("13", "slurm") == here and login_for(here) is None
+    job_store.record(here)
+    assert job_store.lookup("13", "slurm") == here and login_for(here) is None
     assert "host" not in (tmp_path / "state" / "jobs" / "slurm" / "13.json").read_text()
     damaged = tmp_path / "state" / "jobs" / "slurm" / "14.json"
     damaged.write_text(far_json(far).replace('"alice@login"', "5"))
     with pytest.raises(Exception, match="damaged"):
-        registry.lookup("14", "slurm")
+        job_store.lookup("14", "slurm")
 
 
 def far_json(record: JobRecord) -> str:
@@ -191,7 +191,7 @@ def test_a_results_directory_does_not_choose_a_login_node_never_used(tmp_path, m
         recorded_login(doc, recorded, {}, results, tmp_path)
     given = {"host": "attacker.example", "remote_dir": "/tmp/x"}
     assert recorded_login(doc, recorded, given, results, tmp_path)["host"] == "attacker.example"
-    registry.record(JobRecord("7", "slurm", tmp_path / "s", tmp_path / "o", tmp_path / "e",
+    job_store.record(JobRecord("7", "slurm", tmp_path / "s", tmp_path / "o", tmp_path / "e",
                               tmp_path / "d", (), "attacker.example", "/tmp/x", str(tmp_path)))  # fmt: skip
     assert recorded_login(doc, recorded, {}, results, tmp_path)["host"] == "attacker.example"
 
@@ -221,7 +221,7 @@ def test_a_results_directory_does_not_choose_a_directory_on_the_login_node(tmp_p
     from hpcbench.jobs.submission import recorded_login
 
     monkeypatch.setenv("HPCBENCH_STATE_DIR", str(tmp_path / "state"))
-    registry.record(JobRecord("7", "slurm", tmp_path / "s", tmp_path / "o", tmp_path / "e",
+    job_store.record(JobRecord("7", "slurm", tmp_path / "s", tmp_path / "o", tmp_path / "e",
                               tmp_path / "d", (), "cluster", "/home/me/hpcbench/proj",
                               str(tmp_path)))  # fmt: skip
     doc, results = tmp_path / "r" / "sweep.json", tmp_path / "r"
@@ -250,7 +250,7 @@ def test_a_cancel_marks_its_job_and_its_continuations_run_directory_never_throug
 
     def job(job_id: str, run: Path) -> Path:
         (run / "control").mkdir(parents=True)
-        registry.record(JobRecord(job_id, "pbs", tmp_path / "s", tmp_path / "o", tmp_path / "e",
+        job_store.record(JobRecord(job_id, "pbs", tmp_path / "s", tmp_path / "o", tmp_path / "e",
                                   run))  # fmt: skip
         return run / "control"
 
@@ -264,7 +264,7 @@ def test_a_cancel_marks_its_job_and_its_continuations_run_directory_never_throug
     elsewhere.mkdir()
     (tmp_path / "run-200").mkdir()
     (tmp_path / "run-200" / "control").symlink_to(elsewhere)
-    registry.record(JobRecord("200", "pbs", tmp_path / "s", tmp_path / "o", tmp_path / "e",
+    job_store.record(JobRecord("200", "pbs", tmp_path / "s", tmp_path / "o", tmp_path / "e",
                               tmp_path / "run-200"))  # fmt: skip
     victim = tmp_path / "victim"
     victim.write_text("mine\n")

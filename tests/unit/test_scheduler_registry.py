@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hpcbench import api
-from hpcbench.jobs import registry
+from hpcbench.jobs import job_store
 from hpcbench.jobs import schedulers as schedulers_package
 from hpcbench.jobs.render import builtin_template_dir, render_script
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES as SCHEDULERS
@@ -205,7 +205,7 @@ def test_status_and_cancel_take_the_scheduler_from_the_job_record(tmp_path, monk
         {"sbatch": "exit 1", "squeue": "exit 1", "bjobs": "echo '4242|RUN|-|-'", "bkill": "true"},
     )
     out = tmp_path / "runs"
-    registry.record(
+    job_store.record(
         JobRecord("4242", "lsf", out / "s.lsf", out / "a.out", out / "a.err", out / "r")
     )
     env = {"HPCBENCH_STATE_DIR": str(tmp_path / "state"), "PATH": os.environ["PATH"]}

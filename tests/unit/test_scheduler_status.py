@@ -320,7 +320,7 @@ def test_status_without_ids_lists_the_newest_first_whatever_their_schedulers(
     import time
 
     from hpcbench import cli
-    from hpcbench.jobs import registry
+    from hpcbench.jobs import job_store
 
     fake(bindir, "qstat", f"""case "$1" in
   --version) printf '{OPENPBS_VERSION}' ;;
@@ -328,9 +328,9 @@ def test_status_without_ids_lists_the_newest_first_whatever_their_schedulers(
 esac""")  # fmt: skip
     for i, (sched, job) in enumerate([("pbs", "101.pbs1"), ("local", "local-1"),
                                       ("pbs", "103.pbs1")]):  # fmt: skip
-        registry.record(JobRecord(job, sched, tmp_path / "s", tmp_path / "o", tmp_path / "e",
+        job_store.record(JobRecord(job, sched, tmp_path / "s", tmp_path / "o", tmp_path / "e",
                                   tmp_path / f"run{i}"))  # fmt: skip
-        path = registry.state_dir() / "jobs" / sched / f"{job}.json"
+        path = job_store.state_dir() / "jobs" / sched / f"{job}.json"
         os.utime(path, (time.time() - 100 + i, time.time() - 100 + i))
     assert cli.main(["status"]) == 0
     listed = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]

@@ -27,8 +27,8 @@ def product_sources() -> list[Path]:
 
 def imports_of(path: Path, name: str, modules: set[str]) -> set[str]:
     """The product modules ``path`` (module ``name``) names in its imports, each at the most
-    specific module it names: ``from hpcbench.jobs import registry`` imports
-    ``hpcbench.jobs.registry``; ``from hpcbench.jobs.accounting import ask`` imports the package
+    specific module it names: ``from hpcbench.jobs import job_store`` imports
+    ``hpcbench.jobs.job_store``; ``from hpcbench.jobs.accounting import ask`` imports the package
     ``hpcbench.jobs.accounting`` itself (its ``__init__.py``). Literal ``import_module`` names
     count; a name built at run time does not."""
 

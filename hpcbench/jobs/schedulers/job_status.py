@@ -55,7 +55,7 @@ def array_status(tasks: Sequence[JobStatus]) -> JobStatus:
 
 @dataclass(frozen=True)
 class JobRecord:
-    """Where a submitted job's files are: what :mod:`hpcbench.jobs.registry` remembers of it, and
+    """Where a submitted job's files are: what :mod:`hpcbench.jobs.job_store` remembers of it, and
     what :class:`hpcbench.jobs.job.Job` reads."""
 
     job_id: str
