@@ -9,8 +9,8 @@ docs/predict.md describes the options, the sizing and the per-stage report.
 Modules: :mod:`.config` (options), :mod:`.model` (checkpoint -> model and input format),
 :mod:`.inputs` (what to classify), :mod:`.stages` (the work per unit, and its wire format),
 :mod:`.entry` (one run: the mode chosen, the set-up shared), the modes :mod:`.single`,
-:mod:`.data_parallel` and :mod:`.pipelined` (with :mod:`.profile`: calibration, :mod:`.plan`:
-sizing, :mod:`.pipeline`: the MPI roles), :mod:`.rank` (what every rank does alike) and
+:mod:`.data_parallel` and :mod:`.pipeline_mode` (with :mod:`.profile`: calibration, :mod:`.plan`:
+sizing, :mod:`.pipeline_ranks`: the MPI roles), :mod:`.rank` (what every rank does alike) and
 :mod:`.outputs` (predictions.csv, predict.json).
 
 From Python::

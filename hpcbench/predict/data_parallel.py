@@ -13,7 +13,7 @@ from hpcbench.predict.config import PredictConfig
 from hpcbench.predict.inputs import Items
 from hpcbench.predict.links import sleepy_barrier
 from hpcbench.predict.model import Classifier, LoadedModel
-from hpcbench.predict.pipeline import Counters
+from hpcbench.predict.pipeline_ranks import Counters
 from hpcbench.predict.rank import (
     ROLE,
     device_for,

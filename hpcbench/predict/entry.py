@@ -7,8 +7,8 @@ Modes:
   every other mode must agree with;
 - ``data-parallel``: every rank does every stage on its share (units dealt round-robin), and the
   results are gathered to rank 0 in one buffer;
-- ``pipeline``: reader, preprocessor and predictor ranks and one sink (:mod:`.pipeline`), sized by
-  ``--roles`` (explicit, or ``auto`` from a calibration: :mod:`.profile`, :mod:`.plan`).
+- ``pipeline``: reader, preprocessor and predictor ranks and one sink (:mod:`.pipeline_ranks`),
+  sized by ``--roles`` (explicit, or ``auto`` from a calibration: :mod:`.profile`, :mod:`.plan`).
 
 Set-up is done once, by rank 0 (read the checkpoint, list the input), and shared; an error there
 is one line from rank 0 and exit 2 on every rank. A failure later on one rank prints its rank and
@@ -27,7 +27,7 @@ from hpcbench.predict.data_parallel import data_parallel
 from hpcbench.predict.inputs import Items, list_items
 from hpcbench.predict.links import sleepy_barrier
 from hpcbench.predict.model import DEFAULT_BATCH, Classifier, LoadedModel, load
-from hpcbench.predict.pipelined import pipeline_run
+from hpcbench.predict.pipeline_mode import pipeline_run
 from hpcbench.predict.plan import Layout
 from hpcbench.predict.rank import (
     ROLE,

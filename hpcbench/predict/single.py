@@ -10,7 +10,7 @@ from hpcbench.predict import outputs, stages
 from hpcbench.predict.config import PredictConfig
 from hpcbench.predict.inputs import Items, list_items
 from hpcbench.predict.model import Classifier, LoadedModel, load
-from hpcbench.predict.pipeline import Counters
+from hpcbench.predict.pipeline_ranks import Counters
 from hpcbench.predict.rank import (
     device_for,
     rank_row,

@@ -1,6 +1,7 @@
 """The pipeline mode of a prediction run: reader, preprocessor and predictor ranks and one sink
-(:mod:`.pipeline`), sized by ``--roles`` (explicit, or ``auto`` from a calibration: :mod:`.profile`,
-:mod:`.plan`); rank 0 predicts alone when every split is predicted slower than one process."""
+(:mod:`.pipeline_ranks`), sized by ``--roles`` (explicit, or ``auto`` from a calibration:
+:mod:`.profile`, :mod:`.plan`); rank 0 predicts alone when every split is predicted slower than
+one process."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from hpcbench.predict import links, outputs, pipeline, plan, profile, stages
+from hpcbench.predict import links, outputs, pipeline_ranks, plan, profile, stages
 from hpcbench.predict.config import PredictConfig
 from hpcbench.predict.inputs import Items
 from hpcbench.predict.links import Idle, sleepy_barrier
 from hpcbench.predict.model import Classifier, LoadedModel
-from hpcbench.predict.pipeline import Counters
+from hpcbench.predict.pipeline_ranks import Counters
 from hpcbench.predict.rank import (
     ROLE,
     agreed_on,
@@ -175,11 +176,11 @@ def _play(
     if role == "reader":
         units = items.units(config.batch_size)
         work = _reader_work(items, fmt, strict, raw=bool(preprocessors))
-        pipeline.run_reader(
+        pipeline_ranks.run_reader(
             comm, MPI, units, drill(work), first, credits[first_link], idle, counters
         )
     elif role == "preprocess":
-        pipeline.run_worker(
+        pipeline_ranks.run_worker(
             comm, MPI, readers, credits[first_link],
             drill(lambda unit: stages.prepare_unit(unit, fmt, items, strict)),
             predictors, credits["preprocess->predict"], idle, counters,
@@ -194,13 +195,13 @@ def _play(
 
         producers = preprocessors or readers
         link_in = "preprocess->predict" if preprocessors else first_link
-        pipeline.run_worker(comm, MPI, producers, credits[link_in], drill(predict), [0],
-                            credits["predict->sink"], idle, counters)  # fmt: skip
+        pipeline_ranks.run_worker(comm, MPI, producers, credits[link_in], drill(predict), [0],
+                                  credits["predict->sink"], idle, counters)  # fmt: skip
     else:
         collector = outputs.Collector(items, len(fmt.classes))
         dispenser = links.Dispenser(comm, MPI, len(items.units(config.batch_size)))
-        pipeline.run_sink(comm, MPI, predictors, credits["predict->sink"], collector.add, idle,
-                          counters, dispenser)  # fmt: skip
+        pipeline_ranks.run_sink(comm, MPI, predictors, credits["predict->sink"], collector.add,
+                                idle, counters, dispenser)  # fmt: skip
     return collector
 
 
