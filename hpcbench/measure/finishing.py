@@ -42,7 +42,7 @@ def finish_run(m: Measurement) -> Path | None:
     node = None
     sampler, m._sampler = m._sampler, None
     if sampler is not None:
-        from hpcbench.measure.energy import stop_sampler
+        from hpcbench.measure.node_energy import stop_sampler
 
         node = stop_sampler(sampler)
     said = len(m.warnings)

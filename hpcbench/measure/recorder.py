@@ -133,7 +133,7 @@ class Measurement:
             if self.meta["config"]:  # kept as JSON: a Path or an enum as its text
                 self.meta["config"] = plain(self.meta["config"], self._config_fault)
             if self.energy and self.launch.local_rank == 0:
-                from hpcbench.measure.energy import start_sampler
+                from hpcbench.measure.node_energy import start_sampler
 
                 self._sampler = start_sampler(self.launch, self.energy_interval)
             told = os.environ.get("HPCBENCH_TELEMETRY")
