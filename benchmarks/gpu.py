@@ -58,7 +58,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGE_FOLDERS = ("hpcbench", "data_prep", "templates")  # the wheel's packages, in the checkout
+PACKAGE_FOLDERS = (
+    "hpcbench",
+)  # the wheel's packages (templates and converters inside), in the checkout
 WHEELS_FROM_PYPI = ("mpich", "submitit", "cloudpickle")
 TESTS = (
     "tests/integration/test_trainer.py",
@@ -139,11 +141,9 @@ def not_this_checkout(env: dict[str, str]) -> str:
     """'' when the installed package holds exactly this checkout's modules and templates, else
     the two digests (a wheel made from an older checkout would be measured silently)."""
     ours: dict[str, bytes] = {}
-    for folder in PACKAGE_FOLDERS:
-        inside = "" if folder == "hpcbench" else f"{folder}/"
-        for p in (REPO / folder).rglob("*"):
-            if p.suffix in (".py", ".j2") and "__pycache__" not in p.parts:
-                ours[inside + p.relative_to(REPO / folder).as_posix()] = p.read_bytes()
+    for p in (REPO / "hpcbench").rglob("*"):
+        if p.suffix in (".py", ".j2") and "__pycache__" not in p.parts:
+            ours[p.relative_to(REPO / "hpcbench").as_posix()] = p.read_bytes()
     probe = (
         "import hashlib, json, pathlib, hpcbench; root = pathlib.Path(hpcbench.__file__).parent; "
         "print(json.dumps({p.relative_to(root).as_posix(): p.read_bytes().hex() "
@@ -364,8 +364,8 @@ def run_all(a: argparse.Namespace, runner: Runner) -> None:
                                str(bench / "report")], work)  # fmt: skip
     try:
         sys.path[:0] = runner.env["PYTHONPATH"].split(os.pathsep)  # the installed wheel
-        from hpcbench.bench.analysis import analyse
-        from hpcbench.bench.results_reader import load_results
+        from hpcbench.bench.analysing.analysis import analyse
+        from hpcbench.bench.reading.results_reader import load_results
 
         analysis = analyse(load_results(bench))
         runner.note("bench", {

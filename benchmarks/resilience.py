@@ -6,7 +6,7 @@ per-step collective matters most) runs interleaved ``--repeats`` times as
 
 - ``baseline``: an hpcbench checkout given with ``--baseline DIR`` (e.g. a ``git worktree`` of a
   commit before checkpoints existed), when given: its ``hpcbench/`` first on ``PYTHONPATH`` (the
-  trainer imports neither ``hpcbench.data_prep`` nor ``hpcbench.templates``, which an uninstalled
+  trainer imports neither ``hpcbench.data_prep`` nor ``hpcbench.templates``, which an older uninstalled
   tree does not map);
 - ``no-checkpoint``: this tree with ``--no-checkpoint`` (only the per-step agreement: one
   all-reduce of two numbers after each step);

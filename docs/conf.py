@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # hpcbench and data_prep from this checkout, installed or not
+sys.path.insert(0, str(ROOT))  # hpcbench from this checkout, installed or not
 
 from hpcbench import __version__  # noqa: E402
 

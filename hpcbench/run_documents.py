@@ -3,14 +3,14 @@ layout of :data:`METRICS_FORMAT`), ``epochs.csv`` (one row per epoch), ``steps.c
 step's loss) and ``energy.json``, each written to a temporary name and renamed. hpcbench's
 trainer (:mod:`hpcbench.train.documents` builds its results) and the measurement API for any
 training (:mod:`hpcbench.measure`) both write through :func:`write_results`, and the results
-reader (:mod:`hpcbench.bench.results_reader`) reads what they wrote. No torch here.
+reader (:mod:`hpcbench.bench.reading.results_reader`) reads what they wrote. No torch here.
 
 The types of ``metrics.json`` are here, beside its writer: :class:`Metrics` (the whole
 document, format :data:`METRICS_FORMAT`) and its parts :class:`RunInfo`, :class:`Phases`,
 :class:`PhaseWindow`, :class:`Throughput`, :class:`EpochRow` (also a row of ``epochs.csv``),
 :class:`TestResult`, :class:`Checkpoints`, :class:`Precision`, :class:`Replicas`,
 :class:`RankTimes` and :class:`Provenance`. Read one through
-:func:`hpcbench.bench.results_reader.read_metrics`. ``energy.json`` is typed here too,
+:func:`hpcbench.bench.reading.results_reader.read_metrics`. ``energy.json`` is typed here too,
 :class:`EnergyDocument` (its :class:`EnergyNode` and their :class:`EnergyDevice`).
 """
 

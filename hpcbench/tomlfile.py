@@ -2,15 +2,18 @@
 ``--settings``, a benchmark matrix, a sweep, a profile's text), with every failure one line
 naming the file: missing, not a regular file (a FIFO never blocks), too large, not UTF-8, not
 TOML, an integer of more than 4300 digits, nesting too deep. Callers re-raise
-:class:`TomlFileError` as their own class. The one place that imports ``tomllib``."""
+:class:`TomlFileError` as their own class. The one place that imports ``tomllib``.
+
+A table read is a :data:`hpcbench.jsonfile.JSONObject` (its values JSON's, or TOML's dates and
+times): what it holds is not known until its reader checks it."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 from hpcbench.files import NotRegularFile, read_regular
+from hpcbench.jsonfile import JSONObject
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,10 +27,10 @@ class TomlFileError(ValueError):
 
 def read_toml_file(
     path: str | Path, max_bytes: int, what: str, kind: str, missing: str = "no such file"
-) -> dict[str, Any]:
-    """The table of the TOML file ``path``; the messages name the file the user should give
-    (``what``: "the matrix file"), what a file too large is not (``kind``: "a matrix") and how a
-    missing one is said (``missing``)."""
+) -> JSONObject:
+    """The table of the TOML file ``path``, arbitrary until its caller checks it; the messages
+    name the file the user should give (``what``: "the matrix file"), what a file too large is
+    not (``kind``: "a matrix") and how a missing one is said (``missing``)."""
     where = str(path)
     try:
         text = read_regular(path, max_bytes).decode("utf-8-sig")
@@ -44,7 +47,7 @@ def read_toml_file(
     return parse_toml(text, where)
 
 
-def parse_toml(text: str, where: str) -> dict[str, Any]:
+def parse_toml(text: str, where: str) -> JSONObject:
     """The table of TOML ``text`` (from ``where``); a :class:`TomlFileError` naming it."""
     try:
         return tomllib.loads(text)

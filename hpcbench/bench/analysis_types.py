@@ -1,4 +1,4 @@
-"""The types of the analysis of a results directory (:func:`hpcbench.bench.analysis.analyse`,
+"""The types of the analysis of a results directory (:func:`hpcbench.bench.analysing.analysis.analyse`,
 its layout in docs/benchmarking.md), which the tables, the figures, the report, ``compare`` and
 ``history`` read: :class:`Analysis`, one :class:`ConfigAnalysis` per configuration with its
 :class:`TimeStats`, :class:`RunCounts`, :class:`Accuracy`, :class:`EnergyBlock` (per kind of
@@ -31,7 +31,7 @@ class RunCounts(TypedDict):
 
 
 class TimeStats(TypedDict):
-    """Seconds per phase over the timing runs (:data:`hpcbench.bench.results_reader.PHASES`)."""
+    """Seconds per phase over the timing runs (:data:`hpcbench.bench.reading.results_reader.PHASES`)."""
 
     total: Stat | None
     setup: Stat | None
@@ -67,7 +67,7 @@ class KindEnergy(TypedDict, total=False):
 
 
 class EnergyBlock(KindEnergy, total=False):
-    """A configuration's energy over its energy runs (:func:`hpcbench.bench.energy.energy_block`):
+    """A configuration's energy over its energy runs (:func:`hpcbench.bench.analysing.energy_results.energy_block`):
     joules used, with the idle devices and net of idle power, EDP and ED²P (also as multiples of
     the one-device baseline's), per kind of device, and the sources."""
 
@@ -89,7 +89,7 @@ class EnergyBlock(KindEnergy, total=False):
 
 class AccountingBlock(TypedDict, total=False):
     """A configuration's accounting over its runs' records
-    (:func:`hpcbench.bench.accounting.accounting_block`)."""
+    (:func:`hpcbench.bench.analysing.accounting.accounting_block`)."""
 
     available: bool
     runs: int
@@ -121,7 +121,7 @@ class CostEstimate(TypedDict):
 
 
 class EstimateBlock(TypedDict, total=False):
-    """A configuration's estimates (:func:`hpcbench.bench.estimates.estimate_block`)."""
+    """A configuration's estimates (:func:`hpcbench.bench.analysing.estimates.estimate_block`)."""
 
     per_run: CostEstimate
     per_config: CostEstimate
@@ -188,7 +188,7 @@ class Batches(TypedDict):
 
 
 class Analysis(TypedDict, total=False):
-    """What :func:`hpcbench.bench.analysis.analyse` returns, JSON-able: per configuration
+    """What :func:`hpcbench.bench.analysing.analysis.analyse` returns, JSON-able: per configuration
     (``configs``) its times, speedups, efficiency, Karp–Flatt, accuracy, throughput and energy;
     the differences from the one-device baseline and the sentences saying it."""
 

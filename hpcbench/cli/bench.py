@@ -155,7 +155,7 @@ def _add_predict_scaling(sub: Any) -> None:
 
 def build_matrix_from(args: argparse.Namespace, trainer_args: list[str]) -> Any:
     """The matrix file with the flags on top, or the matrix of the flags alone."""
-    from hpcbench.bench.matrix import (
+    from hpcbench.bench.running.matrix import (
         MatrixError,
         build_matrix,
         configs_from_words,
@@ -200,9 +200,9 @@ def build_matrix_from(args: argparse.Namespace, trainer_args: list[str]) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcbench.bench.matrix import MatrixError
-    from hpcbench.bench.results_reader import AnalysisError
-    from hpcbench.bench.runner import Bench, BenchError, plan
+    from hpcbench.bench.reading.results_reader import AnalysisError
+    from hpcbench.bench.running.matrix import MatrixError
+    from hpcbench.bench.running.runner import Bench, BenchError, plan
     from hpcbench.jobs.render import RenderError
     from hpcbench.jobs.schedulers import SchedulerError
     from hpcbench.jobs.schedulers.errors import SchedulerUnreachable
@@ -260,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
 def _analysis(args: argparse.Namespace) -> int:
     """``report`` or ``compare``; a results directory damaged beyond what the checks name is an
     AnalysisError naming it, never a traceback."""
-    from hpcbench.bench.results_reader import AnalysisError
+    from hpcbench.bench.reading.results_reader import AnalysisError
 
     try:
         return _report(args) if args.action == "report" else _compare(args)
@@ -275,7 +275,7 @@ def _analysis(args: argparse.Namespace) -> int:
 def _record_history(results: Path) -> None:
     """Record a finished matrix in the results history; a store that cannot be written is a
     warning (the results directory stays the record)."""
-    from hpcbench.bench.results_reader import AnalysisError
+    from hpcbench.bench.reading.results_reader import AnalysisError
     from hpcbench.history import HistoryError, record_results
 
     try:
@@ -290,7 +290,7 @@ def _record_history(results: Path) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from hpcbench.bench.report import build_report
+    from hpcbench.bench.reporting.report import build_report
     from hpcbench.sweep.report import build_sweep_report
 
     if (Path(args.results) / "sweep.json").is_file():  # a sweep's results, not a matrix's
@@ -307,8 +307,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from hpcbench.bench.comparison import compare
-    from hpcbench.bench.matrix import MatrixError
+    from hpcbench.bench.analysing.comparison import compare
+    from hpcbench.bench.running.matrix import MatrixError
 
     if (args.b is None) == (args.against is None):
         raise MatrixError("compare: give RESULTS_B or --against WHICH (one of them)")

@@ -83,8 +83,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcbench.bench.references import ReferenceError
-    from hpcbench.bench.results_reader import AnalysisError
+    from hpcbench.bench.analysing.references import ReferenceError
+    from hpcbench.bench.reading.results_reader import AnalysisError
     from hpcbench.history import HistoryError
 
     try:
@@ -162,8 +162,8 @@ def _entry_json(entry: Entry, full: bool = False) -> JSONObject:
 
 
 def _show(entry: Any) -> list[str]:
-    from hpcbench.bench.key_figures import UNITS
-    from hpcbench.bench.results_reader import is_number
+    from hpcbench.bench.analysing.key_figures import UNITS
+    from hpcbench.bench.reading.results_reader import is_number
     from hpcbench.history import HistoryError
 
     lines = [
@@ -194,8 +194,8 @@ def _show(entry: Any) -> list[str]:
 def _references(args: argparse.Namespace, results: Any) -> tuple[Any, str]:
     """The reference values to hold the results to (``--references FILE``, else the matrix's
     own ``[reference]``) and where they come from, for the messages."""
-    from hpcbench.bench.matrix import MatrixError, read_matrix_table
-    from hpcbench.bench.references import ReferenceError, check_references
+    from hpcbench.bench.analysing.references import ReferenceError, check_references
+    from hpcbench.bench.running.matrix import MatrixError, read_matrix_table
 
     if not args.references:
         where = str(Path(args.results) / "bench.json")
@@ -216,9 +216,9 @@ def _references(args: argparse.Namespace, results: Any) -> tuple[Any, str]:
 def _check(args: argparse.Namespace) -> int:
     import os
 
-    from hpcbench.bench.analysis import analyse
-    from hpcbench.bench.references import ReferenceError, check, failed_run_lines
-    from hpcbench.bench.results_reader import load_results
+    from hpcbench.bench.analysing.analysis import analyse
+    from hpcbench.bench.analysing.references import ReferenceError, check, failed_run_lines
+    from hpcbench.bench.reading.results_reader import load_results
 
     results = load_results(args.results)
     references, where = _references(args, results)

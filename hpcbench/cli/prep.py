@@ -1,4 +1,4 @@
-"""``hpcbench prep …``: the data-preparation commands (argparse only; the work is in data_prep/).
+"""``hpcbench prep …``: the data-preparation commands (argparse only; the work is in hpcbench/data_prep/).
 
 Nothing here imports numpy or h5py until a prep command actually runs, so ``hpcbench submit``
 keeps its start-up time.

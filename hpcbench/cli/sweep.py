@@ -72,7 +72,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpcbench.bench.matrix import MatrixError
+    from hpcbench.bench.running.matrix import MatrixError
     from hpcbench.jobs.render import RenderError
     from hpcbench.jobs.schedulers import SchedulerError
     from hpcbench.jobs.schedulers.polling import check_poll_ceiling

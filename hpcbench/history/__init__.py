@@ -2,9 +2,9 @@
 added by hand), comparisons against it, and checks against reference values.
 
 - :mod:`.store`: the SQLite file (:class:`~.store.History`), safe with several writers;
-- the figures kept per configuration are :mod:`hpcbench.bench.key_figures` and the reference
+- the figures kept per configuration are :mod:`hpcbench.bench.analysing.key_figures` and the reference
   values with tolerances (per system and configuration, in the matrix) and their check
-  :mod:`hpcbench.bench.references`;
+  :mod:`hpcbench.bench.analysing.references`;
 - here: :func:`record_results` (a bench results directory), :func:`record_run` (a training run
   directory), :func:`find` (a stored result by ``last``, a date, an id or a matrix name) and
   :func:`compare_against`.
@@ -17,13 +17,13 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpcbench.bench.key_figures import Figure, analysis_figures
+from hpcbench.bench.analysing.key_figures import Figure, analysis_figures
 from hpcbench.files import read_regular
 from hpcbench.history.store import Entry, History, HistoryError, history_path
 from hpcbench.jsonfile import MAX_JSON_BYTES
 
 if TYPE_CHECKING:
-    from hpcbench.bench.results_documents import MatrixRecord
+    from hpcbench.bench.reading.results_documents import MatrixRecord
 
 __all__ = [
     "Entry",
@@ -52,8 +52,8 @@ def _fingerprint(directory: Path, *files: Path) -> str:
 def record_results(results_dir: str | Path, history: History | None = None) -> tuple[int, bool]:
     """Record a bench results directory (its analysis, matrix and provenance); (id, True), or
     (the earlier id, False) when these results are recorded already."""
-    from hpcbench.bench.analysis import analyse
-    from hpcbench.bench.results_reader import load_results
+    from hpcbench.bench.analysing.analysis import analyse
+    from hpcbench.bench.reading.results_reader import load_results
 
     directory = Path(results_dir).resolve()
     results = load_results(directory)
@@ -76,7 +76,11 @@ def record_results(results_dir: str | Path, history: History | None = None) -> t
 def record_run(run_dir: str | Path, history: History | None = None) -> tuple[int, bool]:
     """Record one training run (a run directory with the trainer's ``metrics.json``) as a
     result of one configuration, named after its strategy."""
-    from hpcbench.bench.results_reader import AnalysisError, check_metrics_format, phase_times
+    from hpcbench.bench.reading.results_reader import (
+        AnalysisError,
+        check_metrics_format,
+        phase_times,
+    )
     from hpcbench.jsonfile import JsonFileError, read_json
 
     directory = Path(run_dir).resolve()
@@ -184,9 +188,9 @@ def compare_against(
 ) -> tuple[Entry, list[str]]:
     """What changed from the stored result ``against`` names (:func:`find`) to the results
     directory: the findings of ``hpcbench compare``, by the same rules."""
-    from hpcbench.bench.analysis import analyse
-    from hpcbench.bench.comparison import compare_analyses
-    from hpcbench.bench.results_reader import load_results
+    from hpcbench.bench.analysing.analysis import analyse
+    from hpcbench.bench.analysing.comparison import compare_analyses
+    from hpcbench.bench.reading.results_reader import load_results
 
     results = load_results(results_dir)
     analysis = analyse(results)

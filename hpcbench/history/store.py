@@ -15,9 +15,9 @@ on network filesystems (NFS, Lustre, GPFS, BeeGFS, CIFS), where WAL's shared mem
 A file that is not an hpcbench history is refused, never changed.
 
 A result read back is an :class:`Entry`: the documents it was recorded from keep their types
-(:class:`~hpcbench.bench.results_documents.MatrixRecord`,
+(:class:`~hpcbench.bench.reading.results_documents.MatrixRecord`,
 :class:`~hpcbench.bench.analysis_types.Analysis`, the bench's or the run's provenance), its
-figures each a :class:`~hpcbench.bench.key_figures.Figure`.
+figures each a :class:`~hpcbench.bench.analysing.key_figures.Figure`.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from hpcbench.bench.analysing.key_figures import Figure
     from hpcbench.bench.analysis_types import Analysis
-    from hpcbench.bench.key_figures import Figure
-    from hpcbench.bench.results_documents import BenchProvenance, MatrixRecord
+    from hpcbench.bench.reading.results_documents import BenchProvenance, MatrixRecord
     from hpcbench.run_documents import Provenance
 
 HISTORY_VAR = "HPCBENCH_HISTORY"

@@ -51,8 +51,8 @@ class RenderError(ValueError):
 
 
 def builtin_template_dir() -> Path:
-    """The directory of the built-in templates: the package ``hpcbench.templates`` (the
-    repository's ``templates/``, shipped in the wheel and found by an editable install)."""
+    """The directory of the built-in templates: the package ``hpcbench.templates`` (its ``*.j2``
+    files ship in the wheel as package data)."""
     return Path(str(files("hpcbench.templates")))
 
 

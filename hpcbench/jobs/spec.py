@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from typing_extensions import NotRequired
 
 DEFAULT_PROGRAM_MODULE = "hpcbench.train"
 
@@ -71,8 +74,27 @@ class SpecError(ValueError):
     """A job spec the user can fix; ``str(err)`` is one line naming the field and the value."""
 
 
-def _kind(kind: str, **extra: Any) -> dict[str, Any]:
-    return {"kind": kind, **extra}
+#: a field's value once checked (:func:`hpcbench.jobs.spec_values.check_value`): a count, or
+#: seconds, or megabytes; a flag; a line or a text; a list of them; an environment table; or unset
+SpecValue = int | bool | str | list[str] | dict[str, str] | None
+
+
+class FieldKind(TypedDict):
+    """A spec field's metadata: the ``kind`` of value it takes (how it is checked, by
+    :mod:`.spec_values`) and what that kind reads besides."""
+
+    kind: str  # "posint", "line", "table", "own", "internal"...
+    key: NotRequired[str]  # its key in the file, where not the field's name
+    required: NotRequired[bool]
+    cls: NotRequired[type]  # a table's class
+    max: NotRequired[int]  # the largest count
+    max_len: NotRequired[int]  # the longest text, in characters
+    noopt: NotRequired[bool]  # a text that must not start with '-'
+    choices: NotRequired[tuple[str, ...]]
+
+
+def _kind(kind: str, **extra: Any) -> FieldKind:
+    return {"kind": kind, **extra}  # type: ignore[typeddict-item]
 
 
 @dataclass(frozen=True)
@@ -85,14 +107,14 @@ class OwnOption:
     table: str  # the spec's table it belongs to: "scheduler" or "launcher"
     key: str  # its name in that table (and in load_spec's keywords when ``flag_help`` is set)
     kind: str  # a field kind, as a dataclass field's metadata says: "line", "choice"...
-    default: Any = None
+    default: SpecValue = None
     choices: tuple[str, ...] = ()
     profile_key: str | None = None  # the cluster profiles' key that fills it
     flag_help: str | None = None  # a CLI flag --KEY with this help, when it has one
     metavar: str | None = None
 
     @property
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self) -> FieldKind:
         """The field metadata its values are checked by."""
         return _kind(self.kind, **({"choices": self.choices} if self.choices else {}))
 
@@ -101,7 +123,7 @@ class OwnOption:
         return f"{self.table}.{self.key}"
 
 
-def own_value(options: tuple[OwnOption, ...], spec: JobSpec, key: str) -> Any:
+def own_value(options: tuple[OwnOption, ...], spec: JobSpec, key: str) -> SpecValue:
     """The value in ``spec`` of the option ``key`` among ``options`` (its default if unset)."""
     declared = next(o for o in options if o.key == key)
     return getattr(spec, declared.table).own.get(key, declared.default)
@@ -180,7 +202,7 @@ class Launcher:
     kind: str = field(default="torchrun", metadata=_kind("launcher"))
     port: int | None = field(default=None, metadata=_kind("port"))
     # the options one launcher alone reads (its class's ``options``), by key
-    own: dict[str, Any] = field(default_factory=dict, metadata=_kind("own"))
+    own: dict[str, SpecValue] = field(default_factory=dict, metadata=_kind("own"))
     args: list[str] = field(default_factory=list, metadata=_kind("linelist"))
 
 
@@ -222,7 +244,7 @@ class SchedulerOptions:
     name: str = field(default="auto", metadata=_kind("scheduler"))
     directives: list[str] = field(default_factory=list, metadata=_kind("linelist"))
     # the options one scheduler alone reads (its class's ``options``), by key
-    own: dict[str, Any] = field(default_factory=dict, metadata=_kind("own"))
+    own: dict[str, SpecValue] = field(default_factory=dict, metadata=_kind("own"))
     # Jobs that must end successfully before this one starts (SLURM --dependency=afterok, PBS
     # depend=afterok, LSF done(); Grid Engine's -hold_jid waits for them to end at all).
     after: list[str] = field(default_factory=list, metadata=_kind("jobids"))

@@ -11,7 +11,7 @@ from pathlib import Path
 from statistics import median
 from typing import TypedDict
 
-from hpcbench.bench.results_reader import AnalysisError, read_run_metrics
+from hpcbench.bench.reading.results_reader import AnalysisError, read_run_metrics
 from hpcbench.bench.stats import Stat, summarise
 from hpcbench.run_documents import Metrics
 from hpcbench.sweep.documents import (

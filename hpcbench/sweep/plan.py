@@ -337,7 +337,7 @@ def build_sweep(
 
 def _take_matrix(sweep: Sweep, path: str, where: str) -> None:
     """A matrix's training: its job spec and its common trainer options (before the sweep's)."""
-    from hpcbench.bench.matrix import MatrixError, read_matrix
+    from hpcbench.bench.running.matrix import MatrixError, read_matrix
 
     try:
         matrix = read_matrix(path)

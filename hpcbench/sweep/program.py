@@ -81,7 +81,7 @@ def read_program_table(table: JSONObject, where: str) -> tuple[ProgramTable | No
 def with_matrix_program(table: JSONObject, path: str, where: str) -> JSONObject:
     """``table`` with the program of the matrix it names (and its arguments before the sweep's),
     so that its axes and arguments are checked as that program's."""
-    from hpcbench.bench.matrix import MatrixError, read_matrix
+    from hpcbench.bench.running.matrix import MatrixError, read_matrix
 
     try:
         matrix = read_matrix(path)

@@ -1,7 +1,7 @@
 """The report of a sweep: accuracy per epoch per setting (grouped by the first axis), time per
 setting, the ranking metric along each axis, the ranking table with its spread over repetitions
 and the best setting in words; CSV tables beside it. The page is written as the benchmark report
-is (:mod:`hpcbench.bench.document`: Markdown and one self-contained HTML page).
+is (:mod:`hpcbench.bench.reporting.document`: Markdown and one self-contained HTML page).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.atomic import write_atomically
-from hpcbench.bench.document import (
+from hpcbench.bench.matrix_program import program_line
+from hpcbench.bench.reporting.document import (
     Block,
     Bullets,
     Heading,
@@ -21,9 +22,8 @@ from hpcbench.bench.document import (
     to_html,
     to_markdown,
 )
-from hpcbench.bench.matrix_program import program_line
-from hpcbench.bench.plotting import PALETTE, Plot, accuracy_range, label, new_figure, save
-from hpcbench.bench.report import claim_output, require_matplotlib
+from hpcbench.bench.reporting.plotting import PALETTE, Plot, accuracy_range, label, new_figure, save
+from hpcbench.bench.reporting.report import claim_output, require_matplotlib
 from hpcbench.csvfile import csv_text
 from hpcbench.sweep.analysis import analyse_sweep, best_in_words, fmt
 from hpcbench.sweep.documents import Setting, SettingResult, SweepAnalysis, SweepRecord

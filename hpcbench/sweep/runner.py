@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.atomic import lock_directory, write_atomically, write_json_atomically
-from hpcbench.bench.provenance import provenance
+from hpcbench.bench.running.provenance import provenance
 from hpcbench.jobs import schedulers
 from hpcbench.jobs.job import Job
 from hpcbench.jobs.program_args import check_program_args

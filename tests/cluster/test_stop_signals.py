@@ -1,5 +1,5 @@
 """Stop signals reach every rank, for real (docs/resilience.md): the "time limits and preemption"
-section of the rendered job scripts (templates/base.sh.j2) on the test clusters.
+section of the rendered job scripts (hpcbench/templates/base.sh.j2) on the test clusters.
 
 On the real two-node SLURM (tests/cluster/slurm-up.sh), for each launcher: a small probe program
 (written into the test's directory, run with ``--script`` and ``--requeue``) installs a SIGUSR2

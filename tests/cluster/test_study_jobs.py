@@ -182,8 +182,8 @@ def test_the_full_reference_matrix_passes_preflight_on_a_two_gpu_partition(
 ):
     """Every run of the full matrix (CPU, 1 GPU, 1 GPU + DDP, 2 GPUs) fits the test partition
     (2 GPUs per node); only the CPUs per rank are lowered to the test nodes' 2 cores."""
-    from hpcbench.bench.matrix import read_matrix
-    from hpcbench.bench.runner import Bench, plan
+    from hpcbench.bench.running.matrix import read_matrix
+    from hpcbench.bench.running.runner import Bench, plan
     from hpcbench.jobs.schedulers.slurm.cluster import PreflightError, check_slurm
 
     monkeypatch.chdir(studies)

@@ -27,8 +27,8 @@ from tests.conftest import need_module, require
 need_module("matplotlib")
 np = need_module("numpy")
 
-from hpcbench.bench import figures, power_traces, report  # noqa: E402
-from hpcbench.bench.results_reader import load_results  # noqa: E402
+from hpcbench.bench.reading.results_reader import load_results  # noqa: E402
+from hpcbench.bench.reporting import figures, power_traces, report  # noqa: E402
 
 HOSTILE = "<script>alert(1)</script>"
 HOSTILE_HOST = "<b>node2</b>"
@@ -288,7 +288,7 @@ def _est(value: float, lo: float, hi: float) -> dict[str, Any]:
 
 
 def analysis_dict(energy: bool = True) -> dict[str, Any]:
-    """An analysis dict in the layout of hpcbench.bench.analysis.analyse, built by hand so the
+    """An analysis dict in the layout of hpcbench.bench.analysing.analysis.analyse, built by hand so the
     rendering is tested apart from the statistics (numbers rounded, consistent with the files)."""
     configs = []
     for name, strategy, device, devices, (setup, train, val, test), acc in CONFIGS:
@@ -684,7 +684,7 @@ def test_gpu_energy_beside_unreadable_rapl_is_in_the_report_table_and_summary(
 ) -> None:
     """A GPU node whose RAPL is root-only: the report's table per kind of device holds the GPU's
     joules and EDP, the CPU row says why it was not read, and the summary says the same."""
-    from hpcbench.bench.analysis import analyse
+    from hpcbench.bench.analysing.analysis import analyse
     from tests.unit.test_bench_analysis import BASE, _device, _two_configs
 
     rapl = "no RAPL powercap readable (/sys/class/powercap absent)"

@@ -67,7 +67,7 @@ def test_a_slowed_rank_is_named_in_the_log_by_watch_and_in_the_report(workdir, d
         assert summary["steps"] == [4, 5] and summary["top_ops"]
 
     # the report of a matrix holding this run: the straggler section, its figure, the traces
-    from hpcbench.bench.report import build_report
+    from hpcbench.bench.reporting.report import build_report
     from tests.integration.test_bench_report import write_results
 
     results = write_results(tmp_path / "results")

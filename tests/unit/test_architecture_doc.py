@@ -22,4 +22,3 @@ def test_the_loop_quoted_in_the_architecture_page_is_the_source() -> None:
     for quote in quotes:
         assert quote in source, f"docs/architecture.md quotes loop.py as it is not:\n{quote}"
     assert source.index(quotes[0]) < source.index("def train_steps") < source.index(quotes[1])
-

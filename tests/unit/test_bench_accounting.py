@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.bench.analysis import analyse
-from hpcbench.bench.report import build_report
-from hpcbench.bench.results_reader import load_results
+from hpcbench.bench.analysing.analysis import analyse
+from hpcbench.bench.reading.results_reader import load_results
+from hpcbench.bench.reporting.report import build_report
 from hpcbench.jobs.accounting.records import empty_record, unavailable
 from tests.unit.test_bench_analysis import BASE, Matrix, _by_name, _config, _device, _scaled
 

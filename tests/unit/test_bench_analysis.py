@@ -1,4 +1,4 @@
-"""The benchmark analysis (hpcbench.bench.analysis and .stats): the reference study's published
+"""The benchmark analysis (hpcbench.bench.analysing.analysis and .stats): the reference study's published
 figures recomputed from its published inputs, the statistics, energy with and without idle
 devices, significance, compare, the one-line errors.
 
@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from hpcbench.bench import stats
-from hpcbench.bench.analysis import analyse
-from hpcbench.bench.comparison import compare
-from hpcbench.bench.results_reader import AnalysisError, load_results
-from hpcbench.bench.tables import write_tables
+from hpcbench.bench.analysing.analysis import analyse
+from hpcbench.bench.analysing.comparison import compare
+from hpcbench.bench.reading.results_reader import AnalysisError, load_results
+from hpcbench.bench.reporting.tables import write_tables
 
 # ----------------------------------------------------------------------------- a results directory
 
@@ -806,7 +806,7 @@ def test_a_gpu_read_beside_unreadable_rapl_is_reported_per_kind_with_the_totals_
 
 
 def test_compare_treats_a_kind_of_device_that_became_readable_as_a_change(tmp_path):
-    from hpcbench.bench.comparison import compare
+    from hpcbench.bench.analysing.comparison import compare
 
     rapl = "no RAPL powercap readable (/sys/class/powercap absent)"
     before, after = tmp_path / "before", tmp_path / "after"

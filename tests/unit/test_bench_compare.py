@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.bench import report, stats
-from hpcbench.bench.analysis import analyse
-from hpcbench.bench.document import to_markdown
-from hpcbench.bench.results_reader import load_results
+from hpcbench.bench import stats
+from hpcbench.bench.analysing.analysis import analyse
+from hpcbench.bench.reading.results_reader import load_results
+from hpcbench.bench.reporting import report
+from hpcbench.bench.reporting.document import to_markdown
 from tests.unit.test_bench_analysis import BASE, SPREAD, Matrix, _config, _scaled
 
 ONE = BASE  # train 100 s
@@ -124,7 +125,7 @@ def test_curves_that_lie_on_each_other_stay_visible(tmp_path, monkeypatch):
     style and a marker of its own, its markers hollow, so that one drawn over another still
     shows the one below."""
     pytest.importorskip("matplotlib")
-    from hpcbench.bench import figures
+    from hpcbench.bench.reporting import figures
 
     drawn = []
     real_save = figures.save

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from hpcbench import cli
-from hpcbench.bench import report
-from hpcbench.bench.analysis import analyse
-from hpcbench.bench.document import to_markdown
-from hpcbench.bench.results_reader import load_results
-from hpcbench.bench.run_lines import failure_cause
+from hpcbench.bench.analysing.analysis import analyse
+from hpcbench.bench.reading.results_reader import load_results
+from hpcbench.bench.reading.run_lines import failure_cause
+from hpcbench.bench.reporting import report
+from hpcbench.bench.reporting.document import to_markdown
 from tests.unit.test_bench_analysis import _small
 
 TORCHRUN_REPORT = """job 4711 failed with exit code 1

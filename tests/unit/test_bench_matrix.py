@@ -1,5 +1,5 @@
-"""The experiment matrix (:mod:`hpcbench.bench.matrix`) and the runs it plans
-(:mod:`hpcbench.bench.runner`): reading, one-line errors, order, and each run's job."""
+"""The experiment matrix (:mod:`hpcbench.bench.running.matrix`) and the runs it plans
+(:mod:`hpcbench.bench.running.runner`): reading, one-line errors, order, and each run's job."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from hpcbench.bench.matrix import MatrixError, build_matrix, configs_from_words, read_matrix
-from hpcbench.bench.runner import Bench, Run, plan
+from hpcbench.bench.running.matrix import MatrixError, build_matrix, configs_from_words, read_matrix
+from hpcbench.bench.running.runner import Bench, Run, plan
 from hpcbench.jobs.render import render_script
 from hpcbench.jobs.shell import shell_join
 from tests.conftest import REPO
@@ -218,7 +218,7 @@ def test_the_trainers_one_process_runs_and_the_idle_job_start_no_launcher(tmp_pa
     """A single (or dp) run of hpcbench's trainer and the idle-power job are the program itself,
     with no torchrun agent importing torch (and polling) beside it; a direct launcher for ranks
     that meet is one line naming the key."""
-    from hpcbench.bench.run_specs import idle_spec
+    from hpcbench.bench.running.run_specs import idle_spec
 
     (tmp_path / "m.toml").write_text(
         "idle_seconds = 2\n[[config]]\nname='cpu'\nstrategy='single'\n"
@@ -287,7 +287,7 @@ def test_every_shipped_matrix_reads_and_each_run_renders_for_slurm(path, monkeyp
 def test_a_results_directory_serves_one_bench_at_a_time_and_keeps_every_planned_run(tmp_path):
     import json
 
-    from hpcbench.bench.runner import BenchError
+    from hpcbench.bench.running.runner import BenchError
 
     m = build_matrix({"repetitions": 2, "config": configs_from_words("single,ddp:2")})
     first = Bench(m, "res", scheduler="local", cwd=tmp_path)
@@ -307,7 +307,7 @@ def test_a_results_directory_serves_one_bench_at_a_time_and_keeps_every_planned_
 
 
 def test_results_that_are_a_file_are_one_line(tmp_path):
-    from hpcbench.bench.runner import BenchError
+    from hpcbench.bench.running.runner import BenchError
 
     (tmp_path / "afile").write_text("x")
     m = build_matrix({"config": configs_from_words("single")})

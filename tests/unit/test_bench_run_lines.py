@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpcbench.bench.run_lines import epoch_line
+from hpcbench.bench.reading.run_lines import epoch_line
 
 
 @pytest.mark.parametrize(

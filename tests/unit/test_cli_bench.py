@@ -66,7 +66,7 @@ def test_results_that_are_not_a_matrixs_are_refused_untouched(workdir):
 
 
 def test_report_output_never_replaces_files_it_did_not_write(tmp_path):
-    from hpcbench.bench.report import ReportError, claim_output
+    from hpcbench.bench.reporting.report import ReportError, claim_output
 
     mine = tmp_path / "mydocs"
     (mine / "figures").mkdir(parents=True)
@@ -90,7 +90,7 @@ def test_flags_change_a_matrix_file(workdir):
     )
     r = hpcbench("bench", "m.toml", "--repetitions", "1", "--plan", cwd=workdir)
     assert r.stdout.splitlines() == ["1\ta\ttiming\t1"], r.stderr
-    from hpcbench.bench.matrix import build_matrix, read_matrix_table
+    from hpcbench.bench.running.matrix import build_matrix, read_matrix_table
     from hpcbench.cli import build_parser
     from hpcbench.cli.bench import build_matrix_from
 

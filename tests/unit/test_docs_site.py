@@ -52,7 +52,7 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
         "hpcbench.train.entry.run_training",
         "hpcbench.train.config.TrainConfig",
         "hpcbench.predict.run_prediction",
-        "hpcbench.bench.report.build_report",
+        "hpcbench.bench.reporting.report.build_report",
         "hpcbench.scaling.predictions.predictions",
     ):
         assert f'id="{documented}"' in api, f"{documented} is missing from the API reference"

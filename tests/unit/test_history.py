@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from hpcbench import cli
-from hpcbench.bench.comparison import compare
-from hpcbench.bench.references import ReferenceError, check, check_references
+from hpcbench.bench.analysing.comparison import compare
+from hpcbench.bench.analysing.references import ReferenceError, check, check_references
 from hpcbench.history import History, HistoryError, compare_against, find, record_results
 from hpcbench.history import store as store_module
 from tests.unit.test_bench_analysis import BASE, Matrix, _config, _small

@@ -76,8 +76,8 @@ def test_each_spec_renders_for_its_scheduler_in_both_forms_and_passes_shellcheck
 
 @pytest.mark.parametrize("path", MATRICES, ids=lambda p: str(p.relative_to(JOBS)))
 def test_each_matrix_and_its_smoke_form_plan_their_runs(path, monkeypatch):
-    from hpcbench.bench.matrix import build_matrix, read_matrix_table, smoke_form
-    from hpcbench.bench.runner import Bench, plan
+    from hpcbench.bench.running.matrix import build_matrix, read_matrix_table, smoke_form
+    from hpcbench.bench.running.runner import Bench, plan
 
     monkeypatch.chdir(REPO)
     table = read_matrix_table(path.relative_to(REPO))

@@ -11,7 +11,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 BELOW_THE_TRAINER = (
     "hpcbench/data",
-    "data_prep",
+    "hpcbench/data_prep",
     "hpcbench/jobs/schedulers",
     "hpcbench/environments",
     "hpcbench/this_rank.py",
@@ -20,10 +20,8 @@ TRAINER = "hpcbench.train"
 
 
 def module_name(path: Path) -> str:
-    """The dotted name a source file is imported as (data_prep/ ships as hpcbench.data_prep)."""
+    """The dotted name a source file is imported as."""
     parts = list(path.relative_to(REPO).with_suffix("").parts)
-    if parts[0] == "data_prep":
-        parts.insert(0, "hpcbench")
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 

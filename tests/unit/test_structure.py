@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.unit.test_launch_layout import module_name
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("hpcbench", "data_prep")
+PACKAGES = ("hpcbench",)
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 MAX_CLASS_LINES = 300

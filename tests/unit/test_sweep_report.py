@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.bench.document import to_markdown
+from hpcbench.bench.reporting.document import to_markdown
 from hpcbench.sweep.analysis import analyse_sweep
 from hpcbench.sweep.plan import build_sweep
 from hpcbench.sweep.report import build_blocks

@@ -313,8 +313,8 @@ def test_hostile_lines_are_skipped_counted_and_named_and_watch_goes_on(tmp_path)
 
 
 def test_the_report_s_reader_skips_hostile_lines_and_names_the_file(tmp_path, capsys):
-    from hpcbench.bench.report_ranks import rank_blocks
-    from hpcbench.bench.results_reader import load_results
+    from hpcbench.bench.reading.results_reader import load_results
+    from hpcbench.bench.reporting.report_ranks import rank_blocks
     from tests.unit.test_bench_analysis import Matrix
 
     matrix = Matrix(tmp_path / "results", [{"name": "c", "devices": 2}], None, None)

@@ -4,7 +4,7 @@ Every package of this one whose modules define a :class:`~.base.Scheduler` subcl
 ``name`` is a scheduler: :data:`SCHEDULER_CLASSES` is found by importing them (and the modules
 other distributions declare under the ``hpcbench.schedulers`` entry point:
 :func:`hpcbench.plugins.discover`, as every registry), so adding one is one package here and one
-template in ``templates/``. :func:`detect` asks each class, in its ``detect_order``,
+template in ``hpcbench/templates/``. :func:`detect` asks each class, in its ``detect_order``,
 whether this machine is its (``sbatch`` means SLURM, ``bsub`` LSF, ``qsub`` Grid Engine or PBS
 as ``qsub`` says of itself, anything else the local scheduler).
 """

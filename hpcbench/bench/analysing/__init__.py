@@ -1,0 +1,1 @@
+"""Analysing results: speedup, efficiency, energy, accounting, cost estimates, comparisons and reference checks."""

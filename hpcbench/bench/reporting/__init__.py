@@ -1,0 +1,1 @@
+"""Reporting an analysis: report.md and report.html, their tables and figures."""
