@@ -130,7 +130,7 @@ class SweepRunner(TaskStates):
             except ConfigError as err:
                 raise SweepError(f"{self.sweep.source}: setting {task.run}: {err}") from None
             for option in ("output_dir", "checkpoint_dir"):
-                if getattr(config, option, None) is not None:
+                if config.value(option) is not None:
                     raise SweepError(
                         f"{self.sweep.source}: the job's trainer options set "
                         f"--{option.replace('_', '-')}: each task writes its own run directory "
@@ -147,7 +147,7 @@ class SweepRunner(TaskStates):
         given.pop("config", None)
         given.pop("settings", None)
         try:
-            return int(configure(given, program.config, {}).seed)
+            return int(configure(given, program.config, {}).batch.seed)
         except (ConfigError, TypeError, ValueError):
             return 0
 

@@ -31,25 +31,27 @@ from hpcbench.train.config import ConfigError, TrainConfig
 
 
 def to_channels_last(model: nn.Module, config: TrainConfig) -> nn.Module:
-    return model.to(memory_format=torch.channels_last) if config.channels_last else model
+    return (
+        model.to(memory_format=torch.channels_last) if config.parallelism.channels_last else model
+    )
 
 
 def batch_layout(config: TrainConfig) -> torch.memory_format:
     """The memory format a 4-d batch is made in."""
-    return torch.channels_last if config.channels_last else torch.contiguous_format
+    return torch.channels_last if config.parallelism.channels_last else torch.contiguous_format
 
 
 def check_compile(config: TrainConfig, device: torch.device) -> None:
     """Raise :class:`ConfigError` (one line) where torch.compile cannot work on ``device``."""
-    if config.compile == "off":
+    if config.parallelism.compile == "off":
         return
     try:
-        probe = torch.compile(lambda x: x * 2 + 1, mode=config.compile, dynamic=False)
+        probe = torch.compile(lambda x: x * 2 + 1, mode=config.parallelism.compile, dynamic=False)
         probe(torch.ones(4, device=device))
     except Exception as err:  # noqa: BLE001 - any failure of the compiler stack means the same
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
         raise ConfigError(
-            f"--compile {config.compile}: torch.compile cannot work on this machine's "
+            f"--compile {config.parallelism.compile}: torch.compile cannot work on this machine's "
             f"{device.type} ({type(err).__name__}: {first}); run without --compile"
         ) from None
     finally:
@@ -58,14 +60,14 @@ def check_compile(config: TrainConfig, device: torch.device) -> None:
 
 def compiled(model: nn.Module, config: TrainConfig) -> nn.Module:
     """What the training step calls: ``model`` compiled in ``--compile``'s mode, or itself."""
-    if config.compile == "off":
+    if config.parallelism.compile == "off":
         return model
-    return torch.compile(model, mode=config.compile)  # type: ignore[return-value]
+    return torch.compile(model, mode=config.parallelism.compile)  # type: ignore[return-value]
 
 
 def make_deterministic(config: TrainConfig) -> None:
     """``--deterministic``: the settings above, before the first kernel runs."""
-    if not config.deterministic:
+    if not config.checkpoints.deterministic:
         return
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True, warn_only=True)

@@ -97,7 +97,7 @@ class CheckpointError(ConfigError):
 
 def fingerprint(config: TrainConfig, global_batch: int, dataset_id: str) -> Fingerprint:
     """What a checkpoint must match to be resumed from."""
-    values: Fingerprint = {name: getattr(config, name) for name in TRAJECTORY}
+    values: Fingerprint = {name: config.value(name) for name in TRAJECTORY}
     values["global_batch"] = global_batch
     values["dataset"] = dataset_id
     return values

@@ -9,7 +9,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from hpcbench.argparsing import Parser
-from hpcbench.train.config import GROUPS, OPTIONS, ConfigError, TrainConfig, flag, kind_of, shown
+from hpcbench.train.config import (
+    GROUPS,
+    OPTIONS,
+    SECTION_OF,
+    ConfigError,
+    TrainConfig,
+    flag,
+    kind_of,
+    shown,
+)
 from hpcbench.train.config_file import check_options, read_toml
 
 #: the variable a sweep's job script sets to its task's settings file (``--settings``' default)
@@ -76,12 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     exclusive: dict[str, Any] = {}
     for f in OPTIONS:
         meta = f.metadata
-        group = groups[meta["group"]]
+        group = groups[SECTION_OF[f.name]]
         if meta["exclusive"]:
             if meta["exclusive"] not in exclusive:
                 exclusive[meta["exclusive"]] = group.add_mutually_exclusive_group()
             group = exclusive[meta["exclusive"]]
-        default = shown(getattr(defaults, f.name))
+        default = shown(defaults.value(f.name))
         if meta["unset"] is not None:
             default += f", meaning {meta['unset']}"
         text = f"{meta['help']} (default: {default})".replace("%", "%%")

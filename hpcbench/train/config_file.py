@@ -111,7 +111,7 @@ def to_toml(config: TrainConfig) -> str:
     """``config`` as a file for ``--config``: every option that is set, one per line."""
     lines = ["# hpcbench train options: python -m hpcbench.train --config FILE"]
     for f in OPTIONS:
-        value = getattr(config, f.name)
+        value = config.value(f.name)
         if value is not None:
             lines.append(f"{f.name} = {toml_value(value)}")
     return "\n".join(lines) + "\n"

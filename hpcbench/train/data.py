@@ -36,16 +36,16 @@ def split_batch(global_batch: int, weights: list[float]) -> list[int]:
 class TrainData:
     def __init__(self, config: TrainConfig, rank: int, world_size: int) -> None:
         self.config, self.rank, self.world_size = config, rank, world_size
-        self.manifest = Manifest.load(config.data)
-        if config.batch_size_per_rank is not None:
-            self.batch_sizes = [config.batch_size_per_rank] * world_size
+        self.manifest = Manifest.load(config.data.data)
+        if config.batch.batch_size_per_rank is not None:
+            self.batch_sizes = [config.batch.batch_size_per_rank] * world_size
         else:
-            weights = config.rank_weights or [1.0] * world_size
+            weights = config.batch.rank_weights or [1.0] * world_size
             if len(weights) != world_size:
                 raise ConfigError(
                     f"--rank-weights has {len(weights)} values for {world_size} ranks"
                 )
-            g = config.global_batch_size or DEFAULT_GLOBAL_BATCH
+            g = config.batch.global_batch_size or DEFAULT_GLOBAL_BATCH
             if g < world_size:
                 raise ConfigError(f"--global-batch-size {g} is smaller than the {world_size} ranks")
             self.batch_sizes = split_batch(g, weights)
@@ -58,12 +58,12 @@ class TrainData:
         # this rank's share of the global batch: its gradient weight
         self.weight = self.batch_size / self.global_batch
         train = self.manifest.split("train")
-        if config.data_order == "global":
+        if config.data.data_order == "global":
             paths = None
-            if config.stage_dir:  # every rank reads from every shard in this order
+            if config.data.stage_dir:  # every rank reads from every shard in this order
                 from hpcbench.data.staging import stage_shards
 
-                staged = stage_shards(self.manifest, list(train.shards), config.stage_dir)
+                staged = stage_shards(self.manifest, list(train.shards), config.data.stage_dir)
                 paths = [staged[s.file] for s in train.shards]
             self.reader = SampleReader(self.manifest, "train", paths)
             self.sharded = None
@@ -77,24 +77,24 @@ class TrainData:
 
             self.reader = None
             self.sharded = ShardedDataset(
-                config.data,
+                config.data.data,
                 "train",
                 batch_size=self.batch_size,
                 rank=rank,
                 world_size=world_size,
-                seed=config.seed,
+                seed=config.batch.seed,
                 normalize=False,
-                stage_dir=config.stage_dir,
+                stage_dir=config.data.stage_dir,
             )
             steps = len(self.sharded)
-        self.steps = min(steps, config.max_steps) if config.max_steps else steps
+        self.steps = min(steps, config.batch.max_steps) if config.batch.max_steps else steps
         self._eval: dict[str, SampleReader] = {}
 
     # ---- order ---------------------------------------------------------------------------------
     def epoch_index(self, epoch: int) -> np.ndarray:
         """The epoch's global batches: (steps, global batch) sample ids. Same on every rank."""
         n = self.manifest.split("train").samples
-        perm = np.random.default_rng([self.config.seed, epoch, 17]).permutation(n)
+        perm = np.random.default_rng([self.config.batch.seed, epoch, 17]).permutation(n)
         return perm[: self.steps * self.global_batch].reshape(self.steps, self.global_batch)
 
     def rank_slices(self, index: np.ndarray) -> list[np.ndarray]:
@@ -128,7 +128,7 @@ class TrainData:
         if reader is None:
             reader = self._eval[split] = SampleReader(self.manifest, split)
         lo, hi = range_of_rank(reader.samples, self.rank, self.world_size)
-        size = self.config.eval_batch_size
+        size = self.config.batch.eval_batch_size
         for start in range(lo, hi, size):
             yield self.checked(split, *reader.read(np.arange(start, min(hi, start + size))))
 
@@ -180,12 +180,12 @@ def ensure_dataset(config: TrainConfig, rank: int, log: Callable[[str], None]) -
     the built-in synthetic set (the other ranks then :func:`wait_for_dataset`)."""
     from hpcbench.train.config import DEFAULT_DATA
 
-    root = Path(config.data)
+    root = Path(config.data.data)
     if (root / MANIFEST_NAME).exists():
         return
     if root.parts[-2:] != Path(DEFAULT_DATA).parts:  # only the default place is generated
         raise ConfigError(
-            f"--data {config.data}: no dataset there (make one with 'hpcbench prep …')"
+            f"--data {config.data.data}: no dataset there (make one with 'hpcbench prep …')"
         )
     if rank == 0:
         from hpcbench.data_prep import ConvertOptions, convert, synthetic
@@ -204,7 +204,7 @@ def wait_for_dataset(config: TrainConfig, timeout_s: float = 900) -> None:
     file on other nodes a little later)."""
     import time
 
-    root = Path(config.data)
+    root = Path(config.data.data)
     deadline = time.monotonic() + timeout_s
     while not (root / MANIFEST_NAME).exists():
         if time.monotonic() > deadline:

@@ -161,22 +161,22 @@ def final_results(
             "strategy": strategy,
             "world_size": world_size,
             "device": device,
-            "model": config.model,
-            "dataset": str(Path(config.data).resolve()),
+            "model": config.data.model,
+            "dataset": str(Path(config.data.data).resolve()),
             "dataset_name": dataset_name,
             "classes": classes,
             "global_batch": global_batch,
             "batch_sizes": batch_sizes,
-            "epochs": config.epochs,
+            "epochs": config.batch.epochs,
             "steps_per_epoch": steps_per_epoch,
-            "data_order": config.data_order,
+            "data_order": config.data.data_order,
         },
         "config": config.as_dict(),
         "provenance": provenance,
         "phases": phases,
         "phase_windows": phase_windows,
         "throughput": {
-            "train_samples_per_s": config.epochs * steps_per_epoch * global_batch / train_s,
+            "train_samples_per_s": config.batch.epochs * steps_per_epoch * global_batch / train_s,
             "comm_share": phases["comm_s"] / train_s if train_s else 0.0,
         },
         "epochs": epochs,
@@ -195,8 +195,8 @@ def default_run_dir() -> str:
 
 def run_dir_of(config: TrainConfig) -> tuple[Path, str]:
     """Where rank 0 writes, and the option (or variable) that said so, for error messages."""
-    if config.output_dir:
-        return Path(config.output_dir).resolve(), "--output-dir"
+    if config.output.output_dir:
+        return Path(config.output.output_dir).resolve(), "--output-dir"
     env = "$HPCBENCH_RUN_DIR" if os.environ.get("HPCBENCH_RUN_DIR") else "the default run directory"
     return Path(default_run_dir()).resolve(), env
 

@@ -47,7 +47,9 @@ def node_sampler(config: TrainConfig, runtime: Runtime, strategy: str) -> Sample
         )
     except Exception as err:
         sources, nvml = [Unavailable("node", "cpu", f"sampler could not start: {err}", True)], None
-    return Sampler(sources, config.energy_interval, host=runtime.launch.hostname, nvml_module=nvml)
+    return Sampler(
+        sources, config.output.energy_interval, host=runtime.launch.hostname, nvml_module=nvml
+    )
 
 
 class RunEnergy:
@@ -59,14 +61,14 @@ class RunEnergy:
     @classmethod
     def start(cls, config: TrainConfig, runtime: Runtime, strategy: Strategy) -> RunEnergy | None:
         """Start the node's sampler on local rank 0 (None with ``--energy off``). Every rank."""
-        if config.energy != "on":
+        if config.output.energy != "on":
             return None
         sampler = None
         if runtime.launch.local_rank == 0:
             sampler = node_sampler(config, runtime, strategy.name)
             sampler.start()
         strategy.barrier()
-        return cls(config.energy_interval, sampler)
+        return cls(config.output.energy_interval, sampler)
 
     def finish(self, strategy: Strategy, windows: list[PhaseWindow]) -> EnergyDocument | None:
         """Stop the samplers and gather the nodes' records: energy.json's content on rank 0

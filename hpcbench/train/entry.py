@@ -37,7 +37,7 @@ def run_training(
     stop = stop or StopRequest().install()
     try:
         config = parse_args(argv)  # before torch is imported: a usage error answers at once
-        if own_process and config.compile == "off":
+        if own_process and config.parallelism.compile == "off":
             from hpcbench.train.eager_dynamo import defer
 
             defer()
@@ -56,7 +56,7 @@ def _train(config: TrainConfig, stop: StopRequest) -> Metrics:
     from hpcbench.train.runtime import make_runtime
     from hpcbench.train.strategies import choose, make_strategy
 
-    runtime = make_runtime(config.device, config.threads)
+    runtime = make_runtime(config.parallelism.device, config.parallelism.threads)
     rank = runtime.rank
 
     def log(message: str) -> None:

@@ -61,7 +61,7 @@ class RunHooks:
         self.delay = step_delay()  # the slow-step drill's seconds before each step
         self.stop = stop  # the stop signals this process received
         self.request_checked = 0.0  # when rank 0 last looked for the job's stop request
-        self.watchdog = Watchdog(config.hang_timeout, runtime.rank)
+        self.watchdog = Watchdog(config.checkpoints.hang_timeout, runtime.rank)
         self.verdicts = Verdicts()  # steps' finite flags not yet read
         self.replicas = replicas  # ranks on different kinds of device: re-synced from rank 0
         self.board: NullBoard = NullBoard()  # rank 0's --tensorboard log
@@ -135,7 +135,7 @@ class RunHooks:
     def checkpoint_due(self, last: bool) -> bool:
         """Whether a mid-epoch checkpoint falls after this step (``--checkpoint-every``; the
         epoch's ``last`` step has the epoch's own)."""
-        every = self.config.checkpoint_every
+        every = self.config.checkpoints.checkpoint_every
         return bool(every) and self.position.steps_done % every == 0 and not last
 
     def stopping(self) -> None:

@@ -91,7 +91,7 @@ def open_live(
     device = runtime.device
     cuda_index = device.index if device.type == "cuda" else None
     telemetry = tracer = None
-    if config.telemetry:
+    if config.output.telemetry:
         from hpcbench.measure.telemetry import Telemetry
 
         telemetry = Telemetry(
@@ -99,21 +99,21 @@ def open_live(
             rank=runtime.rank,
             world_size=runtime.world_size,
             host=node_name(),
-            interval=config.telemetry,
-            total_steps=steps_per_epoch * config.epochs,
-            total_epochs=config.epochs,
+            interval=config.output.telemetry,
+            total_steps=steps_per_epoch * config.batch.epochs,
+            total_epochs=config.batch.epochs,
             cuda_index=cuda_index,
             log=log,
         )
         telemetry.step = steps_done
-    if config.trace_steps:
+    if config.output.trace_steps:
         from hpcbench.measure.traces import StepTracer, parse_steps
 
         tracer = StepTracer(
             run_path,
             rank=runtime.rank,
             world_size=runtime.world_size,
-            steps=parse_steps(config.trace_steps),
+            steps=parse_steps(config.output.trace_steps),
             host=node_name(),
             cuda=device.type == "cuda",
         )
@@ -122,9 +122,9 @@ def open_live(
 
 def progress_bar(config: TrainConfig, rank: int, steps: int, epoch: int) -> Progress | None:
     """Rank 0's bar for the epoch's ``steps`` (``--progress bar``, or auto on a terminal)."""
-    mode = config.progress
+    mode = config.output.progress
     if rank != 0 or not (mode == "bar" or (mode == "auto" and sys.stderr.isatty())):
         return None
     from hpcbench.progress import Progress
 
-    return Progress(steps, f"epoch {epoch + 1}/{config.epochs}", unit="step")
+    return Progress(steps, f"epoch {epoch + 1}/{config.batch.epochs}", unit="step")

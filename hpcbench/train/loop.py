@@ -139,12 +139,12 @@ def run(
     try:
         announce(t)
         t.learner.model.train()
-        for epoch in range(t.position.start_epoch, config.epochs):
+        for epoch in range(t.position.start_epoch, config.batch.epochs):
             row = run_epoch(t, epoch)
             loss_values(t)  # one host read per epoch, not per step
             t.position.epochs.append(row)
             t.hooks.epoch_end(row)
-            log(epoch_line(epoch, config.epochs, row))
+            log(epoch_line(epoch, config.batch.epochs, row))
             save_checkpoint(t, epoch + 1, 0)
         t.hooks.training_end()
         results = finish(t, t.position.epochs)
@@ -229,7 +229,7 @@ def epoch_batches(t: Training, epoch: int, first: int) -> Iterator[Any]:
         for _ in range(first):
             next(read)
     stage = t.learner.norm.stage
-    depth = prefetch_depth(t.config.prefetch, t.runtime.device.type)
+    depth = prefetch_depth(t.config.data.prefetch, t.runtime.device.type)
     return Prefetcher(read, stage, depth) if depth else staged(read, stage)
 
 
@@ -239,7 +239,7 @@ def save_checkpoint(
     """The checkpoint of position (epoch, step), written by :func:`.checkpointing.save` after
     the re-synchronisation of mixed devices; every rank calls this at the same step. Returns the
     file on rank 0."""
-    if not t.config.checkpoint:
+    if not t.config.checkpoints.checkpoint:
         return None
     c0 = time.perf_counter()
     t.hooks.resync()
@@ -250,7 +250,7 @@ def save_checkpoint(
         learner.schedule,
         learner.precision,
         directory=t.checkpoint_dir,
-        keep=t.config.checkpoint_keep,
+        keep=t.config.checkpoints.checkpoint_keep,
         fingerprint=t.fingerprint,
         position={
             "epoch": epoch,
@@ -264,7 +264,7 @@ def save_checkpoint(
             "losses": loss_values(t),
             "checkpoint_s": position.checkpoint_s,
             "replicas": t.hooks.replicas.state(),
-            "deterministic": t.config.deterministic,
+            "deterministic": t.config.checkpoints.deterministic,
         },
         dataset=ckpt.dataset_description(t.data.manifest),
         partial=None if meter is None or times is None else (meter.vector(), times),
@@ -289,7 +289,7 @@ def run_epoch(t: Training, epoch: int) -> EpochRow:
         raise diverged_in_epoch(epoch, t.runtime.world_size, train["loss"], t.runtime.rank)
     v0 = t.clock()
     val = None
-    if (epoch + 1) % t.config.val_every == 0 or epoch + 1 == t.config.epochs:
+    if (epoch + 1) % t.config.output.val_every == 0 or epoch + 1 == t.config.batch.epochs:
         t.hooks.resync()
         with t.windows.phase("val"):
             val = evaluate(t.strategy, t.data, "val", *t.learner.evaluating())
@@ -335,14 +335,17 @@ def finish(t: Training, epochs: list[EpochRow]) -> Metrics:
         classes=t.data.manifest.num_classes,
         batch_sizes=t.data.batch_sizes,
         steps_per_epoch=t.data.steps,
-        provenance=provenance(t.runtime, t.strategy.name, t.config.model),
+        provenance=provenance(t.runtime, t.strategy.name, t.config.data.model),
         epochs=epochs,
         test=test,
         test_s=test_s,
         setup_s=t.setup_s,
         phase_windows=t.windows.rows,
         checkpoints=checkpointing.record(
-            t.config.checkpoint, t.checkpoint_dir, t.position.checkpoint_s, t.position.resumed_from
+            t.config.checkpoints.checkpoint,
+            t.checkpoint_dir,
+            t.position.checkpoint_s,
+            t.position.resumed_from,
         ),
         step_losses=loss_values(t),
         replicas=t.hooks.replicas.record(),

@@ -16,23 +16,25 @@ def make_optimizer(
     """SGD or AdamW, fused (one kernel for the whole update: on one CPU thread 1.7× faster than
     the per-tensor loops for SGD with momentum on ResNet-18, 5× for AdamW) where every parameter
     is a float on the CPU or a GPU."""
-    lr = config.lr * (
-        global_batch / config.lr_reference_batch if config.lr_scaling == "linear" else 1.0
+    lr = config.batch.lr * (
+        global_batch / config.batch.lr_reference_batch
+        if config.batch.lr_scaling == "linear"
+        else 1.0
     )
     params = list(model.parameters())
     fused = all(
         p.device.type in ("cpu", "cuda") and p.dtype in (torch.float32, torch.float64)
         for p in params
     )
-    if config.optimizer == "sgd":
+    if config.batch.optimizer == "sgd":
         sgd = torch.optim.SGD(
             params,
             lr=lr,
-            momentum=config.momentum,
-            weight_decay=config.weight_decay,
+            momentum=config.batch.momentum,
+            weight_decay=config.batch.weight_decay,
             fused=fused or None,
         )
-        if config.momentum:
+        if config.batch.momentum:
             # Zero momentum from the start: the same update as SGD's first step (0 x m + g = g),
             # and a first step skipped for non-finite gradients (found_inf; fp16's overflows)
             # cannot leave the fused optimiser's uninitialised buffers behind.
@@ -40,25 +42,25 @@ def make_optimizer(
                 sgd.state[p]["momentum_buffer"] = torch.zeros_like(p)
         return sgd
     return torch.optim.AdamW(
-        params, lr=lr, weight_decay=config.weight_decay or 0.01, fused=fused or None
+        params, lr=lr, weight_decay=config.batch.weight_decay or 0.01, fused=fused or None
     )
 
 
 def make_schedule(
     config: TrainConfig, optimizer: torch.optim.Optimizer, steps_per_epoch: int
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    total = config.epochs * steps_per_epoch
-    warm = int(config.warmup_epochs * steps_per_epoch)
+    total = config.batch.epochs * steps_per_epoch
+    warm = int(config.batch.warmup_epochs * steps_per_epoch)
 
     def factor(step: int) -> float:
         if step < warm:
             return (step + 1) / warm
         t = (step - warm) / max(1, total - warm)
-        if config.schedule == "cosine":
+        if config.batch.schedule == "cosine":
             return 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
-        if config.schedule == "step":
+        if config.batch.schedule == "step":
             return 0.1 ** int(t * 3)  # /10 at 1/3 and 2/3 of training
-        if config.schedule == "onecycle":
+        if config.batch.schedule == "onecycle":
             return (
                 min(1.0, 4 * t + 0.1)
                 if t < 0.25

@@ -1,7 +1,9 @@
 """How a trainer option is declared: :func:`option` (a dataclass field whose metadata hold its
-help text, choices, group and rule), the rules that check a value, the choices and defaults the
-options share, and :class:`ConfigError`. The options themselves are in :mod:`.options_learning`
-and :mod:`.options_running`, gathered as :class:`~.config.TrainConfig`."""
+help text, choices and rule), the rules that check a value, the choices and defaults the options
+share, and :class:`ConfigError`. The options themselves are fields of the option groups, one
+dataclass per ``--help`` section (:mod:`.options_learning`, :mod:`.options_running`; the
+strategies' own options declared by each strategy's kind, :mod:`.strategy_kinds`), gathered as
+the branches of :class:`~.config.TrainConfig`."""
 
 from __future__ import annotations
 
@@ -12,9 +14,7 @@ from dataclasses import MISSING, field
 from typing import Any
 
 from hpcbench.train.model_names import unknown_model
-from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
-STRATEGIES = ("auto", *STRATEGY_KINDS)
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("none", "cosine", "step", "onecycle")
 DATA_ORDERS = ("global", "shards")
@@ -23,18 +23,9 @@ DEVICES = ("auto", "cpu", "cuda")
 PROGRESS_MODES = ("auto", "bar", "lines", "none")
 ENERGY_MODES = ("off", "on")
 PRECISIONS = ("fp32", "bf16", "fp16")
-COMPRESSIONS = ("none", "fp16", "bf16")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DEFAULT_DATA = "data/shapes"
 DEFAULT_GLOBAL_BATCH = 32  # the global batch when neither batch option is given
-
-GROUPS = (
-    "data and model",
-    "parallelism",
-    "batch and optimisation",
-    "checkpoints and stopping",
-    "output",
-)
 
 
 class ConfigError(Exception):
@@ -115,7 +106,6 @@ def parse_model(spec: str) -> tuple[str, int | None]:
 def option(
     default: Any = MISSING,
     *,
-    group: str,
     help: str,
     choices: tuple[str, ...] | None = None,
     rule: Rule | None = None,
@@ -123,23 +113,25 @@ def option(
     exclusive: str | None = None,
     factory: Callable[[], Any] | None = None,
     metavar: str | None = None,
+    after: str | None = None,
 ) -> Any:
     """A :class:`TrainConfig` field with what the command line, the checks and the file need.
 
     ``help`` explains the option (the parser appends its default, from the field); ``unset``
     what None means; ``rule`` checks a set value; ``exclusive`` names a group of options of
-    which one at most is given; ``metavar`` names the value in ``--help``.
+    which one at most is given; ``metavar`` names the value in ``--help``; ``after``, for an
+    option a strategy declares, the option of its section it is listed after (else the
+    section's end).
     """
-    assert group in GROUPS, group
     assert (unset is not None) == (default is None), "say what an unset option means"
     meta = {
-        "group": group,
         "help": help,
         "choices": choices,
         "rule": rule,
         "unset": unset,
         "exclusive": exclusive,
         "metavar": metavar,
+        "after": after,
     }
     if factory is not None:
         return field(default_factory=factory, metadata=meta)

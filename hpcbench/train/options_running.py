@@ -5,103 +5,66 @@ Part of :class:`~.config.TrainConfig` (each group of options is one class here o
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import typing
+from dataclasses import MISSING, Field, dataclass, field, fields, make_dataclass
 
 from hpcbench.this_rank import cpus_per_task_variables
 from hpcbench.train.option_fields import (
     COMPILE_MODES,
-    COMPRESSIONS,
     DEVICES,
     ENERGY_MODES,
     PRECISIONS,
     PROGRESS_MODES,
-    STRATEGIES,
     at_least,
     finite_in,
     option,
 )
+from hpcbench.train.strategy_kinds import STRATEGY_KINDS
+
+STRATEGIES = ("auto", *STRATEGY_KINDS)
 
 
 @dataclass
-class ParallelismOptions:
-    """How the ranks share the work: the strategy, the device, precision and communication."""
+class SharedParallelismOptions:
+    """What every strategy reads of how the ranks share the work: the strategy, the device,
+    precision and compilation."""
 
     strategy: str = option(
         "auto",
-        group="parallelism",
         choices=STRATEGIES,
         help="auto: single for one process, mpi under mpiexec, ddp under torchrun/srun",
     )
     device: str = option(
         "auto",
-        group="parallelism",
         choices=DEVICES,
         help="auto: cuda:<local rank> when the node has a GPU for this rank, else the CPU",
     )
     threads: int | None = option(
         None,
-        group="parallelism",
         rule=at_least(1),
         help="CPU threads per rank",
         unset=", ".join(f"${v}" for v in ["OMP_NUM_THREADS", *cpus_per_task_variables()])
         + ", else the usable cores / ranks on the node",
     )
-    overlap: bool = option(
-        True,
-        group="parallelism",
-        help="mpi: start bucket allreduces from gradient hooks during backward "
-        "(--no-overlap: one Allreduce after backward)",
-    )
-    bucket_mb: float = option(
-        25.0,
-        group="parallelism",
-        rule=finite_in("in (0, 1e6]", lambda v: 0 < v <= 1e6),
-        help="gradient bucket size in MB for mpi, as DDP's bucket_cap_mb",
-    )
     precision: str = option(
         "fp32",
-        group="parallelism",
         choices=PRECISIONS,
         help="bf16/fp16: autocast the forward and the loss to that type (weights, gradients and "
         "their reduction stay fp32; fp16 adds loss scaling); bf16 also runs on CPUs",
     )
     channels_last: bool = option(
         False,
-        group="parallelism",
         help="the model and each batch in the channels_last memory format (NHWC: what tensor "
         "cores and cuDNN's fastest convolutions want; 1.77x for a ResNet-34 in bf16 on an H200)",
     )
     compile: str = option(
         "off",
-        group="parallelism",
         choices=COMPILE_MODES,
         help="torch.compile the training forward in this mode (off: eager); compiled in the first "
         "steps, so set-up and the first epoch take longer; needs a C++ compiler on CPUs",
     )
-    grad_compression: str = option(
-        "none",
-        group="parallelism",
-        choices=COMPRESSIONS,
-        help="send the gradients as 16-bit numbers (mpi: the buckets, summed in that type; "
-        "ddp: DDP's fp16/bf16 compression hooks): half the bytes, some precision lost",
-    )
-    error_feedback: bool = option(
-        False,
-        group="parallelism",
-        help="mpi with --grad-compression: add each step's rounding error to the next step's "
-        "gradients before they are compressed",
-    )
-    cuda_aware_mpi: str = option(
-        "auto",
-        group="parallelism",
-        choices=("auto", "on", "off"),
-        help="mpi on GPUs: pass the gradient buckets to MPI as device buffers (auto: when the "
-        "MPI library says it takes them, MPIX_Query_cuda_support; off: stage them through "
-        "pinned host memory)",
-    )
     resync_every: int = option(
         50,
-        group="parallelism",
         rule=at_least(1),
         help="ranks on different kinds of device (GPU ranks beside CPU ranks): every rank takes "
         "rank 0's parameters every N steps, and before each checkpoint, evaluation and the end "
@@ -110,26 +73,70 @@ class ParallelismOptions:
     )
 
 
+def strategies_options() -> list[type]:
+    """The option classes the strategies declare, each once, in the strategies' order."""
+    found: list[type] = []
+    for kind in STRATEGY_KINDS.values():
+        found += [cls for cls in kind.options if cls not in found]
+    return found
+
+
+def _copy(f: Field) -> Field:
+    if f.default_factory is not MISSING:
+        return field(default_factory=f.default_factory, metadata=f.metadata)
+    return field(default=f.default, metadata=f.metadata)
+
+
+def assemble(shared: type, declared: list[type]) -> type:
+    """``shared``'s options with those the strategies declared, each placed after the option its
+    ``after`` names (once that one is placed; else at the end), as one dataclass."""
+    placed = list(fields(shared))
+    waiting = [f for cls in declared for f in fields(cls)]
+    hints = {n: t for cls in (shared, *declared) for n, t in typing.get_type_hints(cls).items()}
+    while waiting:
+        names = [f.name for f in placed]
+        ready = next((f for f in waiting if f.metadata["after"] in names), None)
+        if ready is None:  # nothing left can be placed where it asked: the rest at the end
+            placed += waiting
+            break
+        placed.insert(names.index(ready.metadata["after"]) + 1, ready)
+        waiting.remove(ready)
+    clash = {f.name for f in placed if [g.name for g in placed].count(f.name) > 1}
+    assert not clash, f"options declared twice: {sorted(clash)}"
+    made = make_dataclass(
+        "ParallelismOptions",
+        [(f.name, hints[f.name], _copy(f)) for f in placed],
+        namespace={"__module__": __name__},
+    )
+    made.__doc__ = (
+        "How the ranks share the work: the options every strategy reads "
+        f"(:class:`{shared.__name__}`) and those the strategies declare for themselves "
+        "(:mod:`hpcbench.train.strategy_options`, a plug-in strategy's own)."
+    )
+    return made
+
+
+#: the ``parallelism`` branch of the trainer's options: the shared ones and the strategies' own
+ParallelismOptions = assemble(SharedParallelismOptions, strategies_options())
+
+
 @dataclass
 class CheckpointsAndStoppingOptions:
     """Checkpoints, resuming, determinism and when a run stops."""
 
     deterministic: bool = option(
         False,
-        group="checkpoints and stopping",
         help="deterministic GPU kernels (PyTorch's deterministic algorithms, cuDNN's "
         "deterministic convolutions, a fixed cuBLAS workspace): a GPU run, and its resume, "
         "then repeat bit for bit; CPUs are deterministic anyway (docs/resilience.md)",
     )
     checkpoint: bool = option(
         True,
-        group="checkpoints and stopping",
         help="write checkpoints (rank 0, atomically) at the end of each epoch, every "
         "--checkpoint-every steps, and when a stop signal arrives (--no-checkpoint: never)",
     )
     checkpoint_every: int = option(
         0,
-        group="checkpoints and stopping",
         rule=at_least(0),
         help="also write a checkpoint every N training steps (0: only at epoch ends and on a "
         "stop signal)",
@@ -137,7 +144,6 @@ class CheckpointsAndStoppingOptions:
     )
     checkpoint_keep: int = option(
         2,
-        group="checkpoints and stopping",
         rule=at_least(1),
         help="keep the newest K checkpoints (older ones written by this directory's runs are "
         "removed)",
@@ -145,13 +151,11 @@ class CheckpointsAndStoppingOptions:
     )
     checkpoint_dir: str | None = option(
         None,
-        group="checkpoints and stopping",
         help="where checkpoints are written and --resume auto looks",
         unset="<results directory>/checkpoints",
         metavar="DIR",
     )
     resume: str = option(
-        group="checkpoints and stopping",
         factory=lambda: os.environ.get("HPCBENCH_RESUME") or "none",
         rule=lambda v: None if v.strip() else "must be none, auto, a checkpoint or a run directory",
         help="auto: continue from the newest valid checkpoint in the checkpoint directory "
@@ -162,7 +166,6 @@ class CheckpointsAndStoppingOptions:
     )
     hang_timeout: float = option(
         600.0,
-        group="checkpoints and stopping",
         rule=finite_in("in [0, 1e7]", lambda v: 0 <= v <= 1e7),
         help="a rank that finishes no training step for this many seconds stops the job, "
         "naming itself (twice as long inside a step, where it may wait for others; 0: never)",
@@ -175,23 +178,20 @@ class OutputOptions:
     """What a run writes and shows."""
 
     val_every: int = option(
-        1, group="output", rule=at_least(1), help="validate every k epochs (and after the last)"
+        1, rule=at_least(1), help="validate every k epochs (and after the last)"
     )
     output_dir: str | None = option(
         None,
-        group="output",
         help="results directory",
         unset="$HPCBENCH_RUN_DIR, else runs/train-<time>",
     )
     progress: str = option(
         "auto",
-        group="output",
         choices=PROGRESS_MODES,
         help="auto: a bar on a terminal, one line per epoch otherwise",
     )
     tensorboard: str | None = option(
         None,
-        group="output",
         help="rank 0 logs every epoch's metrics and times, the test metrics and the options to "
         "TensorBoard in DIR/<run directory's name> (needs pip install 'hpcbench[tensorboard]'; "
         "view with tensorboard --logdir DIR)",
@@ -200,14 +200,12 @@ class OutputOptions:
     )
     step_breakdown: bool = option(
         False,
-        group="output",
         help="time each part of the training step (data, forward, backward, bucket copies, "
         "all-reduce start and wait, optimiser, …; the device synchronised at every bound) and "
         "write the per-step means to metrics.json's epochs (step_breakdown_ms)",
     )
     telemetry: float = option(
         5.0,
-        group="output",
         rule=finite_in("that is 0 (off) or in [0.1, 3600]", lambda v: v == 0 or 0.1 <= v <= 3600),
         help="every rank appends a record of its progress, compute, data and communication time "
         "per step, loss and device use to <results directory>/telemetry every SECONDS (what "
@@ -216,7 +214,6 @@ class OutputOptions:
     )
     trace_steps: str | None = option(
         None,
-        group="output",
         rule=lambda v: _trace_steps_error(v),
         help="PyTorch's profiler on every rank for these global steps (from 0) only: "
         "<results directory>/traces/rank-N.pt.trace.json (Chrome trace, TensorBoard's profiler "
@@ -226,7 +223,6 @@ class OutputOptions:
     )
     energy: str = option(
         "off",
-        group="output",
         choices=ENERGY_MODES,
         help="on: one sampler per node reads the GPUs (NVML) and CPU packages/DRAM (RAPL) and "
         "rank 0 writes energy.json; what cannot be read is reported unavailable, never fails "
@@ -234,7 +230,6 @@ class OutputOptions:
     )
     energy_interval: float = option(
         0.5,
-        group="output",
         rule=finite_in("in [0.01, 60]", lambda v: 0.01 <= v <= 60),
         help="seconds between energy readings (--energy on)",
     )

@@ -73,12 +73,12 @@ def set_up(
     wait_for_dataset(config)
 
     def build() -> tuple[TrainData, nn.Module]:
-        torch.manual_seed(config.seed)
+        torch.manual_seed(config.batch.seed)
         data = TrainData(config, rank, world)
         shape, k = tuple(data.manifest.shape), data.manifest.num_classes
-        model = build_model(config.model, shape, k)
-        if config.weights is not None:
-            said = load_weights(model, config.weights, k)
+        model = build_model(config.data.model, shape, k)
+        if config.data.weights is not None:
+            said = load_weights(model, config.data.weights, k)
             if rank == 0:
                 log(said)
         check_compile(config, runtime.device)
@@ -89,8 +89,8 @@ def set_up(
 
 def checkpoint_dir_of(config: TrainConfig, run_dir: Path) -> Path:
     return (
-        Path(config.checkpoint_dir).expanduser().resolve()
-        if config.checkpoint_dir
+        Path(config.checkpoints.checkpoint_dir).expanduser().resolve()
+        if config.checkpoints.checkpoint_dir
         else run_dir / "checkpoints"
     )
 
@@ -115,7 +115,7 @@ def start(
         model = strategy.setup(model, data.weight)
         strategy.model = compiled(strategy.model, config)
         t = _training(config, runtime, strategy, log, clock, windows, data, model, run_dir, stop)
-        if config.step_breakdown:
+        if config.output.step_breakdown:
             strategy.breakdown = StepBreakdown(runtime.synchronize)
         t.hooks.attach(strategy.model)
         agree(strategy, lambda: resume(t))
@@ -159,7 +159,7 @@ def _training(
         schedule=make_schedule(config, optimizer, data.steps),
         criterion=nn.CrossEntropyLoss(),
         norm=Normalizer(data.manifest, runtime.device, batch_layout(config)),
-        precision=Precision(config.precision, runtime.device),
+        precision=Precision(config.parallelism.precision, runtime.device),
     )
     position = Position()
     drill = drill_for(runtime.rank)
@@ -173,7 +173,9 @@ def _training(
         drill=drill,
         stop=stop,
         replicas=Replicas.of(
-            strategy, device_kind(runtime.device, drill_for(runtime.rank)), config.resync_every
+            strategy,
+            device_kind(runtime.device, drill_for(runtime.rank)),
+            config.parallelism.resync_every,
         ),
     )
     return Training(
@@ -198,7 +200,7 @@ def resume(t: Training) -> None:
     """Continue from the checkpoint ``--resume`` names, if any: weights, optimiser, schedule,
     random generators (:func:`.checkpointing.load`), then the position and the progress so far."""
     found = checkpointing.load(
-        t.config.resume,
+        t.config.checkpoints.resume,
         t.checkpoint_dir,
         t.fingerprint,
         t.strategy,
@@ -217,7 +219,9 @@ def resume(t: Training) -> None:
     p.checkpoint_s = list(progress["checkpoint_s"])
     t.hooks.replicas.load(progress.get("replicas"))
     p.resumed_from = str(found.path)
-    note = resume_note(t.runtime.device, t.config.deterministic, progress.get("deterministic"))
+    note = resume_note(
+        t.runtime.device, t.config.checkpoints.deterministic, progress.get("deterministic")
+    )
     if note is not None:
         checkpointing.warn_on(t.runtime.rank)(note)
     t.log(
@@ -232,9 +236,9 @@ def announce(t: Training) -> None:
     config, runtime, data, manifest = t.config, t.runtime, t.data, t.data.manifest
     t.log(
         f"hpcbench train: {t.strategy.name} on {runtime.world_size} rank(s), {runtime.device.type}, {runtime.threads} thread(s)/rank; "
-        f"{config.model} on {manifest.name} ({manifest.split('train').samples} train samples, "
+        f"{config.data.model} on {manifest.name} ({manifest.split('train').samples} train samples, "
         f"{'x'.join(str(s) for s in manifest.shape)}); global batch {data.global_batch} "
-        f"({'/'.join(map(str, data.batch_sizes))} per rank), {data.steps} steps/epoch, {config.epochs} epoch(s)"
+        f"({'/'.join(map(str, data.batch_sizes))} per rank), {data.steps} steps/epoch, {config.batch.epochs} epoch(s)"
     )
     details = t.strategy.describe()
     if details:

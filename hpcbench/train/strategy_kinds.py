@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from hpcbench.plugins import STRATEGY_GROUP, discover
+from hpcbench.train.strategy_options import GradientExchangeOptions, MpiOptions
 
 
 class StrategyKind:
@@ -44,6 +45,10 @@ class StrategyKind:
     backends: ClassVar[tuple[str, ...]] = ()
     #: its provenance names torch.distributed's backend
     reports_backend: ClassVar[bool] = False
+    #: the dataclasses of the options it reads that no other strategy needs (shared ones, such
+    #: as the gradient exchange of ddp and mpi, named by each that reads them): they join the
+    #: trainer's ``parallelism`` options, flags and configuration keys
+    options: ClassVar[tuple[type, ...]] = ()
 
     @classmethod
     def default_launcher(cls, own_trainer: bool = True) -> str:
@@ -91,6 +96,7 @@ class DistributedDataParallel(StrategyKind):
     compresses_gradients = True
     backends = ("nccl", "gloo")
     reports_backend = True
+    options = (GradientExchangeOptions,)
 
 
 class Mpi(StrategyKind):
@@ -99,6 +105,7 @@ class Mpi(StrategyKind):
     mpi = True
     compresses_gradients = True
     backends = ("mpi",)
+    options = (GradientExchangeOptions, MpiOptions)
 
 
 class DataParallel(StrategyKind):

@@ -70,11 +70,11 @@ def _summary_writer() -> Any:
 def check_board(config: TrainConfig, run_dir: Path | None) -> None:
     """Rank 0, during set-up: the package imports and the log directory takes files (created);
     a one-line :class:`ConfigError` naming the option otherwise."""
-    if config.tensorboard is None:
+    if config.output.tensorboard is None:
         return
     _summary_writer()
-    prepare_run_dir(Path(config.tensorboard).resolve(), "--tensorboard")
-    prepare_run_dir(log_dir(config.tensorboard, run_dir), "--tensorboard")
+    prepare_run_dir(Path(config.output.tensorboard).resolve(), "--tensorboard")
+    prepare_run_dir(log_dir(config.output.tensorboard, run_dir), "--tensorboard")
 
 
 class NullBoard:
@@ -94,9 +94,9 @@ class Board(NullBoard):
     """Rank 0's writer."""
 
     def __init__(self, config: TrainConfig, run_dir: Path | None) -> None:
-        assert config.tensorboard is not None
+        assert config.output.tensorboard is not None
         self.config = config
-        self.writer = _summary_writer()(log_dir=str(log_dir(config.tensorboard, run_dir)))
+        self.writer = _summary_writer()(log_dir=str(log_dir(config.output.tensorboard, run_dir)))
         self.writer.add_text("config", _as_code(to_toml(config)), 0)
         self.writer.flush()
         self.step = 0
@@ -143,6 +143,6 @@ def _as_code(text: str) -> str:
 
 def open_board(config: TrainConfig, rank: int, run_dir: Path | None) -> NullBoard:
     """Rank 0's :class:`Board` with ``--tensorboard``, else a :class:`NullBoard`."""
-    if config.tensorboard is None or rank != 0:
+    if config.output.tensorboard is None or rank != 0:
         return NullBoard()
     return Board(config, run_dir)

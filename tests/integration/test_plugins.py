@@ -1,17 +1,24 @@
-"""A batch system and a launcher added by another package, touching nothing of hpcbench: a toy
-scheduler (its own template, its own directive-free header) and a toy launcher, declared under the
-entry-point groups ``hpcbench.schedulers`` and ``hpcbench.launchers`` of a package on PYTHONPATH.
-They are listed by ``--help``, rendered, and a job is submitted through the local path and run."""
+"""Every kind of plug-in added by another package, touching nothing of hpcbench: a toy batch
+system (its own template, its own directive-free header, its accounting reader), a toy launcher, a
+toy run-side environment, a toy container runtime and a toy training strategy (with an option of
+its own), each declared under its entry-point group (``hpcbench.schedulers``, ``.launchers``,
+``.environments``, ``.accounting``, ``.containers``, ``.strategies``) of a package on PYTHONPATH.
+They are listed by ``--help``, rendered, and used through the public commands: a job submitted
+through the local path and run, its accounting read back, ranks run in the toy container, the
+trainer run with the toy strategy. Each kind is one file of the package (counted below, the
+table in docs/architecture.md)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from tests.conftest import hpcbench
+from tests.conftest import REPO, hpcbench
 
 TOY_MODULE = '''
 """A toy batch system: the local scheduler's machinery under another name and template."""
@@ -67,6 +74,89 @@ class ToyEnvironment(Environment):
     job_id_variable = "TOY_JOB_ID"
 '''
 
+TOY_ACCOUNTING = '''
+"""The toy's accounting reader: a record of every finished job, from its own "command"."""
+from hpcbench.jobs.accounting.records import AccountingReader, empty_record
+
+
+class ToyAccounting(AccountingReader):
+    scheduler = "toy"
+    source = "toyacct"
+
+    @classmethod
+    def read(cls, job_id):
+        record = empty_record(cls.scheduler, job_id, cls.source)
+        record["available"] = True
+        record["job"].update(state="COMPLETED", exit_code=0, elapsed_s=3.0, queue_wait_s=1.0)
+        return record
+'''
+
+TOY_CONTAINER = '''
+"""A toy container runtime: each rank runs under ``env`` with the image named in its environment."""
+from hpcbench.jobs.containers.base import ContainerRuntime, image_word, joined
+
+
+class ToyBox(ContainerRuntime):
+    name = "toybox"
+    order = 90
+    image_is = "a toy image file"
+
+    @classmethod
+    def rank_words(cls, spec):
+        return ["env", "TOY_BOXED=yes", joined("TOY_IMAGE=", image_word(spec))]
+'''
+
+TOY_STRATEGY_KIND = '''
+"""A toy strategy's kind (no torch here): its name, implementation and its own option."""
+from dataclasses import dataclass
+
+from hpcbench.train.option_fields import option
+from hpcbench.train.strategy_kinds import StrategyKind
+
+
+@dataclass
+class ToyOptions:
+    toy_greeting: str = option("hello", help="toy: what the toy strategy says when it starts")
+
+
+class ToyKind(StrategyKind):
+    name = "toystrategy"
+    implementation = "toy_hpc.toy_strategy:ToyStrategy"
+    one_device = True
+    options = (ToyOptions,)
+'''
+
+TOY_STRATEGY = '''
+"""The toy strategy itself (imports torch through the base): one process, the model as it is."""
+from hpcbench.train.strategies.base import Strategy
+
+
+class ToyStrategy(Strategy):
+    name = "toystrategy"
+
+    def describe(self):
+        return f"toy strategy says {self.config.parallelism.toy_greeting}"
+'''
+
+#: the toy package's modules, one per kind of plug-in, and the entry-point group declaring each
+TOY_FILES = {
+    "scheduler (batch system)": ("__init__.py", TOY_MODULE, "hpcbench.schedulers", "toy = toy_hpc"),
+    "launcher": ("launcher.py", TOY_LAUNCHER, "hpcbench.launchers", "toyrun = toy_hpc.launcher"),
+    "run-side environment": (
+        "environment.py", TOY_ENVIRONMENT, "hpcbench.environments", "toy = toy_hpc.environment",
+    ),
+    "accounting reader": (
+        "accounting.py", TOY_ACCOUNTING, "hpcbench.accounting", "toy = toy_hpc.accounting",
+    ),
+    "container runtime": (
+        "container.py", TOY_CONTAINER, "hpcbench.containers", "toybox = toy_hpc.container",
+    ),
+    "strategy (kind)": (
+        "strategy.py", TOY_STRATEGY_KIND, "hpcbench.strategies", "toystrategy = toy_hpc.strategy",
+    ),
+    "strategy (implementation)": ("toy_strategy.py", TOY_STRATEGY, "", ""),
+}  # fmt: skip
+
 TOY_TEMPLATE = """{% extends "hpcbench/local.sh.j2" %}
 {% block directives %}
 # toy batch system: {{ r.nodes }} node(s), queue {{ options.toy_queue }}
@@ -75,20 +165,22 @@ TOY_TEMPLATE = """{% extends "hpcbench/local.sh.j2" %}
 
 
 def toy_package(root: Path) -> dict[str, str]:
-    """The toy plug-in as an installed package would be found: its module and templates, and a
-    ``.dist-info`` declaring its entry points; the environment that puts it on the path."""
+    """The toy plug-ins as an installed package would be found: one module per kind and the
+    scheduler's template, and a ``.dist-info`` declaring their entry points; the environment that
+    puts it on the path."""
     package = root / "toy_hpc"
     (package / "templates").mkdir(parents=True)
-    (package / "__init__.py").write_text(textwrap.dedent(TOY_MODULE))
-    (package / "launcher.py").write_text(textwrap.dedent(TOY_LAUNCHER))
-    (package / "environment.py").write_text(textwrap.dedent(TOY_ENVIRONMENT))
+    groups: dict[str, list[str]] = {}
+    for name, text, group, entry_point in TOY_FILES.values():
+        (package / name).write_text(textwrap.dedent(text))
+        if group:
+            groups.setdefault(group, []).append(entry_point)
     (package / "templates" / "toy.sh.j2").write_text(TOY_TEMPLATE)
     info = root / "toy_hpc-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-hpc\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
-        "[hpcbench.schedulers]\ntoy = toy_hpc\n\n[hpcbench.launchers]\ntoyrun = toy_hpc.launcher\n"
-        "\n[hpcbench.environments]\ntoy = toy_hpc.environment\n"
+        "\n".join(f"[{group}]\n" + "\n".join(lines) + "\n" for group, lines in groups.items())
     )
     return {"PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
@@ -186,3 +278,77 @@ def test_a_plugin_s_run_side_gives_the_job_id_inside_its_jobs(workdir, tmp_path)
         [sys.executable, "-c", ask], env=env, capture_output=True, text=True, check=True
     )
     assert found.stdout.strip() == "77" and found.stderr == ""
+
+
+def test_a_plugged_in_batch_system_s_accounting_is_read_for_its_finished_jobs(workdir, tmp_path):
+    env = toy_package(tmp_path / "site")
+    flags = ["--scheduler", "toy", "--launcher", "direct", "--program", "true"]
+    job = hpcbench("submit", *flags, "--wait", "--timeout", "60", cwd=workdir, env=env)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert "accounting (from toyacct): COMPLETED exit 0; queued 1 s, ran 3 s" in job.stdout
+    job_id = re.search(r"submitted job (\S+) to toy", job.stdout)[1]
+    status = hpcbench("status", "--verbose", job_id, cwd=workdir, env=env)
+    assert status.returncode == 0, status.stderr
+    assert "accounting (from toyacct): COMPLETED exit 0; queued 1" in status.stdout, status.stdout
+
+
+def test_a_plugged_in_container_runtime_runs_the_ranks_in_its_image(workdir, tmp_path):
+    env = toy_package(tmp_path / "site")
+    assert "toybox" in hpcbench("submit", "--help", cwd=workdir, env=env).stdout
+    (workdir / "toy.img").write_text("an image\n")
+    program = f'{sys.executable} -c \'import os; print("boxed:", os.environ["TOY_BOXED"])\''
+    flags = ["--container", "toy.img", "--container-runtime", "toybox", "--program", program]
+    script = hpcbench("render", "--scheduler", "local", "--launcher", "direct", *flags,
+                      cwd=workdir, env=env)  # fmt: skip
+    assert script.returncode == 0, script.stderr
+    assert "env TOY_BOXED=yes TOY_IMAGE=toy.img " in script.stdout, script.stdout
+    job = hpcbench("submit", "--scheduler", "local", "--launcher", "direct", *flags, "--wait",
+                   "--timeout", "60", cwd=workdir, env=env)  # fmt: skip
+    assert job.returncode == 0, job.stdout + job.stderr
+    (output,) = (workdir / "runs").glob("*.out")
+    assert "boxed: yes" in output.read_text()
+    bare = hpcbench("render", *flags, cwd=workdir)
+    assert bare.returncode == 2 and "toybox" in bare.stderr
+
+
+def test_a_plugged_in_strategy_trains_with_its_own_option(workdir, tmp_path, shapes_data):
+    """The toy strategy's kind declares an option: a flag in the trainer's parallelism section,
+    a configuration key, a branch of the configuration's tree (``config.parallelism``), recorded
+    in metrics.json; the strategy reads it there."""
+    env = {**os.environ, **toy_package(tmp_path / "site")}
+    train = [sys.executable, "-m", "hpcbench.train"]
+    shown = subprocess.run([*train, "--help"], env=env, capture_output=True, text=True, check=True)
+    section = shown.stdout.split("\nparallelism:\n")[1].split("\n\n")[0]
+    assert "--strategy {auto,single,ddp,mpi,dp,toystrategy}" in section
+    assert "--toy-greeting TOY_GREETING" in section and "(default: hello)" in section
+
+    data = shapes_data(900, 9, (16, 12))
+    (workdir / "run.toml").write_text('toy_greeting = "from the file"\n')
+    args = ["--strategy", "toystrategy", "--config", "run.toml", "--data", str(data), "--model",
+            "small_cnn", "--epochs", "1", "--max-steps", "2", "--no-checkpoint", "--progress",
+            "none", "--output-dir", "out"]  # fmt: skip
+    ran = subprocess.run([*train, *args, "--toy-greeting", "hi there"], cwd=workdir, env=env,
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "toy strategy says hi there" in ran.stdout + ran.stderr
+    metrics = json.loads((workdir / "out" / "metrics.json").read_text())
+    assert metrics["config"]["toy_greeting"] == "hi there"
+    assert metrics["run"]["strategy"] == "toystrategy"
+
+    bare = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    refused = subprocess.run([*train, *args], cwd=workdir, env=bare, capture_output=True,
+                             text=True, timeout=120)  # fmt: skip
+    assert refused.returncode == 2 and "toystrategy" in refused.stderr
+
+
+def test_each_kind_of_plug_in_is_the_files_the_architecture_page_says():
+    """The toy package holds one module per kind (two for a strategy: its torch-free kind and
+    its implementation), as docs/architecture.md's table says."""
+    page = (REPO / "docs" / "architecture.md").read_text()
+    said = {g: n for n, g in re.findall(r"\| (\d) modules?[^|]*, `(hpcbench\.[a-z]+)` \|", page)}
+    modules: dict[str, int] = {}
+    for name, _text, group, _entry in TOY_FILES.values():
+        modules[group or "hpcbench.strategies"] = modules.get(group or "hpcbench.strategies", 0) + 1
+        assert name.endswith(".py")
+    assert {group: int(n) for group, n in said.items()} == modules
+    assert len(modules) == 6

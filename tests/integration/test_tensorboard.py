@@ -30,14 +30,14 @@ ARGS += ["--progress", "none"]
 # ---- the option -----------------------------------------------------------------------------
 def test_the_option_is_in_help_and_round_trips_through_a_config_file(tmp_path):
     assert "--tensorboard DIR" in build_parser().format_help()
-    assert TrainConfig().tensorboard is None
-    assert parse_args(["--tensorboard", "tb"]).tensorboard == "tb"
+    assert TrainConfig().output.tensorboard is None
+    assert parse_args(["--tensorboard", "tb"]).output.tensorboard == "tb"
     config = TrainConfig(tensorboard="runs/tb dir")
     path = tmp_path / "run.toml"
     path.write_text(to_toml(config), encoding="utf-8")
     assert 'tensorboard = "runs/tb dir"' in path.read_text()
     assert parse_args(["--config", str(path)]) == config
-    assert parse_args(["--config", str(path), "--tensorboard", "x"]).tensorboard == "x"
+    assert parse_args(["--config", str(path), "--tensorboard", "x"]).output.tensorboard == "x"
 
 
 # ---- real runs --------------------------------------------------------------------------------

@@ -51,7 +51,11 @@ def test_a_gpu_resume_says_when_it_cannot_be_bit_exact():
 
 def test_the_options_parse_and_refuse_in_one_line():
     config = parse_args(["--channels-last", "--compile", "max-autotune", "--deterministic"])
-    assert (config.channels_last, config.compile, config.deterministic) == (
+    assert (
+        config.parallelism.channels_last,
+        config.parallelism.compile,
+        config.checkpoints.deterministic,
+    ) == (
         True,
         "max-autotune",
         True,

@@ -397,8 +397,8 @@ def test_energy_options_are_checked():
     from hpcbench.train.command_line import configure
     from hpcbench.train.config import ConfigError
 
-    assert configure({}).energy == "off" and configure({}).energy_interval == 0.5
-    assert configure({"energy": "on", "energy_interval": 0.01}).energy_interval == 0.01
+    assert configure({}).output.energy == "off" and configure({}).output.energy_interval == 0.5
+    assert configure({"energy": "on", "energy_interval": 0.01}).output.energy_interval == 0.01
     with pytest.raises(
         ConfigError, match=r"--energy-interval must be a finite number in \[0.01, 60\], got 0.001"
     ):

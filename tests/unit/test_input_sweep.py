@@ -32,8 +32,7 @@ from hpcbench.jobs.spec import MAX_LINE_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS, J
 from hpcbench.jobs.spec_load import load_spec as load_spec_file
 from hpcbench.jobs.spec_options import own_options, requeue_methods
 from hpcbench.train.command_line import parse_args
-from hpcbench.train.config import ConfigError
-from hpcbench.train.option_fields import STRATEGIES
+from hpcbench.train.config import STRATEGIES, ConfigError
 from tests.conftest import examples, need_module
 
 SWEEP = settings(

@@ -216,7 +216,7 @@ def test_a_program_config_is_passed_first_and_args_still_override(tmp_path, monk
     for words in (torchrun_words(spec, standalone=True), srun_words(spec)):
         assert shell_join(words).endswith("--config 'train run.toml' --epochs 2")
     config = parse_args(spec.program.argv()[3:])
-    assert (config.lr, config.epochs, config.model) == (0.05, 2, "mlp")
+    assert (config.batch.lr, config.batch.epochs, config.data.model) == (0.05, 2, "mlp")
 
 
 def test_a_missing_program_config_is_one_line(tmp_path, monkeypatch):
@@ -244,10 +244,19 @@ def test_the_reference_job_reads_the_reference_training_options(monkeypatch):
     monkeypatch.chdir(REPO)
     spec = load_spec(REPO / "jobs" / "reference-study" / "resnet34.toml")
     config = parse_args(spec.program.argv()[3:])
-    assert (config.model, config.global_batch_size, config.lr, config.epochs) == (
+    assert (
+        config.data.model,
+        config.batch.global_batch_size,
+        config.batch.lr,
+        config.batch.epochs,
+    ) == (
         "resnet34",
         128,
         0.05,
         100,
     )
-    assert (config.momentum, config.schedule, config.optimizer) == (0.0, "none", "sgd")
+    assert (config.batch.momentum, config.batch.schedule, config.batch.optimizer) == (
+        0.0,
+        "none",
+        "sgd",
+    )

@@ -155,9 +155,14 @@ def test_settings_override_the_config_file_and_the_flags(tmp_path, monkeypatch):
     settings = tmp_path / "1.toml"
     settings.write_text("batch-size-per-rank = 8\nlr = 0.2\n")
     c = parse_args(["--config", str(config), "--lr", "0.1", "--settings", str(settings)])
-    assert (c.lr, c.epochs, c.batch_size_per_rank, c.global_batch_size) == (0.2, 9, 8, None)
+    assert (c.batch.lr, c.batch.epochs, c.batch.batch_size_per_rank, c.batch.global_batch_size) == (
+        0.2,
+        9,
+        8,
+        None,
+    )
     monkeypatch.setenv("HPCBENCH_SETTINGS", str(settings))  # what a task's script sets
-    assert parse_args(["--lr", "0.1"]).lr == 0.2
+    assert parse_args(["--lr", "0.1"]).batch.lr == 0.2
     settings.write_text('lr = "fast"\n')
     with pytest.raises(ConfigError, match=f"{settings}: lr must be a number"):
         parse_args([])

@@ -4,7 +4,6 @@ line and exit 2 through ``python -m hpcbench.train`` (real processes; no torch i
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import subprocess
@@ -14,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from hpcbench.train.command_line import parse_args
-from hpcbench.train.config import ConfigError, TrainConfig
+from hpcbench.train.config import OPTIONS, ConfigError, TrainConfig
 from hpcbench.train.config_file import to_toml
 from tests.conftest import need_module
 
-FIELDS = dataclasses.fields(TrainConfig)
+FIELDS = OPTIONS
 
 
 def train(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -67,7 +66,7 @@ def test_help_prints_every_default_from_the_option_itself(tmp_path):
     r = train("--help", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     entries = help_entries(r.stdout)
-    defaults = {f.name: getattr(TrainConfig(), f.name) for f in FIELDS}
+    defaults = {f.name: TrainConfig().value(f.name) for f in FIELDS}
     defaults["data"] = str(tmp_path / "my data")  # the default follows $HPCBENCH_DATA
     for f in FIELDS:
         flag = "--" + f.name.replace("_", "-")
@@ -123,7 +122,7 @@ def test_flags_override_the_file(tmp_path):
     # A batch flag replaces the file's other batch option instead of clashing with it.
     path.write_text("global_batch_size = 64\n")
     got = parse_args(["--config", str(path), "--batch-size-per-rank", "8"])
-    assert (got.global_batch_size, got.batch_size_per_rank) == (None, 8)
+    assert (got.batch.global_batch_size, got.batch.batch_size_per_rank) == (None, 8)
 
 
 @pytest.mark.parametrize(

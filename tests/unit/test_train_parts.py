@@ -30,7 +30,7 @@ def test_split_batch_is_proportional_and_sums_to_the_global_batch(batch, weights
 
 
 def test_options_are_checked_with_one_line_errors():
-    assert parse_args([]).global_batch_size is None
+    assert parse_args([]).batch.global_batch_size is None
     with pytest.raises(ConfigError, match="--rank-weights needs --data-order global"):
         parse_args(["--rank-weights", "1,2", "--data-order", "shards"])
     with pytest.raises(ConfigError, match="--epochs must be at least 1"):
@@ -138,7 +138,7 @@ def test_float_options_must_be_finite_and_in_range(args, message):
 
 def test_boundary_values_of_float_options_are_accepted():
     cfg = parse_args(["--momentum", "0", "--weight-decay", "0", "--warmup-epochs", "0"])
-    assert (cfg.momentum, cfg.weight_decay, cfg.warmup_epochs) == (0.0, 0.0, 0.0)
+    assert (cfg.batch.momentum, cfg.batch.weight_decay, cfg.batch.warmup_epochs) == (0.0, 0.0, 0.0)
 
 
 @pytest.mark.parametrize(

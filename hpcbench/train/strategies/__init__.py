@@ -21,8 +21,8 @@ from hpcbench.train.strategy_kinds import STRATEGY_KINDS
 
 
 def choose(config: TrainConfig, runtime: Runtime) -> str:
-    if config.strategy != "auto":
-        return config.strategy
+    if config.parallelism.strategy != "auto":
+        return config.parallelism.strategy
     if runtime.world_size == 1:
         return "single"
     mpi = runtime.launch.launcher in MPI_LAUNCHERS
@@ -37,9 +37,9 @@ def make_strategy(name: str, config: TrainConfig, runtime: Runtime) -> Strategy:
     kind = STRATEGY_KINDS.get(name)
     if kind is None:
         raise ConfigError(f"unknown strategy {name!r}")
-    if config.grad_compression != "none" and not kind.compresses_gradients:
+    if config.parallelism.grad_compression != "none" and not kind.compresses_gradients:
         raise ConfigError(
-            f"--grad-compression {config.grad_compression} compresses what ranks send each "
+            f"--grad-compression {config.parallelism.grad_compression} compresses what ranks send each "
             f"other: it needs --strategy mpi or ddp, not {name}"
         )
     if kind.one_device and runtime.world_size > 1:

@@ -69,7 +69,7 @@ class DDPStrategy(Strategy):
 
     def setup(self, model: nn.Module, weight: float) -> nn.Module:
         model = model.to(self.runtime.device)
-        if self.config.sync_bn:
+        if self.config.data.sync_bn:
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         self.eval_model = model
         on_gpu = self.runtime.device.type == "cuda"
@@ -77,7 +77,7 @@ class DDPStrategy(Strategy):
         self.model = nn.parallel.DistributedDataParallel(
             model,
             device_ids=[self.runtime.device.index] if on_gpu else None,
-            bucket_cap_mb=self.config.bucket_mb,
+            bucket_cap_mb=self.config.parallelism.bucket_mb,
             gradient_as_bucket_view=True,
             static_graph=True,
             **_buffer_sync(not alone),
@@ -86,7 +86,7 @@ class DDPStrategy(Strategy):
         # Unannotated on purpose: register_comm_hook checks that the bucket's annotation *is*
         # dist.GradBucket, and this module's postponed annotations would make it a string.
         hook = {"none": allreduce_hook, "fp16": fp16_compress_hook, "bf16": bf16_compress_hook}[
-            self.config.grad_compression
+            self.config.parallelism.grad_compression
         ]
         if alone:
             hook = no_communication

@@ -76,7 +76,7 @@ class MPIStrategy(MpiCollectives, Strategy):
                 f"--strategy mpi: the launcher started {runtime.world_size} ranks but MPI sees "
                 f"{self.comm.Get_size()} (start with mpiexec/srun --mpi=pmi2, with mpi4py built for that MPI)"
             )
-        self.overlap = config.overlap
+        self.overlap = config.parallelism.overlap
         if (
             self.overlap
             and runtime.device.type == "cuda"
@@ -86,10 +86,10 @@ class MPIStrategy(MpiCollectives, Strategy):
         self.buckets: list[Bucket] = []
         self.device_buckets = (
             runtime.device.type == "cuda"
-            and config.grad_compression == "none"
+            and config.parallelism.grad_compression == "none"
             and (
-                config.cuda_aware_mpi == "on"
-                or (config.cuda_aware_mpi == "auto" and mpi_takes_cuda_buffers())
+                config.parallelism.cuda_aware_mpi == "on"
+                or (config.parallelism.cuda_aware_mpi == "auto" and mpi_takes_cuda_buffers())
             )
         )
         drill = drill_for(runtime.rank)  # it rehearses a GPU rank beside CPU ranks: staged
@@ -103,7 +103,7 @@ class MPIStrategy(MpiCollectives, Strategy):
             else None
         )
         self._buffers: list[torch.Tensor] = []
-        self.wire_type = WIRE_TYPES.get(config.grad_compression)
+        self.wire_type = WIRE_TYPES.get(config.parallelism.grad_compression)
         self.op = MPI.SUM if self.wire_type is None else sum_16bit(MPI, self.wire_type)
 
     # ---- set-up ---------------------------------------------------------------------------------
@@ -121,7 +121,7 @@ class MPIStrategy(MpiCollectives, Strategy):
             size += p.numel() * 4
             if size >= cap:
                 self._add_bucket(current)
-                current, size, cap = [], 0, int(self.config.bucket_mb * 2**20)
+                current, size, cap = [], 0, int(self.config.parallelism.bucket_mb * 2**20)
         if current:
             self._add_bucket(current)
         if self.overlap:
@@ -151,7 +151,7 @@ class MPIStrategy(MpiCollectives, Strategy):
         bucket = Bucket(params, flat, spans, views=views, pending=len(params))
         if self.wire_type is not None:
             bucket.wire = torch.empty(n, dtype=self.wire_type)
-            if self.config.error_feedback:
+            if self.config.parallelism.error_feedback:
                 bucket.residual = torch.zeros(n, dtype=torch.float32)
         self.buckets.append(bucket)
 
@@ -166,7 +166,11 @@ class MPIStrategy(MpiCollectives, Strategy):
         )
         if self.device_buckets:
             where += ", CUDA buffers passed to MPI"
-        wire = f", sent as {self.config.grad_compression}" if self.wire_type is not None else ""
+        wire = (
+            f", sent as {self.config.parallelism.grad_compression}"
+            if self.wire_type is not None
+            else ""
+        )
         return f"{len(self.buckets)} bucket(s) of {sizes} MiB, {where}{wire}"
 
     def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
@@ -264,7 +268,7 @@ class MPIStrategy(MpiCollectives, Strategy):
         which buckets a GPU rank starts in its hooks depends on its copies' timing: so buckets
         are always started with Iallreduce, except under ``--no-overlap``, which every rank has,
         where they all start here with the blocking Allreduce (MPI's fastest paths)."""
-        blocking = not self.config.overlap
+        blocking = not self.config.parallelism.overlap
         while self._staged:
             b = self._staged[0]
             if b.ready is not None:

@@ -87,12 +87,12 @@ def run_variant(
     torch.manual_seed(1234 + runtime.rank)  # different on purpose: rank 0's weights must win
     data = TrainData(config, runtime.rank, runtime.world_size)
     model = strategy.setup(
-        build_model(config.model, tuple(data.manifest.shape), data.manifest.num_classes),
+        build_model(config.data.model, tuple(data.manifest.shape), data.manifest.num_classes),
         data.weight,
     )
     optimizer = make_optimizer(config, model, data.global_batch)
     norm, criterion = Normalizer(data.manifest, runtime.device), nn.CrossEntropyLoss()
-    precision = Precision(config.precision, runtime.device)
+    precision = Precision(config.parallelism.precision, runtime.device)
     index = strategy.share_index(data, 0)
     batches = data.train_batches(0, index)
     trajectory, identical = [], []
