@@ -158,7 +158,7 @@ def _dry_run_preflight(spec: Any, scheduler: str, wanted: bool) -> str:
     """A dry run's preflight (the scheduler's limits for the request), as one line: passed,
     skipped and why; a request the cluster refuses raises as a submission would."""
     from hpcbench.jobs.schedulers import SchedulerError, get
-    from hpcbench.jobs.schedulers.errors import RequestRefused
+    from hpcbench.jobs.schedulers.errors import RequestRefused, SchedulerUnreachable
 
     if not wanted:
         return "hpcbench: preflight skipped (--no-preflight); nothing was submitted"
@@ -166,6 +166,8 @@ def _dry_run_preflight(spec: Any, scheduler: str, wanted: bool) -> str:
         return "hpcbench: preflight skipped (over SSH it runs at submission); nothing was submitted"
     try:
         get(scheduler).preflight(spec)
+    except SchedulerUnreachable as err:  # a controller down says nothing of the request
+        return f"hpcbench: preflight skipped ({err}); nothing was submitted"
     except RequestRefused:
         raise
     except SchedulerError as err:  # no controller, or none of its commands here
