@@ -215,6 +215,13 @@ def test_slurm_installed_without_a_controller_answering_says_how_to_run_here(
     error = r.stderr.strip().splitlines()[-1]
     assert "no controller answers" in error and "--scheduler local" in error, r.stderr
     assert not (workdir / "sbatch.calls").exists() and not (workdir / "runs").exists()
+    # a dry run shows the script and says why its preflight was skipped: a controller down
+    # says nothing of the request
+    dry = hpcbench("submit", "--dry-run", "--program", "true", cwd=workdir, env=env)
+    assert dry.returncode == 0 and dry.stdout.startswith("#!/bin/bash\n#SBATCH"), dry.stderr
+    last = dry.stderr.strip().splitlines()[-1]
+    assert last.startswith("hpcbench: preflight skipped (") and "no controller answers" in last
+    assert last.endswith("; nothing was submitted") and not (workdir / "runs").exists()
     # a typo in the trainer's options is said first, before the controller is asked anything
     typo = hpcbench("submit", "--", "--epcohs", "1", cwd=workdir, env=env)
     assert typo.returncode == 2 and "did you mean --epochs?" in typo.stderr, typo.stderr
