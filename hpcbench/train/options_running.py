@@ -5,6 +5,7 @@ Part of :class:`~.config.TrainConfig` (each group of options is one class here o
 from __future__ import annotations
 
 import os
+import sys
 import typing
 from dataclasses import MISSING, Field, dataclass, field, fields, make_dataclass
 
@@ -91,7 +92,19 @@ def assemble(shared: type, declared: list[type]) -> type:
     """``shared``'s options with those the strategies declared, each placed after the option its
     ``after`` names (once that one is placed; else at the end), as one dataclass."""
     placed = list(fields(shared))
-    waiting = [f for cls in declared for f in fields(cls)]
+    waiting: list[Field] = []
+    for cls in declared:
+        for f in fields(cls):
+            if f.name in {
+                g.name for g in (*placed, *waiting)
+            }:  # a plug-in's clash: named, left out
+                print(
+                    f"hpcbench: the option {f.name} of {cls.__module__}.{cls.__name__} is already "
+                    "an option of the trainer; left out",
+                    file=sys.stderr,
+                )
+            else:
+                waiting.append(f)
     hints = {n: t for cls in (shared, *declared) for n, t in typing.get_type_hints(cls).items()}
     while waiting:
         names = [f.name for f in placed]
@@ -101,8 +114,6 @@ def assemble(shared: type, declared: list[type]) -> type:
             break
         placed.insert(names.index(ready.metadata["after"]) + 1, ready)
         waiting.remove(ready)
-    clash = {f.name for f in placed if [g.name for g in placed].count(f.name) > 1}
-    assert not clash, f"options declared twice: {sorted(clash)}"
     made = make_dataclass(
         "ParallelismOptions",
         [(f.name, hints[f.name], _copy(f)) for f in placed],

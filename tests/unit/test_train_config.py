@@ -193,3 +193,38 @@ def test_a_prefix_of_an_option_is_not_that_option():
     with pytest.raises(SystemExit) as stop:
         parse_args(["--output", "/tmp/x"])
     assert stop.value.code == 2
+
+
+def test_strategies_options_join_the_parallelism_branch_where_they_ask_and_a_clash_is_left_out(
+    capsys,
+):
+    """The options a strategy declares are placed after the option their ``after`` names (the
+    built-in ones where ``--help`` has always listed them); one whose name is taken is named on
+    stderr and left out, the trainer's own option kept."""
+    from dataclasses import dataclass, fields
+
+    from hpcbench.train.option_fields import option
+    from hpcbench.train.options_running import (
+        SharedParallelismOptions,
+        assemble,
+        strategies_options,
+    )
+
+    built = [f.name for f in fields(TrainConfig().parallelism)]
+    assert built == ["strategy", "device", "threads", "overlap", "bucket_mb", "precision",
+                     "channels_last", "compile", "grad_compression", "error_feedback",
+                     "cuda_aware_mpi", "resync_every"]  # fmt: skip
+    assert TrainConfig(bucket_mb=50).parallelism.bucket_mb == 50
+
+    @dataclass
+    class Plugged:
+        threads: int = option(3, help="taken")
+        first: int = option(1, help="placed after the strategy", after="strategy")
+        last: int = option(2, help="placed at the end")
+
+    made = assemble(SharedParallelismOptions, [*strategies_options(), Plugged])
+    names = [f.name for f in fields(made)]
+    assert names[:2] == ["strategy", "first"] and names[-1] == "last"
+    assert names.count("threads") == 1 and made().threads is None  # the trainer's own kept
+    said = capsys.readouterr().err
+    assert "the option threads of " in said and "Plugged is already an option" in said
