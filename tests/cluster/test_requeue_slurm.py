@@ -326,8 +326,11 @@ def test_a_cancel_ends_a_requeueable_job_cancelled_and_a_preemption_still_requeu
     assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
 
     tasks = {k: workdir / "s" / "runs" / f"lr={lr}" for k, lr in ((1, 0.01), (2, 0.05))}
-    wait_for(lambda: all((t / "control" / "ready").exists() for t in tasks.values()), timeout=300)
+    # each task signalled as soon as it trains: a task that waited for the other's start could
+    # finish its few steps first (under load), and a finished run has nothing left to stop
+    wait_for(lambda: (tasks[1] / "control" / "ready").exists(), timeout=300)
     subprocess.run(["scancel", f"{array}_1"], check=True)
+    wait_for(lambda: (tasks[2] / "control" / "ready").exists(), timeout=300)
     # a preemption under GraceTime: SLURM signals the job's steps, and the job goes on running
     subprocess.run(["scancel", "--signal=TERM", f"{array}_2"], check=True)
 
