@@ -19,6 +19,8 @@ from pathlib import Path
 from hpcbench.argparsing import Parser
 from hpcbench.atomic import write_atomically
 from hpcbench.jsonfile import JsonFileError, read_json
+from hpcbench.placement.checks import placement_warnings
+from hpcbench.placement.record import placement_record
 from hpcbench.this_rank import LaunchInfo, detect_launch, job_id, line_buffered_output
 
 
@@ -36,6 +38,7 @@ def _read_record(path: Path) -> dict | None:
 def describe(info: LaunchInfo) -> dict:
     return {
         **info.as_dict(),
+        "placement": placement_record(info),
         "pid": os.getpid(),
         "threads": os.environ.get("OMP_NUM_THREADS"),
         "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -71,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"[rank {info.rank}/{info.world_size}] local {info.local_rank}/{info.local_world_size} "
         f"node {info.node_rank} host {info.hostname} via {info.launcher}; "
-        f"threads {me['threads'] or '-'}; GPUs {me['gpus'] or '-'}",
+        f"threads {me['threads'] or '-'}; GPUs {me['gpus'] or '-'}; "
+        f"cores {me['placement']['cpus']} ({me['placement']['bound_by']})",
         flush=True,
     )
     run_dir = os.environ.get("HPCBENCH_RUN_DIR")
@@ -95,9 +99,17 @@ def main(argv: list[str] | None = None) -> int:
             break
         time.sleep(0.05)
     problems = check_world(records, info.world_size)
+    warnings = placement_warnings([r["placement"] for r in records if r.get("placement")])
+    for line in warnings:
+        print(f"hpcbench: {line}", file=sys.stderr)
     _write_json(
         Path(run_dir) / "probe.json",
-        {"world_size": info.world_size, "ranks": records, "problems": problems},
+        {
+            "world_size": info.world_size,
+            "ranks": records,
+            "problems": problems,
+            "placement_warnings": warnings,
+        },
     )
     if problems:
         print("probe: launch inconsistent: " + "; ".join(problems), file=sys.stderr)

@@ -27,6 +27,8 @@ from hpcbench.jsonfile import JSONObject, JSONValue
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
 
+    from hpcbench.placement.record import PlacementRecord
+
 # One record per epoch: (key, also a column of epochs.csv, what it holds).
 EPOCH_FIELDS: tuple[tuple[str, bool, str], ...] = (
     ("epoch", True, "1, 2, …"),
@@ -194,6 +196,8 @@ class Provenance(TypedDict, total=False):
     git: str | None
     model_source: JSONObject
     program: list[str]
+    placement: list[PlacementRecord]  # every rank's place, as it ran
+    placement_warnings: list[str]
 
 
 class RankTimes(TypedDict):

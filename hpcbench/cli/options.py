@@ -114,6 +114,20 @@ def _launch_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("launch and program")
     g.add_argument("--launcher", choices=launcher_names())
     g.add_argument("--port", metavar="PORT", help="rendezvous port (default: derived from job id)")
+    g.add_argument(
+        "--placement",
+        metavar="auto|none|CPUS",
+        help="bind each rank to cores of its own, near its GPU (auto, the default), leave the "
+        "launcher's defaults (none), or one CPU list per rank of a node (0-3;4-7)",
+    )
+    g.add_argument(
+        "--preflight",
+        dest="doctor",
+        action="store_true",
+        default=None,
+        help="run hpcbench doctor in the allocation before the program; a failed check stops "
+        "the job with its reason (docs/doctor.md)",
+    )
     g.add_argument("--python", metavar="EXE", help="python interpreter on the nodes")
     g.add_argument("-m", "--module", help="python module each rank runs (python -m MODULE)")
     g.add_argument("--script", help="python script each rank runs")

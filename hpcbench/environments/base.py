@@ -59,6 +59,9 @@ class Environment:
     tasks_per_node: ClassVar[tuple[str, ...]] = ()
     #: the variable naming the node a task runs on, as the batch system names it
     node_name_variable: ClassVar[str] = ""
+    #: the variables naming the node's GPUs given to the job or step, by their index on the node
+    #: (the device cgroup renumbers CUDA_VISIBLE_DEVICES from 0; these keep the node's numbers)
+    gpu_ids_variables: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def first_node(cls, env: Mapping[str, str]) -> str | None:

@@ -28,6 +28,7 @@ class Slurm(Environment):
     task_node = ("SLURM_NODEID",)
     tasks_per_node = ("SLURM_NTASKS_PER_NODE",)
     node_name_variable = "SLURMD_NODENAME"
+    gpu_ids_variables = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
 
     @classmethod
     def node_list(cls, env: Mapping[str, str]) -> str | None:

@@ -70,7 +70,7 @@ LOADER_VARIABLES = frozenset(
 PROFILE_KEYWORDS = (
     "scheduler", "host", "remote_dir", "partition", "account", "qos", "constraint",
     "gpus_per_node", "cpus_per_task", "memory", "time", "exclusive", "modules", "venv",
-    "conda_env", "container", "container_runtime", "binds", "variables", "launcher",
+    "conda_env", "container", "container_runtime", "binds", "variables", "launcher", "placement",
 )  # fmt: skip
 #: a profile's keys -> the job spec field each fills (with the keys of the options that one
 #: batch system or launcher declares: :func:`spec_keys`): those keywords' fields, and the

@@ -33,6 +33,7 @@ import jinja2.sandbox
 from hpcbench import __version__
 from hpcbench.jobs.containers import ContainerError, check_container
 from hpcbench.jobs.launchers import LaunchError
+from hpcbench.jobs.launchers.placement import placement_lines
 from hpcbench.jobs.program_args import check_program_args
 from hpcbench.jobs.schedulers import SCHEDULER_CLASSES, SchedulerError, scheduler_class
 from hpcbench.jobs.script_check import ScriptCheckError, check_directives
@@ -233,6 +234,7 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
         launcher = cls.launcher(spec)
         check_container(spec, scheduler, launcher.name)
         launch = cls.launch_words(spec)
+        placement = placement_lines(launcher, spec, cls)
     except (LaunchError, ContainerError) as err:
         raise RenderError(str(err)) from None
     per_node_agent = launcher.agent_per_node
@@ -250,6 +252,7 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
         "summary": summary(spec),
         "file_name": r.file_name,
         "launch": launch_text,
+        "placement": placement,
         # where the logs and the run directory go: one definition, the scheduler class's
         "log_directives": cls.log_directives(spec),
         "run_dir_shell": cls.run_dir_shell(spec),

@@ -54,6 +54,8 @@ FIELD_KEYWORDS = {
     "setup": "environment.setup",
     "launcher": "launcher.kind",
     "port": "launcher.port",
+    "placement": "launcher.placement",
+    "doctor": "launcher.doctor",
     "python": "program.python",
     "module": "program.module",
     "script": "program.script",
@@ -204,6 +206,12 @@ class Launcher:
     # the options one launcher alone reads (its class's ``options``), by key
     own: dict[str, SpecValue] = field(default_factory=dict, metadata=_kind("own"))
     args: list[str] = field(default_factory=list, metadata=_kind("linelist"))
+    # where each rank runs: "auto" (its own share of the node's cores, near its GPU), "none", or
+    # one CPU list per rank of a node ("0-3;4-7")
+    placement: str = field(default="auto", metadata=_kind("placement"))
+    # hpcbench's doctor runs through the same launcher, in the same allocation, before the program
+    # (submit --preflight), and the job stops with its reason when the allocation is not healthy
+    doctor: bool = field(default=False, metadata=_kind("bool"))
 
 
 @dataclass

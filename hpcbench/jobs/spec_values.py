@@ -18,6 +18,9 @@ from hpcbench.jobs.schedulers import SCHEDULER_CHOICES, SCHEDULER_CLASSES
 from hpcbench.jobs.spec import MAX_LINE_CHARS, MAX_TEXT_CHARS
 from hpcbench.jobs.spec_options import requeue_methods
 from hpcbench.jobs.units import parse_memory, parse_time
+from hpcbench.placement.choice import KEYWORDS as PLACEMENT_KEYWORDS
+from hpcbench.placement.choice import parse_explicit
+from hpcbench.placement.topology import TopologyError
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A leading ~ or ~user, expanded for path fields (a user name as POSIX allows it portably).
@@ -180,6 +183,16 @@ _REGISTRY_CHOICES: dict[str, Callable[[], tuple[str, ...]]] = {
 }
 
 
+def _check_placement(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) -> str:
+    text = _check_text("line", meta, value, from_cli).strip()
+    if text not in PLACEMENT_KEYWORDS:
+        try:
+            parse_explicit(text)
+        except TopologyError as err:
+            raise ValueError(str(err)) from None
+    return text
+
+
 def _check_choice(kind: str, meta: dict[str, Any], value: Any, from_cli: bool) -> str:
     ask = _REGISTRY_CHOICES.get(kind)
     choices = ask() if ask else meta.get("choices", ())
@@ -200,6 +213,7 @@ _CHECKS: dict[str, Callable[[str, dict[str, Any], Any, bool], Any]] = {
     ),
     **dict.fromkeys(("textlist", "linelist", "pathlist"), _check_list),
     "envdict": _check_env,
+    "placement": _check_placement,
     **dict.fromkeys(("choice", *_REGISTRY_CHOICES), _check_choice),
 }
 

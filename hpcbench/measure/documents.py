@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpcbench import __version__
 from hpcbench.measure.values import plain
+from hpcbench.placement.checks import placement_warnings
 from hpcbench.run_documents import (
     EPOCH_FIELDS,
     EpochRow,
@@ -31,6 +32,7 @@ from hpcbench.this_rank import MPI_LAUNCHERS, LaunchInfo, container, job_id, nod
 
 if TYPE_CHECKING:
     from hpcbench.measure.rank_records import EpochRecord, RankRecord, RunMeta
+    from hpcbench.placement.record import PlacementRecord
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ def write_documents(m: RunFacts, records: list[RankRecord]) -> Path | None:
         energy = energy_document(nodes, m.energy_interval, records[0]["windows"])
         write_energy(m.run_dir, plain(energy, changed.append, "energy.json"))
     metrics["warnings"].extend(changed)
+    for line in metrics["provenance"].get("placement_warnings", []):
+        print(f"hpcbench.measure: warning: {line}", file=sys.stderr, flush=True)
     return write_results(m.run_dir, metrics)[0]
 
 
@@ -166,7 +170,7 @@ def metrics_document(m: RunFacts, records: list[RankRecord]) -> Metrics:
             "data_order": None,
         },
         "config": m.meta["config"],
-        "provenance": _provenance(launch),
+        "provenance": _provenance(launch, [r["placement"] for r in records if r.get("placement")]),
         "phases": phases,
         "phase_windows": first["windows"],
         "throughput": {
@@ -217,9 +221,15 @@ def _strategy(launcher: str, world: int) -> str:
     return "mpi" if launcher in MPI_LAUNCHERS else "ddp"
 
 
-def _provenance(launch: LaunchInfo) -> Provenance:
+def _provenance(launch: LaunchInfo, placement: list[PlacementRecord]) -> Provenance:
     torch = sys.modules.get("torch")
+    placed: Provenance = (
+        {"placement": placement, "placement_warnings": placement_warnings(placement)}
+        if placement
+        else {}
+    )
     return {
+        **placed,
         "hpcbench": __version__,
         "torch": getattr(torch, "__version__", None),
         "python": platform.python_version(),

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.measure.rank_records import RankRecord
+from hpcbench.placement.record import placement_record
 from hpcbench.run_documents import EnergyNode
 
 Measurement = Any  # hpcbench.measure.recorder's, which imports this module
@@ -75,5 +76,6 @@ def rank_record(m: Measurement, node: EnergyNode | None = None) -> RankRecord:
         "elapsed_s": m.ended - m.started,
         "warnings": m.warnings,
         "energy_node": node,
+        "placement": placement_record(launch),
         **({"token": m.token} if m.token else {}),
     }

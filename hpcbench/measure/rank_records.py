@@ -13,6 +13,8 @@ from hpcbench.run_documents import EnergyNode, PhaseWindow
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
 
+    from hpcbench.placement.record import PlacementRecord
+
 
 class RunMeta(TypedDict):
     """How the user named the measured run (None: not said; strategy and device also from a
@@ -53,4 +55,5 @@ class RankRecord(TypedDict):
     elapsed_s: float
     warnings: list[str]
     energy_node: EnergyNode | None
+    placement: NotRequired[PlacementRecord]  # where it ran (a rank of an older hpcbench: none)
     token: NotRequired[str]

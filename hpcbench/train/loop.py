@@ -335,7 +335,7 @@ def finish(t: Training, epochs: list[EpochRow]) -> Metrics:
         classes=t.data.manifest.num_classes,
         batch_sizes=t.data.batch_sizes,
         steps_per_epoch=t.data.steps,
-        provenance=provenance(t.runtime, t.strategy.name, t.config.data.model),
+        provenance=provenance(t.runtime, t.strategy.name, t.config.data.model, t.placement),
         epochs=epochs,
         test=test,
         test_s=test_s,

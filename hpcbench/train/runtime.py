@@ -23,6 +23,8 @@ from pathlib import Path
 import torch
 
 from hpcbench import __version__
+from hpcbench.placement.checks import placement_warnings
+from hpcbench.placement.record import PlacementRecord
 from hpcbench.run_documents import Provenance
 from hpcbench.this_rank import (
     MPI_LAUNCHERS,
@@ -114,9 +116,15 @@ def rendezvous(launch: LaunchInfo) -> tuple[str, int]:
     return host, int(port) if port else (job or 20000)
 
 
-def provenance(runtime: Runtime, strategy_name: str, model: str | None = None) -> Provenance:
-    """Where and with what this run ran: versions, host, launcher, job, threads, backend, git;
-    for the user's own ``model``, its factory, source file and SHA-256."""
+def provenance(
+    runtime: Runtime,
+    strategy_name: str,
+    model: str | None = None,
+    placement: list[PlacementRecord] | None = None,
+) -> Provenance:
+    """Where and with what this run ran: versions, host, launcher, job, threads, backend, git,
+    every rank's placement and its warnings; for the user's own ``model``, its factory, source
+    file and SHA-256."""
     info: Provenance = {
         "hpcbench": __version__,
         "torch": torch.__version__,
@@ -129,6 +137,9 @@ def provenance(runtime: Runtime, strategy_name: str, model: str | None = None) -
         "threads": runtime.threads,
         "backend": runtime.backend if STRATEGY_KINDS[strategy_name].reports_backend else None,
     }
+    if placement:
+        info["placement"] = placement
+        info["placement_warnings"] = placement_warnings(placement)
     if STRATEGY_KINDS[strategy_name].mpi:
         from mpi4py import MPI
 

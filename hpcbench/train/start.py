@@ -15,7 +15,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from hpcbench.this_rank import usable_cores
+from hpcbench.placement.checks import placement_warnings
+from hpcbench.placement.record import placement_record
 from hpcbench.train import checkpoint_file as ckpt
 from hpcbench.train import checkpointing
 from hpcbench.train.accelerate import (
@@ -231,8 +232,8 @@ def resume(t: Training) -> None:
 
 
 def announce(t: Training) -> None:
-    """The banner, and a note when the CPU ranks of this node want more threads than it has
-    cores."""
+    """The banner, and the ranks' placement (gathered on rank 0, with a warning line for each
+    problem :func:`~hpcbench.placement.checks.placement_warnings` finds)."""
     config, runtime, data, manifest = t.config, t.runtime, t.data, t.data.manifest
     t.log(
         f"hpcbench train: {t.strategy.name} on {runtime.world_size} rank(s), {runtime.device.type}, {runtime.threads} thread(s)/rank; "
@@ -245,10 +246,10 @@ def announce(t: Training) -> None:
         t.log(f"{t.strategy.name}: {details}")
     if (replicas := t.hooks.replicas).mixed:
         t.log(f"replicas: {replicas.describe()}")
-    cores = usable_cores()
-    ranks = runtime.launch.local_world_size
-    if runtime.device.type == "cpu" and ranks * runtime.threads > cores:
-        t.log(
-            f"note: {ranks} rank(s) x {runtime.threads} thread(s) on {cores} core(s): "
-            "the node is oversubscribed; communication times include waiting for descheduled ranks"
-        )
+    # where every rank runs, gathered on rank 0: a rank sharing cores, far from its GPU or with
+    # more threads than cores is one warning line (and the run's provenance keeps the records)
+    placed = t.strategy.gather_object(placement_record(runtime.launch))
+    if placed is not None:
+        t.placement = [p for p in placed if p is not None]
+        for line in placement_warnings(t.placement):
+            t.log(f"warning: {line}")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcbench.placement.record import PlacementRecord
 from hpcbench.train.checkpoint_parts import Fingerprint
 from hpcbench.train.config import TrainConfig
 from hpcbench.train.data import TrainData
@@ -38,3 +39,4 @@ class Training:
     checkpoint_dir: Path
     fingerprint: Fingerprint  # what a checkpoint must match to be resumed from
     setup_s: float = 0.0  # the slowest rank's set-up seconds
+    placement: list[PlacementRecord] | None = None  # every rank's place, on rank 0

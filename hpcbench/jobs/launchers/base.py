@@ -24,6 +24,9 @@ class LaunchError(ValueError):
 class NodeStarter(Protocol):
     """What a launcher asks of the scheduler: how to start one process on each node."""
 
+    #: it plays every batch system on one machine (the local scheduler)
+    plays_every_system: ClassVar[bool]
+
     @classmethod
     def node_agents(cls, spec: JobSpec) -> list[Word]: ...
 
@@ -66,10 +69,21 @@ class Launcher:
         return False
 
     @classmethod
+    def placement_lines(cls, spec: JobSpec, scheduler: type[NodeStarter]) -> list[str] | None:
+        """The shell lines before the launch that bind the ranks as ``launcher.placement`` asks
+        (:mod:`.placement`); None: it binds nothing itself, hpcbench's rank start does."""
+        return None
+
+    @classmethod
     def node_agent(cls, spec: JobSpec) -> list[Word]:
         """The agent of one node, for a scheduler that plays every node on one machine and starts
         the agents itself ([] when the launcher starts every rank from one command)."""
         return []
+
+
+#: what each rank's program words begin with: hpcbench's rank start where it binds the rank
+#: (the batch script sets the array, :mod:`.placement`), else nothing
+RANK_START: Word = ShellVar('${rank_start[@]+"${rank_start[@]}"}')
 
 
 def container_prefix(spec: JobSpec) -> list[Word]:
@@ -91,7 +105,7 @@ def program_args(spec: JobSpec) -> list[Word]:
 
 
 def program_words(spec: JobSpec) -> list[Word]:
-    """What each rank runs, inside the container if there is one."""
+    """What each rank runs, inside the container if there is one, after the rank start."""
     p = spec.program
     args = program_args(spec)
     if p.command:
@@ -100,4 +114,4 @@ def program_words(spec: JobSpec) -> list[Word]:
         argv = [path_word(p.python), path_word(p.script), *args]
     else:
         argv = [path_word(p.python), "-m", p.module or "", *args]
-    return [*container_prefix(spec), *argv]
+    return [*container_prefix(spec), RANK_START, *argv]

@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from hpcbench.jobs.containers import srun_options
 from hpcbench.jobs.launchers.base import Launcher, NodeStarter, program_words
+from hpcbench.jobs.launchers.placement import (
+    cpu_masks,
+    explicit_shares,
+    launcher_bound_lines,
+    placement_of,
+)
 from hpcbench.jobs.shell import Word
 from hpcbench.jobs.spec import JobSpec, OwnOption
 
@@ -21,6 +27,21 @@ class Srun(Launcher):
     def words(cls, spec: JobSpec, scheduler: type[NodeStarter]) -> list[Word]:
         return srun_words(spec)
 
+    @classmethod
+    def placement_lines(cls, spec: JobSpec, scheduler: type[NodeStarter]) -> list[str] | None:
+        return launcher_bound_lines(spec, "srun")
+
+
+def srun_binding(spec: JobSpec) -> list[Word]:
+    """srun's own binding: each task on its cpus_per_task cores (task/affinity), on the cores
+    nearest its GPU (``--gpu-bind=closest``); an explicit placement as one CPU mask per task."""
+    shares = explicit_shares(spec)
+    if shares is not None:
+        return [f"--cpu-bind=mask_cpu:{cpu_masks(shares)}"]
+    if placement_of(spec) == "none":
+        return []
+    return ["--cpu-bind=cores", *(["--gpu-bind=closest"] if spec.resources.gpus_per_node else [])]
+
 
 def srun_words(spec: JobSpec) -> list[Word]:
     """``srun`` with one task per rank; a failing rank ends the step (``--kill-on-bad-exit``)."""
@@ -34,5 +55,6 @@ def srun_words(spec: JobSpec) -> list[Word]:
     ]
     if plugin := Srun.option(spec, "srun_mpi"):
         words.append(f"--mpi={plugin}")
+    words += srun_binding(spec)
     # a container started by srun itself (pyxis) is a set of srun options
     return [*words, *srun_options(spec), *spec.launcher.args, *program_words(spec)]

@@ -3,7 +3,14 @@ ranks; the agents of a multi-node job meet at a c10d rendezvous on the first nod
 
 from __future__ import annotations
 
-from hpcbench.jobs.launchers.base import Launcher, NodeStarter, container_prefix, program_args
+from hpcbench.jobs.launchers.base import (
+    RANK_START,
+    Launcher,
+    NodeStarter,
+    container_prefix,
+    program_args,
+)
+from hpcbench.jobs.launchers.placement import explicit_shares, numa_binding_lines, placement_of
 from hpcbench.jobs.shell import ShellVar, Word, path_word
 from hpcbench.jobs.spec import JobSpec
 
@@ -16,7 +23,9 @@ class Torchrun(Launcher):
     @classmethod
     def words(cls, spec: JobSpec, scheduler: type[NodeStarter]) -> list[Word]:
         standalone = spec.resources.nodes == 1
-        return [*scheduler.node_agents(spec), *torchrun_words(spec, standalone=standalone)]
+        numa = cls.placement_lines(spec, scheduler) is not None
+        words = torchrun_words(spec, standalone=standalone, numa_binding=numa)
+        return [*scheduler.node_agents(spec), *words]
 
     @classmethod
     def needs_rendezvous(cls, spec: JobSpec) -> bool:
@@ -26,8 +35,16 @@ class Torchrun(Launcher):
     def node_agent(cls, spec: JobSpec) -> list[Word]:
         return torchrun_words(spec, standalone=spec.resources.nodes == 1)
 
+    @classmethod
+    def placement_lines(cls, spec: JobSpec, scheduler: type[NodeStarter]) -> list[str] | None:
+        """On GPU nodes, its own ``--numa-binding`` where the job's torch has it; otherwise (and
+        for CPU nodes, which torch's binding does not serve) the rank start."""
+        auto = placement_of(spec) == "auto" and explicit_shares(spec) is None
+        own = auto and spec.resources.gpus_per_node and not scheduler.plays_every_system
+        return numa_binding_lines(spec) if own else None
 
-def torchrun_words(spec: JobSpec, *, standalone: bool) -> list[Word]:
+
+def torchrun_words(spec: JobSpec, *, standalone: bool, numa_binding: bool = False) -> list[Word]:
     """One torchrun agent (``python -m torch.distributed.run``, i.e. torchrun with the job's python).
 
     Multi-node jobs meet through a c10d rendezvous on ``$head_node:$rdzv_port`` with the job id
@@ -47,12 +64,16 @@ def torchrun_words(spec: JobSpec, *, standalone: bool) -> list[Word]:
         ]
     # Per-rank stdout/stderr files under the run directory, teed to the job log with a rank prefix.
     words += [ShellVar('--log-dir="$run_dir/torchrun"'), "--tee=3"]
+    if numa_binding:  # --numa-binding=exclusive, where the job's torch has it
+        words.append(ShellVar('${numa_binding[@]+"${numa_binding[@]}"}'))
     words += spec.launcher.args
     args = program_args(spec)
+    # each worker is a command: hpcbench's rank start (where it binds the rank), then the program
+    words += ["--no-python", RANK_START]
     if p.command:
-        words += ["--no-python", *p.command, *args]
+        words += [*p.command, *args]
     elif p.script:
-        words += [path_word(p.script), *args]
+        words += [path_word(p.python), path_word(p.script), *args]
     else:
-        words += ["-m", p.module or "", *args]
+        words += [path_word(p.python), "-m", p.module or "", *args]
     return words
