@@ -312,10 +312,23 @@ def _jobs_command(args: argparse.Namespace) -> int:
             continue
         name, st = states[job_id]
         _print_status(job_id, st)
+        if st.state == "FAILED" and (said := preflight_verdict(job_id)):
+            print(f"  {said}")
         unknown += st.state == "UNKNOWN" and bool(args.job_ids)
         if args.verbose and st.finished:
             _print_accounting(name, job_id)
     return 1 if unknown else 0
+
+
+def preflight_verdict(job_id: str) -> str | None:
+    from hpcbench import api
+    from hpcbench.jobs.logs import preflight_line
+
+    try:
+        record = api.job(job_id).record
+    except Exception:  # noqa: BLE001 - no record of it here: nothing more to say
+        return None
+    return preflight_line(record.stderr_path) if record is not None else None
 
 
 def _group_named_jobs(

@@ -12,7 +12,7 @@ import sys
 
 from hpcbench import __version__
 from hpcbench.argparsing import Parser
-from hpcbench.cli import bench, history, jobs, prep, profile, sweep, watch
+from hpcbench.cli import bench, doctor, history, jobs, prep, profile, sweep, watch
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_parsers(sub)
     sweep.add_parsers(sub)
     watch.add_parsers(sub)
+    doctor.add_parsers(sub)
     profile.add_parsers(sub)
     return parser
 

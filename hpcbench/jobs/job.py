@@ -18,7 +18,7 @@ from hpcbench.files import read_tail
 from hpcbench.jobs import job_store
 from hpcbench.jobs.cancel_mark import cancel_marks
 from hpcbench.jobs.follow import LogFollower
-from hpcbench.jobs.logs import RankError, error_tail, first_rank_error
+from hpcbench.jobs.logs import RankError, error_tail, first_rank_error, preflight_line
 from hpcbench.jobs.remote import RemoteHost, login_for, using
 from hpcbench.jobs.schedulers import for_submitit_cluster
 from hpcbench.jobs.schedulers import get as get_scheduler
@@ -298,6 +298,9 @@ class Job:
         code = "" if status.exit_code is None else f" with exit code {status.exit_code}"
         why = f" ({status.reason})" if status.reason else ""
         report = [f"job {self.job_id} {status.state.lower()}{code}{why}"]
+        # submit --preflight's verdict: the allocation failed, not the program
+        if self.record is not None and (said := preflight_line(self.record.stderr_path)):
+            report.append(said)
         err = _first_failure((self.stderr(), self.stdout()))
         if err is not None and err.traceback:
             report += [f"first failing {who_failed(err.rank)}:", err.traceback]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 _LABEL = re.compile(
     r"^(?:\[default(?P<torchrun>\d+)\]:"
@@ -186,3 +187,16 @@ def error_tail(text: str, lines: int) -> str:
     if dropped and shown:
         shown += f"\n({dropped} line(s) of Python warnings left out)"
     return shown
+
+
+PREFLIGHT_FAILED = "hpcbench: preflight failed: "
+
+
+def preflight_line(stderr_path: str | Path) -> str | None:
+    """The ``submit --preflight`` verdict a failed job's error log ends with, if any."""
+    from hpcbench.jobs.schedulers.commands import tail
+
+    found = [
+        line for line in tail(stderr_path, 200).splitlines() if line.startswith(PREFLIGHT_FAILED)
+    ]
+    return found[-1] if found else None

@@ -19,6 +19,7 @@ built-ins are also reachable as ``hpcbench/<name>``, so a user's ``slurm.sbatch.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -222,6 +223,23 @@ def array_context(spec: JobSpec, scheduler: str) -> dict[str, Any] | None:
     }
 
 
+def preflight_context(spec: JobSpec, cls: Any, launcher: Any) -> dict[str, str]:
+    """``submit --preflight``: the doctor's launch through the same launcher, before the program
+    (and, for a scheduler that starts each emulated node's agent itself, one node's agent)."""
+    doctor = dataclasses.replace(
+        spec,
+        program=dataclasses.replace(
+            spec.program, module="hpcbench.doctor", script=None, command=None, config=None,
+            args=["--preflight"],
+        ),
+        array=None,
+    )  # fmt: skip
+    return {
+        "launch": shell_join(cls.launch_words(doctor), width=LINE_WIDTH),
+        "agent": shell_join(launcher.node_agent(doctor), width=LINE_WIDTH),
+    }
+
+
 def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
     r = spec.resources
     cls = scheduler_class(scheduler)
@@ -235,6 +253,7 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
         check_container(spec, scheduler, launcher.name)
         launch = cls.launch_words(spec)
         placement = placement_lines(launcher, spec, cls)
+        preflight = preflight_context(spec, cls, launcher) if spec.launcher.doctor else None
     except (LaunchError, ContainerError) as err:
         raise RenderError(str(err)) from None
     per_node_agent = launcher.agent_per_node
@@ -253,6 +272,7 @@ def template_context(spec: JobSpec, scheduler: str) -> dict[str, Any]:
         "file_name": r.file_name,
         "launch": launch_text,
         "placement": placement,
+        "preflight": preflight,
         # where the logs and the run directory go: one definition, the scheduler class's
         "log_directives": cls.log_directives(spec),
         "run_dir_shell": cls.run_dir_shell(spec),

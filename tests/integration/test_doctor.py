@@ -1,0 +1,117 @@
+"""The doctor and the placement on the local scheduler, for real: torchrun's and mpiexec's ranks
+on one node and on two emulated nodes, each bound to its own core and recorded; the drills named
+(a slow node, a slow link, a rank that never arrives) and nothing named without one; submit
+--preflight stopping a drilled job before its program, with the doctor's line in status and
+logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpcbench.placement.topology import parse_cpulist
+
+
+def hpcbench(
+    tmp: Path, *args: str, drill: str = "", timeout: float = 240
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HPCBENCH_STATE_DIR": str(tmp / "state"), "HPCBENCH_DOCTOR_DRILL": drill}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    return subprocess.run(
+        [sys.executable, "-m", "hpcbench", *args], cwd=tmp, env=env, capture_output=True,
+        text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def _run_dir(tmp: Path) -> Path:
+    return max((tmp / "runs").glob("hpcbench-local-*/"), key=lambda p: p.stat().st_mtime)
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpiexec"])
+@pytest.mark.parametrize(("nodes", "ranks"), [(1, 2), (2, 1), (1, 4)])
+def test_every_rank_is_bound_and_recorded(tmp_path: Path, launcher: str, nodes: int, ranks: int):
+    done = hpcbench(tmp_path, "submit", "--scheduler", "local", "--wait", "--launcher", launcher,
+                    "--nodes", str(nodes), "--tasks-per-node", str(ranks),
+                    "--module", "hpcbench.probe")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    probe = json.loads((_run_dir(tmp_path) / "probe.json").read_text())
+    placed = [r["placement"] for r in probe["ranks"]]
+    assert all(p["bound_by"] == "hpcbench" and p["threads"] == p["cores"] == 1 for p in placed)
+    cores = [parse_cpulist(p["cpus"]) for p in placed]
+    usable = len(os.sched_getaffinity(0))
+    if nodes * ranks <= usable:
+        assert all(not (a & b) for i, a in enumerate(cores) for b in cores[i + 1 :])
+        assert probe["placement_warnings"] == []
+    else:  # 4 ranks on this machine's 2 cores: one warning naming them
+        (line,) = probe["placement_warnings"]
+        logs = "".join(p.read_text() for p in (tmp_path / "runs").glob("hpcbench-local-*.*"))
+        assert "ranks 0,1,2,3 share cores" in line and f"hpcbench: {line}" in logs
+
+
+def test_an_overlapping_placement_asked_for_is_one_warning(tmp_path: Path):
+    done = hpcbench(tmp_path, "submit", "--scheduler", "local", "--wait", "--tasks-per-node", "2",
+                    "--placement", "0;0", "--", "--epochs", "1", "--max-steps", "3")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    metrics = json.loads((_run_dir(tmp_path) / "metrics.json").read_text())
+    (line,) = metrics["provenance"]["placement_warnings"]
+    assert "ranks 0,1 share cores (0 on" in line
+    assert f"warning: {line}" in done.stdout
+    assert [p["cpus"] for p in metrics["provenance"]["placement"]] == ["0", "0"]
+
+
+DOCTOR = ("doctor", "--scheduler", "local", "--launcher", "torchrun", "--nodes", "2",
+          "--tasks-per-node", "1", "--", "--step-timeout", "8", "--fs-bytes", "8388608",
+          "--compute-seconds", "0.5")  # fmt: skip
+
+
+def test_the_doctor_names_each_drill_and_nothing_without_one(tmp_path: Path):
+    healthy = hpcbench(tmp_path, *DOCTOR)
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    document = json.loads((_run_dir(tmp_path) / "doctor.json").read_text())
+    assert document["version"] == 1 and document["healthy"] and document["findings"] == []
+    assert list(document["steps"]) == [
+        "launch",
+        "placement",
+        "compute",
+        "communication",
+        "filesystem",
+    ]
+    assert document["figures"]["world"] > 0 and "healthy" in healthy.stdout
+    hpcbench(tmp_path, *DOCTOR)  # a second healthy run: the baseline of two runs
+    cases = {
+        "slow-compute:1": ("compute", "compute: node ", ":node1 is slow"),
+        "slow-link:1": ("communication", "communication:", "the link between"),
+    }
+    for drill, (step, first, named) in cases.items():
+        done = hpcbench(tmp_path, *DOCTOR, drill=drill)
+        assert done.returncode == 1, drill + done.stdout + done.stderr
+        document = json.loads((_run_dir(tmp_path) / "doctor.json").read_text())
+        assert [f.split(":")[0] for f in document["findings"]] == [step], document["findings"]
+        assert named in document["findings"][0] and first in document["findings"][0]
+    absent = hpcbench(tmp_path, *DOCTOR, drill="absent:1@compute")
+    assert absent.returncode != 0
+    document = json.loads((_run_dir(tmp_path) / "doctor.json").read_text())
+    assert document["findings"] == ["step compute: rank 1 did not arrive within 8 s"]
+
+
+def test_preflight_stops_a_drilled_job_before_its_program(tmp_path: Path):
+    done = hpcbench(tmp_path, "submit", "--scheduler", "local", "--wait", "--nodes", "2",
+                    "--preflight", "--", "--epochs", "1",
+                    drill="absent:1@compute")  # fmt: skip
+    assert done.returncode == 3, done.stdout + done.stderr
+    run_dir = _run_dir(tmp_path)
+    assert not (run_dir / "metrics.json").exists()  # the trainer never started
+    line = "hpcbench: preflight failed: step compute: rank 1 did not arrive within 30 s"
+    job = run_dir.name.removeprefix("hpcbench-")
+    status = hpcbench(tmp_path, "status", job)
+    assert line in status.stdout
+    logs = hpcbench(tmp_path, "logs", job)
+    assert line in logs.stdout + logs.stderr
+    bad = hpcbench(tmp_path, "submit", "--dry-run", "--scheduler", "local", "--placement", "0-")
+    assert bad.returncode != 0 and "launcher.placement" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
