@@ -3,8 +3,8 @@
 ``HPCBENCH_DOCTOR_DRILL`` holds one or more, separated by commas:
 
 - ``slow-compute:NODE``: the ranks of node NODE (its index in the job) pause after every matrix
-  multiply for twice its time, a third of the node's throughput;
-- ``slow-link:NODE``: the ranks of node NODE wait 50 ms before every collective that crosses
+  multiply for four times its time, a fifth of the node's throughput;
+- ``slow-link:NODE``: the ranks of node NODE wait 100 ms before every collective that crosses
   nodes, as a slow or faulty link would make them;
 - ``absent:RANK@STEP``: rank RANK never arrives at step STEP (it sleeps, then fails).
 
@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 DRILL_VARIABLE = "HPCBENCH_DOCTOR_DRILL"
-LINK_DELAY_S = 0.05
+LINK_DELAY_S = 0.1
 
 
 class DrillError(ValueError):
@@ -33,7 +33,7 @@ class Drills:
 
     def compute_pause(self, node: int, seconds: float) -> None:
         if node in self.slow_compute:
-            time.sleep(2 * seconds)
+            time.sleep(4 * seconds)
 
     def link_delay(self, node: int, crosses_nodes: bool) -> None:
         if crosses_nodes and node in self.slow_link:

@@ -17,7 +17,7 @@ from hpcbench.probe import check_world, describe
 from hpcbench.this_rank import LaunchInfo, node_name
 
 STEPS = ("launch", "placement", "compute", "communication", "filesystem")
-SLOW = 0.6  # a figure below this share of its peers' median, or of the baseline, is named
+SLOW = 0.5  # a figure below this share of its peers' median, or of the baseline, is named
 
 
 @dataclass

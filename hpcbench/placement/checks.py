@@ -22,7 +22,10 @@ def _ranks(ranks: Sequence[int]) -> str:
 def _shared(records: Sequence[PlacementRecord]) -> str | None:
     by_host: dict[str, list[tuple[int, frozenset[int]]]] = {}
     for r in records:
-        by_host.setdefault(r["host"], []).append((r["rank"], parse_cpulist(r["cpus"])))
+        # one machine: its host (the local scheduler's emulated nodes share it); the nodes of a
+        # batch system by their names
+        where = r["host"] if ":node" in r.get("node", "") else r.get("node") or r["host"]
+        by_host.setdefault(where, []).append((r["rank"], parse_cpulist(r["cpus"])))
     ranks: set[int] = set()
     cores: set[int] = set()
     hosts: list[str] = []
@@ -38,11 +41,9 @@ def _shared(records: Sequence[PlacementRecord]) -> str | None:
             hosts.append(host)
     if not ranks:
         return None
-    unbound = any(r["bound_by"] == "none" for r in records if r["rank"] in ranks)
     hint = (
-        'bind each rank to its own cores (launcher.placement = "auto")'
-        if unbound
-        else "ask for fewer ranks per node, or fewer cores each"
+        "ask for fewer ranks per node (or fewer cores each) and bind each rank to its own "
+        'cores (launcher.placement = "auto")'
     )
     return (
         f"placement: {_ranks(sorted(ranks))} share cores ({format_cpulist(cores)} on "

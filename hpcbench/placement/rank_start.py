@@ -76,6 +76,8 @@ def choose_cpus(
     # jobs sharing a machine that binds nothing for them start at different cores
     digits = re.sub(r"\D", "", job_id(env) or "")
     offset = int(digits[-6:]) if one_machine and digits and not gpus else 0
+    if slots > topology.cores(allowed):
+        return None  # more ranks than cores: pinned, they could only take turns on fixed cores
     per_rank = read_int(env, CPUS_PER_RANK_VARIABLE)
     return plan_node(topology, allowed, slot_gpus, per_rank, offset)[min(slot, slots - 1)]
 

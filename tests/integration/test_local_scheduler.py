@@ -104,7 +104,9 @@ def test_mpi_launchers_run_every_rank_locally(workdir, launcher):
     assert {r["launcher"] for r in summary["ranks"]} <= {"mpich", "openmpi"}
     out = (workdir / "runs" / "hpcbench-local-1.out").read_text().splitlines()
     # The MPI labels each line with the rank that wrote it, and every line arrives whole.
-    labelled = re.compile(r"^(?:\[(\d+)\] |\[\d+,(\d+)\]<stdout>:)\[rank (\d+)/4\] .*; GPUs -$")
+    labelled = re.compile(
+        r"^(?:\[(\d+)\] |\[\d+,(\d+)\]<stdout>:)\[rank (\d+)/4\] .*; GPUs -; cores \S+ \(\w+\)$"
+    )
     lines = [labelled.match(line) for line in out if "[rank " in line]
     assert len(lines) == 4 and all(lines), out
     assert sorted(int(m.group(3)) for m in lines) == [0, 1, 2, 3]

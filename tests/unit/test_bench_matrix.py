@@ -231,7 +231,10 @@ def test_the_trainers_one_process_runs_and_the_idle_job_start_no_launcher(tmp_pa
         assert spec.launcher.kind == "direct"
         text = render_script(spec, "slurm")
         assert "torch.distributed.run" not in text and "mpiexec -n" not in text
-        assert "\nexec python -m hpcbench.train --no-checkpoint " in text  # the program itself
+        assert (
+            '\nexec ${rank_start[@]+"${rank_start[@]}"} python -m hpcbench.train --no-checkpoint '
+            in text
+        )  # the program itself, after the rank start
     idle = idle_spec(matrix, "results", tmp_path / "idle.json", "slurm")
     assert idle.launcher.kind == "direct"
     assert "torch.distributed.run" not in render_script(idle, "slurm")

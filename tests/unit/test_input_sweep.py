@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from hpcbench import api
 from hpcbench.cli import main
+from hpcbench.jobs.containers import runtime_names
 from hpcbench.jobs.launchers import launcher_names
 from hpcbench.jobs.render import RenderError
 from hpcbench.jobs.schedulers import SCHEDULER_CHOICES
@@ -320,6 +321,10 @@ def bad_value(kind: str, meta: dict[str, Any]) -> st.SearchStrategy[Any]:
         return st.one_of(st.text(max_size=10).filter(lambda v: v not in choices), NOT_STR)
     if kind == "table":
         return st.one_of(st.integers(), st.text(max_size=5), st.lists(st.integers(), max_size=2))
+    if kind == "placement":  # neither auto nor none nor CPU lists
+        return st.one_of(st.sampled_from(["", "0-x", "3-1", "0;;1", "all", "1\n2"]), NOT_STR)
+    if kind == "container_runtime":
+        return st.one_of(st.text(max_size=10).filter(lambda v: v not in runtime_names()), NOT_STR)
     raise AssertionError(kind)
 
 
@@ -528,6 +533,11 @@ JOB_FLAGS: dict[str, tuple[st.SearchStrategy[str], tuple[str, ...]]] = {
     "--exclusive": (st.sampled_from(["yes", "1", ""]), ("--exclusive",)),
     "--smoke": (st.sampled_from(["yes", "1", ""]), ("--smoke",)),
     "--requeue": (st.sampled_from(["yes", "1", ""]), ("--requeue",)),
+    "--preflight": (st.sampled_from(["yes", "1", ""]), ("--preflight",)),
+    "--placement": (
+        st.sampled_from(["", "0-x", "3-1", ";", "0;;1", "all", "1\n#SBATCH -x"]),
+        ("--placement", "launcher.placement"),
+    ),
     "--max-requeues": (count_flag(0, 1000), ("--max-requeues",)),
     "--signal-lead": (
         st.sampled_from(["", "0", "-5", "soon", "1:60:00", "1-24"]),

@@ -122,11 +122,12 @@ def test_cpu_lists() -> None:
 
 
 def _record(rank: int, cpus: str, **extra: object) -> dict:
+    host = extra.pop("host", "n1")
     return {
         "rank": rank,
         "local_rank": rank,
-        "host": extra.pop("host", "n1"),
-        "node": "n1",
+        "host": host,
+        "node": host,
         "cpus": cpus,
         "cores": len(parse_cpulist(cpus)),
         "numa_nodes": extra.pop("numa", [0]),
@@ -171,6 +172,9 @@ def test_the_rank_start_takes_its_share_of_the_job_cpus() -> None:
         "HPCBENCH_SCHEDULER": "local", "HPCBENCH_CPUS_PER_RANK": "1",
     }  # fmt: skip
     assert choose_cpus(emulated, frozenset({0, 1}), _topology(2)) == {1}
+    # more ranks than cores: left unbound (pinned, they could only take turns)
+    many = {**torchrun, "LOCAL_WORLD_SIZE": "4", "WORLD_SIZE": "4"}
+    assert choose_cpus(many, frozenset({0, 1}), _topology(2)) is None
 
 
 def _script(**fields: object) -> str:

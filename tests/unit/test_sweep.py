@@ -308,7 +308,7 @@ def test_a_task_of_any_program_gets_its_own_arguments_as_words_never_read_by_a_s
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert not list(tmp.rglob("CANARY"))
-    argv = json.loads(Path(env["HPCB_RECORD"]).read_text().splitlines()[0])
+    argv = json.loads(Path(env["HPCB_RECORD"]).read_text().splitlines()[-1])
     assert argv[-5:] == ["prog.py", "--fixed", "--lr", "0.2", hostile], argv
     # a task without arguments of its own (a sweep read through the settings file alone)
     (where / "tasks" / "2.args").write_text("")
@@ -316,7 +316,7 @@ def test_a_task_of_any_program_gets_its_own_arguments_as_words_never_read_by_a_s
     run = subprocess.run(["bash", str(script)], cwd=tmp / "work", env={**env, **TASK_ENV},
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert run.returncode == 0, run.stderr
-    argv = json.loads(Path(env["HPCB_RECORD"]).read_text().splitlines()[0])
+    argv = json.loads(Path(env["HPCB_RECORD"]).read_text().splitlines()[-1])
     assert argv[-2:] == ["prog.py", "--fixed"], argv
     (where / "tasks" / "2.args").unlink()  # missing: one line naming it, nothing started
     run = subprocess.run(["bash", str(script)], cwd=tmp / "work", env={**env, **TASK_ENV},

@@ -16,6 +16,7 @@ from hpcbench.bench.reading.results_reader import Results
 from hpcbench.bench.reading.run_lines import failure_cause
 from hpcbench.bench.reporting.document import Block, Bullets, Code, Heading, Para, Table
 from hpcbench.bench.reporting.formatting import num, when
+from hpcbench.bench.reporting.report_placement import placement_blocks
 from hpcbench.files import printable
 
 #: the failed runs the summary names, at most (the section below lists all)
@@ -181,6 +182,7 @@ def closing_blocks(results: Results, tables: Sequence[Path], out_dir: Path) -> l
         *warned_blocks(results.runs),
         Heading(2, "Provenance", "provenance"),
         *provenance_blocks(results.bench, runs),
+        *placement_blocks(results.runs),
         Heading(2, "Files", "files"),
         Para(
             "Next to this report: report.md and report.html (the same content), the figures as "
