@@ -33,11 +33,8 @@ def _steps(value: str) -> list[str]:
     names = [v.strip() for v in value.split(",") if v.strip()]
     unknown = [n for n in names if n not in STEPS]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown step {unknown[0]!r}"
-            if unknown
-            else "no step named" + f" (the steps: {', '.join(STEPS)})"
-        )
+        what = f"unknown step {unknown[0]!r}" if unknown else "no step named"
+        raise argparse.ArgumentTypeError(f"{what} (the steps: {', '.join(STEPS)})")
     return [s for s in STEPS if s in names]
 
 

@@ -84,4 +84,4 @@ def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     with pytest.raises(SystemExit) as exit_:
         main(["--steps", "launch,network"])
     assert exit_.value.code == 2
-    assert "unknown step 'network'" in capsys.readouterr().err
+    assert "unknown step 'network' (the steps: launch, placement," in capsys.readouterr().err

@@ -10,7 +10,7 @@ from hpcbench.jobs.launchers.base import (
     container_prefix,
     program_args,
 )
-from hpcbench.jobs.launchers.placement import explicit_shares, numa_binding_lines, placement_of
+from hpcbench.jobs.launchers.placement import numa_binding_lines, placement_of
 from hpcbench.jobs.shell import ShellVar, Word, path_word
 from hpcbench.jobs.spec import JobSpec
 
@@ -39,8 +39,11 @@ class Torchrun(Launcher):
     def placement_lines(cls, spec: JobSpec, scheduler: type[NodeStarter]) -> list[str] | None:
         """On GPU nodes, its own ``--numa-binding`` where the job's torch has it; otherwise (and
         for CPU nodes, which torch's binding does not serve) the rank start."""
-        auto = placement_of(spec) == "auto" and explicit_shares(spec) is None
-        own = auto and spec.resources.gpus_per_node and not scheduler.plays_every_system
+        own = (
+            placement_of(spec) == "auto"
+            and spec.resources.gpus_per_node
+            and not scheduler.plays_every_system
+        )
         return numa_binding_lines(spec) if own else None
 
 
