@@ -41,9 +41,11 @@ def _shared(records: Sequence[PlacementRecord]) -> str | None:
             hosts.append(host)
     if not ranks:
         return None
+    crowded = len(ranks) > len(cores)  # more ranks than the cores they run on: binding cannot help
     hint = (
-        "ask for fewer ranks per node (or fewer cores each) and bind each rank to its own "
-        'cores (launcher.placement = "auto")'
+        f"{len(ranks)} ranks on {len(cores)} core(s): ask for fewer ranks per node"
+        if crowded
+        else 'bind each rank to its own cores (launcher.placement = "auto")'
     )
     return (
         f"placement: {_ranks(sorted(ranks))} share cores ({format_cpulist(cores)} on "
