@@ -218,3 +218,29 @@ def test_bad_placements_are_one_line_naming_the_field() -> None:
         load_spec(None, placement="0-x")
     with pytest.raises(RenderError, match=r"launcher\.placement: 1 CPU list\(s\) for 2 rank"):
         _script(launcher="srun", tasks_per_node=2, placement="0-3")
+
+
+def test_torchrun_binds_by_numa_only_where_a_gpu_device_is_there() -> None:
+    """torch's ``--numa-binding`` raises "No accelerator available" on a node whose GPUs the
+    batch system lists but that has no GPU device (a test cluster's declared GPUs, a driver
+    missing): there the rank start binds instead. Run with this machine's python and devices."""
+    import glob
+    import os
+    import subprocess
+    import sys
+
+    from hpcbench.jobs.launchers.placement import numa_binding_lines
+
+    spec = load_spec(None, launcher="torchrun", tasks_per_node=2, gpus_per_node=2)
+    spec.program.python = sys.executable
+    script = "\n".join(numa_binding_lines(spec)) + '\necho "${numa_binding[*]}|${rank_start[*]}"'
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    numa, start = out.stdout.strip().split("|")
+    has_torch_binding = os.path.exists(
+        os.path.join(os.path.dirname(__import__("torch").__file__), "numa", "binding.py")
+    )
+    has_gpu = bool(glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd"))
+    if has_torch_binding and has_gpu:
+        assert numa == "--numa-binding=exclusive" and start == ""
+    else:
+        assert numa == "" and start.endswith("-m hpcbench.placement.rank_start --")

@@ -17,11 +17,14 @@ from hpcbench.jobs.spec import JobSpec
 from hpcbench.placement.choice import KEYWORDS, parse_explicit
 
 RANK_START_MODULE = "hpcbench.placement.rank_start"
-# Does the job's python have torchrun's --numa-binding (torch 2.9 and later)? Asked of its files,
-# without importing torch.
+# Does the job's python have torchrun's --numa-binding (torch 2.9 and later), and does the node have
+# a GPU device for it to bind near? Asked of the files, without importing torch: torch raises "No
+# accelerator available" on a node whose GPUs the batch system lists but that has no device.
 _HAS_NUMA_BINDING = (
-    "import importlib.metadata as m, sys; "
-    "sys.exit(not m.distribution('torch').locate_file('torch/numa/binding.py').exists())"
+    "import glob, importlib.metadata as m, os, sys; "
+    "has = m.distribution('torch').locate_file('torch/numa/binding.py').exists(); "
+    "gpu = glob.glob('/dev/nvidia[0-9]*') or os.path.exists('/dev/kfd'); "
+    "sys.exit(not (has and gpu))"
 )
 
 
