@@ -128,6 +128,13 @@ def _launch_options(p: argparse.ArgumentParser) -> None:
         help="run hpcbench doctor in the allocation before the program; a failed check stops "
         "the job with its reason (docs/doctor.md)",
     )
+    g.add_argument(
+        "--preflight-args",
+        dest="doctor_args",
+        metavar="ARGS",
+        help="the doctor's options for --preflight, as one quoted line "
+        '("--steps launch,communication --step-timeout 20")',
+    )
     g.add_argument("--python", metavar="EXE", help="python interpreter on the nodes")
     g.add_argument("-m", "--module", help="python module each rank runs (python -m MODULE)")
     g.add_argument("--script", help="python script each rank runs")
@@ -220,11 +227,11 @@ def overrides_from(args: argparse.Namespace, program_args: list[str]) -> dict[st
             continue
         if keyword == "variables":
             value = dict(value)
-        elif keyword == "command":
+        elif keyword in ("command", "doctor_args"):
             try:
                 value = shlex.split(value)
             except ValueError as err:
-                raise SpecError(f"--program: {err}") from None
+                raise SpecError(f"{flags[keyword]}: {err}") from None
         out[dotted] = (flags[keyword], value)
     if program_args:
         out["program.args"] = ("-- ARGS", program_args)

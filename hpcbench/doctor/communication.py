@@ -74,7 +74,8 @@ def sweep(
     device: Any,
     delay: Any,
 ) -> Sweep:
-    """One group's all-reduce sweep (every member calls it; ``delay()`` before each call)."""
+    """One group's all-reduce sweep (every member calls it; ``delay(seconds)`` after each call,
+    with the time the call took)."""
     import torch
 
     n = len(ranks)
@@ -87,12 +88,13 @@ def sweep(
             torch.cuda.synchronize(device)
         took = 0.0
         for _ in range(iters):
-            delay()
             t0 = time.perf_counter()
             dist.all_reduce(buf, group=group)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            took += time.perf_counter() - t0
+            once = time.perf_counter() - t0
+            took += once
+            delay(once)
         seconds = took / iters
         factor = 2 * (n - 1) / n if n > 1 else 1.0
         figures.append(size * factor / seconds / 1e9 if seconds > 0 else 0.0)
@@ -122,7 +124,7 @@ def run_sweeps(
     world = [r for _, members in nodes for r in members]
 
     def delay_for(crosses: bool):
-        return lambda: drills.link_delay(mine, crosses)
+        return lambda took: drills.link_pause(mine, crosses, took)
 
     for name, members in nodes:  # within each node: every rank makes every group, in order
         group = dist.new_group(members) if len(members) > 1 else None

@@ -4,8 +4,9 @@
 
 - ``slow-compute:NODE``: the ranks of node NODE (its index in the job) pause after every matrix
   multiply for four times its time, a fifth of the node's throughput;
-- ``slow-link:NODE``: the ranks of node NODE wait 100 ms before every collective that crosses
-  nodes, as a slow or faulty link would make them;
+- ``slow-link:NODE``: after every collective that crosses nodes, the ranks of node NODE wait
+  nine times what it took them, so that their peers see a link a tenth as fast (the bandwidth a
+  fallback from InfiniBand to sockets loses, at every message size);
 - ``absent:RANK@STEP``: rank RANK never arrives at step STEP (it sleeps, then fails).
 
 A placement that overlaps needs no drill: ask for one (``launcher.placement = "0;0"``).
@@ -18,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 DRILL_VARIABLE = "HPCBENCH_DOCTOR_DRILL"
-LINK_DELAY_S = 0.1
+LINK_SLOWDOWN = 10  # a drilled link this many times slower
 
 
 class DrillError(ValueError):
@@ -35,9 +36,10 @@ class Drills:
         if node in self.slow_compute:
             time.sleep(4 * seconds)
 
-    def link_delay(self, node: int, crosses_nodes: bool) -> None:
+    def link_pause(self, node: int, crosses_nodes: bool, took: float) -> None:
+        """After a collective that took ``took`` seconds here: a drilled link's extra time."""
         if crosses_nodes and node in self.slow_link:
-            time.sleep(LINK_DELAY_S)
+            time.sleep((LINK_SLOWDOWN - 1) * took)
 
     def stays_away(self, step: str, rank: int, timeout: float) -> None:
         """A rank drilled to miss ``step``: it sleeps past the step's timeout, then fails."""

@@ -38,7 +38,7 @@ def _steps(value: str) -> list[str]:
     return [s for s in STEPS if s in names]
 
 
-def parser() -> Parser:
+def build_parser() -> Parser:
     p = Parser(prog="python -m hpcbench.doctor", description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=_steps, default=list(STEPS), help=f"of {', '.join(STEPS)}")
     p.add_argument("--step-timeout", type=float, default=30.0, metavar="S",
@@ -115,7 +115,7 @@ def run(args: Any) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     line_buffered_output()
     try:
         _check_inputs(args)

@@ -230,7 +230,7 @@ def preflight_context(spec: JobSpec, cls: Any, launcher: Any) -> dict[str, str]:
         spec,
         program=dataclasses.replace(
             spec.program, module="hpcbench.doctor", script=None, command=None, config=None,
-            args=["--preflight"],
+            args=["--preflight", *spec.launcher.doctor_args],
         ),
         array=None,
     )  # fmt: skip

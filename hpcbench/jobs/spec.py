@@ -56,6 +56,7 @@ FIELD_KEYWORDS = {
     "port": "launcher.port",
     "placement": "launcher.placement",
     "doctor": "launcher.doctor",
+    "doctor_args": "launcher.doctor_args",
     "python": "program.python",
     "module": "program.module",
     "script": "program.script",
@@ -212,6 +213,8 @@ class Launcher:
     # hpcbench's doctor runs through the same launcher, in the same allocation, before the program
     # (submit --preflight), and the job stops with its reason when the allocation is not healthy
     doctor: bool = field(default=False, metadata=_kind("bool"))
+    # the doctor's own options for that preflight (["--steps", "launch,communication"])
+    doctor_args: list[str] = field(default_factory=list, metadata=_kind("textlist"))
 
 
 @dataclass

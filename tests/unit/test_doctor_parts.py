@@ -85,3 +85,16 @@ def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Pat
         main(["--steps", "launch,network"])
     assert exit_.value.code == 2
     assert "unknown step 'network' (the steps: launch, placement," in capsys.readouterr().err
+
+
+def test_the_preflight_takes_the_doctors_own_options_checked_by_its_parser() -> None:
+    from hpcbench.jobs.render import render_script
+    from hpcbench.jobs.spec import SpecError
+    from hpcbench.jobs.submission import load_spec
+
+    spec = load_spec(None, doctor=True, doctor_args=["--steps", "launch,communication"])
+    script = " ".join(render_script(spec, "slurm").replace("\\\n", " ").split())
+    assert "-m hpcbench.doctor --preflight --steps launch,communication" in script
+    for bad, said in [(["--steps", "gpu"], "unknown step 'gpu'"), (["--stepz"], "--steps")]:
+        with pytest.raises(SpecError, match="launcher.doctor_args: .*" + said):
+            render_script(load_spec(None, doctor=True, doctor_args=bad), "slurm")

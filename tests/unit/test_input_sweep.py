@@ -534,6 +534,10 @@ JOB_FLAGS: dict[str, tuple[st.SearchStrategy[str], tuple[str, ...]]] = {
     "--smoke": (st.sampled_from(["yes", "1", ""]), ("--smoke",)),
     "--requeue": (st.sampled_from(["yes", "1", ""]), ("--requeue",)),
     "--preflight": (st.sampled_from(["yes", "1", ""]), ("--preflight",)),
+    "--preflight-args": (
+        st.sampled_from(["--steps nope", "--step-timeout x", "'open", "--bogus 1", "--help"]),
+        ("--preflight-args", "launcher.doctor_args"),
+    ),
     "--placement": (
         st.sampled_from(["", "0-x", "3-1", ";", "0;;1", "all", "1\n#SBATCH -x"]),
         ("--placement", "launcher.placement"),
