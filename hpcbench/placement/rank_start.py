@@ -5,7 +5,8 @@ The rank start of launchers that bind nothing themselves (torchrun without ``--n
 direct launch, and every launcher on the local scheduler, whose emulated nodes share one
 machine): it reads the placement the batch script asks for (``HPCBENCH_PLACEMENT``: ``auto``, or
 one CPU list per local rank), chooses this rank's share of the cores it may use
-(:func:`hpcbench.placement.choice.plan_node`), binds itself there and sets ``OMP_NUM_THREADS`` to
+(:func:`hpcbench.placement.choice.plan_node`; on CPU-only nodes each node's shares start one
+node's worth of cores further, so nodes that share a machine do not pile onto its first cores), binds itself there and sets ``OMP_NUM_THREADS`` to
 the cores it got, then ``exec``s the program: affinity and environment carry over, and the
 program starts its first thread already bound. A placement that cannot be had (a CPU outside the
 job's) is one line naming ``launcher.placement`` and exit status 2, before the program starts.
@@ -73,12 +74,19 @@ def choose_cpus(
     gpus = job_gpus(topology, env)
     per_node = max(1, info.local_world_size)
     slot_gpus = [gpus[(s % per_node)] if (s % per_node) < len(gpus) else None for s in range(slots)]
-    # jobs sharing a machine that binds nothing for them start at different cores
-    digits = re.sub(r"\D", "", job_id(env) or "")
-    offset = int(digits[-6:]) if one_machine and digits and not gpus else 0
-    if slots > topology.cores(allowed):
+    cores = topology.cores(allowed)
+    if slots > cores:
         return None  # more ranks than cores: pinned, they could only take turns on fixed cores
     per_rank = read_int(env, CPUS_PER_RANK_VARIABLE)
+    offset = 0
+    if not gpus and one_machine:  # jobs sharing a machine that binds nothing for them
+        digits = re.sub(r"\D", "", job_id(env) or "")
+        offset = int(digits[-6:]) if digits else 0
+    elif not gpus and info.node_rank:
+        # nodes that share one machine (several slurmd on a host, containers as nodes) start at
+        # different cores; on a node of its own, a turn by whole shares changes nothing
+        size = min(cores // slots, per_rank or cores)
+        offset = info.node_rank * slots * max(1, size)
     return plan_node(topology, allowed, slot_gpus, per_rank, offset)[min(slot, slots - 1)]
 
 

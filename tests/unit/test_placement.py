@@ -172,6 +172,14 @@ def test_the_rank_start_takes_its_share_of_the_job_cpus() -> None:
         "HPCBENCH_SCHEDULER": "local", "HPCBENCH_CPUS_PER_RANK": "1",
     }  # fmt: skip
     assert choose_cpus(emulated, frozenset({0, 1}), _topology(2)) == {1}
+    # CPU-only nodes sharing one machine (several slurmd on a host): each node's ranks start a
+    # node's worth of cores further; a node its ranks fill gets the same shares whatever its index
+    second = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+              "GROUP_RANK": "1", "HPCBENCH_CPUS_PER_RANK": "1"}  # fmt: skip
+    assert choose_cpus(second, frozenset({0, 1}), _topology(2)) == {1}
+    full = {**env, "GROUP_RANK": "3", "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "4"}
+    shares = [choose_cpus({**full, "LOCAL_RANK": str(i)}, allowed, _topology(8)) for i in range(4)]
+    assert shares == [{0, 1}, {2, 3}, {4, 5}, {6, 7}]
     # more ranks than cores: left unbound (pinned, they could only take turns)
     many = {**torchrun, "LOCAL_WORLD_SIZE": "4", "WORLD_SIZE": "4"}
     assert choose_cpus(many, frozenset({0, 1}), _topology(2)) is None

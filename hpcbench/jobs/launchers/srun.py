@@ -8,8 +8,8 @@ from hpcbench.jobs.launchers.base import Launcher, NodeStarter, program_words
 from hpcbench.jobs.launchers.placement import (
     cpu_masks,
     explicit_shares,
-    launcher_bound_lines,
     placement_of,
+    rank_start_lines,
 )
 from hpcbench.jobs.shell import Word
 from hpcbench.jobs.spec import JobSpec, OwnOption
@@ -29,7 +29,18 @@ class Srun(Launcher):
 
     @classmethod
     def placement_lines(cls, spec: JobSpec, scheduler: type[NodeStarter]) -> list[str] | None:
-        return launcher_bound_lines(spec, "srun")
+        """srun binds where the cluster's TaskPlugin can (task/affinity or task/cgroup); under
+        task/none its --cpu-bind is ignored, and hpcbench's rank start binds instead."""
+        if placement_of(spec) == "none":
+            return rank_start_lines(spec)
+        return [
+            *rank_start_lines(spec),
+            "if scontrol show config 2>/dev/null \\",
+            "    | grep -Eq '^TaskPlugin +=.*task/(affinity|cgroup)'; then",
+            "  rank_start=()",
+            "  export HPCBENCH_BOUND_BY=srun",
+            "fi",
+        ]
 
 
 def srun_binding(spec: JobSpec) -> list[Word]:
