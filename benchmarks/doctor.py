@@ -39,15 +39,21 @@ def worker(megabytes: float, rounds: int) -> None:
     doctor, plain = [], []
     buf = torch.ones(size // 4, dtype=torch.float32)
     dist.all_reduce(buf)
-    for _ in range(rounds):
-        got = sweep(dist, None, "world", list(range(world)), [size], device, lambda: None)
-        doctor.append(got["peak_gbps"])
-        dist.barrier()
+
+    def plain_loop() -> None:
         t0 = time.perf_counter()
         for _ in range(iters):
             dist.all_reduce(buf)
         plain.append(size * factor / ((time.perf_counter() - t0) / iters) / 1e9)
-        dist.barrier()
+
+    def doctor_sweep() -> None:
+        got = sweep(dist, None, "world", list(range(world)), [size], device, lambda took: None)
+        doctor.append(got["peak_gbps"])
+
+    for i in range(rounds):  # each first in every other round: neither gains from going first
+        for measure in (doctor_sweep, plain_loop) if i % 2 == 0 else (plain_loop, doctor_sweep):
+            measure()
+            dist.barrier()
     if rank == 0:
         print(json.dumps({"doctor": statistics.median(doctor), "plain": statistics.median(plain)}))
     dist.destroy_process_group()
@@ -55,7 +61,7 @@ def worker(megabytes: float, rounds: int) -> None:
 
 def torchrun(*args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HPCBENCH_PLACEMENT": "auto"}
     return subprocess.run([*cmd, *args], capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -83,11 +89,15 @@ def main() -> int:
           f"ratio {figures['doctor'] / figures['plain']:.3f}")  # fmt: skip
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
-        run = torchrun("-m", "hpcbench.doctor", "--out", out)
+        # each rank bound by hpcbench's rank start, as in a job's script
+        run = torchrun("--no-python", sys.executable, "-m", "hpcbench.placement.rank_start", "--",
+                       sys.executable, "-m", "hpcbench.doctor", "--out", out)  # fmt: skip
         wall = time.perf_counter() - t0
         document = json.loads((Path(out) / "doctor.json").read_text())
     steps = ", ".join(f"{k} {v.get('seconds', 0):.1f} s" for k, v in document["steps"].items())
     print(f"hpcbench doctor on 2 ranks: {wall:.1f} s wall (exit {run.returncode}); {steps}")
+    for finding in document["findings"]:
+        print(f"  named: {finding}")
     if args.calibrate:
         calibrate(args.calibrate)
     return 0
