@@ -53,7 +53,8 @@ def add_parsers(sub: Any) -> None:
     h.add_argument(
         "--add",
         metavar="DIR",
-        help="record DIR: a results directory of hpcbench bench, or a training run directory",
+        help="record DIR: a results directory of hpcbench bench, a training run directory, or a "
+        "doctor's run directory",
     )
     c = sub.add_parser(
         "check",
@@ -61,7 +62,9 @@ def add_parsers(sub: Any) -> None:
         description="Check each referenced figure of a results directory of hpcbench bench "
         "against its reference and tolerance (the matrix's [reference] table, or --references "
         "FILE): one line per figure out of tolerance and per configuration with failed runs, "
-        "exit status 1 if any, 0 if none; usable as a CI step on a cluster.",
+        "exit status 1 if any, 0 if none; usable as a CI step on a cluster. RESULTS may be a "
+        "doctor's run directory (doctor.json), checked against --references: each node's, "
+        "link's and pair's figures, and the doctor's findings.",
         epilog='e.g. [reference] "1gpu" = { samples_per_s = [4400, -0.05, 0.10] }',
     )
     c.add_argument("results", metavar="RESULTS")
@@ -104,10 +107,14 @@ def _history(args: argparse.Namespace) -> int:
             rid, new = record_results(target, store)
         elif (target / "metrics.json").is_file():
             rid, new = record_run(target, store)
+        elif (target / "doctor.json").is_file():
+            from hpcbench.doctor.history import record_doctor
+
+            rid, new = record_doctor(target, _doctor_document(target), store)
         else:
             raise HistoryError(
-                f"--add {target}: neither a results directory of hpcbench bench (bench.json) "
-                "nor a training run directory (metrics.json)"
+                f"--add {target}: neither a results directory of hpcbench bench (bench.json), "
+                "a training run directory (metrics.json) nor a doctor's (doctor.json)"
             )
         print(f"{'recorded' if new else 'already recorded'} as #{rid} in {store.path}")
         return 0
@@ -213,8 +220,60 @@ def _references(args: argparse.Namespace, results: Any) -> tuple[Any, str]:
     return check_references(table.get("reference"), args.references), args.references
 
 
+def _doctor_document(run_dir: Path) -> dict[str, Any]:
+    from hpcbench.history import HistoryError
+    from hpcbench.jsonfile import JsonFileError, read_json
+
+    try:
+        document = read_json(run_dir / "doctor.json", "not a doctor's run directory")
+    except JsonFileError as err:
+        raise HistoryError(str(err)) from None
+    if not isinstance(document, dict) or document.get("version") != 1:
+        raise HistoryError(f"{run_dir / 'doctor.json'}: not a doctor.json of version 1")
+    return document
+
+
+def _check_doctor(args: argparse.Namespace) -> int:
+    """``check`` of a doctor's run directory against a references file: each node's, link's
+    and pair's figures (:mod:`hpcbench.doctor.figures`), the doctor's findings too."""
+    from hpcbench.bench.analysing.references import ReferenceError, check_figures
+    from hpcbench.doctor.figures import doctor_figures
+
+    document = _doctor_document(Path(args.results))
+    if not args.references:
+        raise ReferenceError(
+            f"{args.results}: a doctor's run: give --references FILE (a [reference] table of "
+            'its nodes\' figures, e.g. "*" = { compute_gflops = [50, -0.3, inf] })'
+        )
+    references, where = _references(args, None)
+    profile = args.profile or document.get("cluster")
+    outcomes = check_figures(
+        doctor_figures(document), references, profile, wildcards_where_measured=True
+    )
+    if not outcomes:
+        raise ReferenceError(f"{where}: no reference applies to this doctor's figures")
+    failed = [o for o in outcomes if not o.ok]
+    for outcome in outcomes:
+        if not outcome.ok or args.verbose:
+            print(printable(outcome.line()))
+    findings = [str(f) for f in document.get("findings") or []]
+    for finding in findings:
+        print(printable(f"the doctor named: {finding}"))
+    print(
+        f"{len(outcomes) - len(failed)} of {len(outcomes)} figure(s) within tolerance ({where}"
+        f"{f', profile {profile}' if profile else ''})"
+        + (f"; the doctor named {len(findings)} finding(s)" if findings else "")
+    )
+    return 1 if failed or findings else 0
+
+
 def _check(args: argparse.Namespace) -> int:
     import os
+
+    if (Path(args.results) / "doctor.json").is_file() and not (
+        Path(args.results) / "bench.json"
+    ).is_file():
+        return _check_doctor(args)
 
     from hpcbench.bench.analysing.analysis import analyse
     from hpcbench.bench.analysing.references import ReferenceError, check, failed_run_lines

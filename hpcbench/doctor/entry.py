@@ -2,9 +2,10 @@
 
 Rank 0 writes ``doctor.json`` (versioned: each step's status, seconds, findings and figures)
 and ``doctor-verdict.txt`` (the first finding, for the batch script of ``submit --preflight``)
-in the run directory, prints the summary, and keeps a healthy run's figures as this cluster's
-baseline (:mod:`.baseline`). Exit status 0: nothing named; 1: a finding or a step that did
-not complete (a rank that never arrived); 2: bad input, one line naming it.
+in the run directory, prints the summary, keeps a healthy run's figures as this cluster's
+baseline (:mod:`.baseline`) and records the run in the results history (:mod:`.history`).
+Exit status 0: nothing named; 1: a finding or a step that did not complete (a rank that never
+arrived); 2: bad input, one line naming it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hpcbench.atomic import write_atomically, write_json_atomically
 from hpcbench.doctor import baseline
 from hpcbench.doctor.drills import DrillError, read_drills
 from hpcbench.doctor.filesystem import DEFAULT_BYTES, FilesystemError
+from hpcbench.doctor.history import record_or_warn
 from hpcbench.doctor.meeting import Meeting, StepTimeout
 from hpcbench.doctor.steps import STEPS, Context, run_step
 from hpcbench.doctor.summary import summary_lines
@@ -52,6 +54,8 @@ def build_parser() -> Parser:
     p.add_argument("--compute-seconds", type=float, default=1.0, metavar="S")
     p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
     p.add_argument("--out", metavar="DIR", help="where doctor.json goes outside a job")
+    p.add_argument("--no-history", action="store_true",
+                   help="do not record this run in the results history")  # fmt: skip
     p.add_argument("--preflight", action="store_true",
                    help="run as submit --preflight's check before the program")  # fmt: skip
     return p
@@ -111,6 +115,8 @@ def run(args: Any) -> int:
     if not findings and "communication" in steps:
         baseline.add(store, c.figures)
     print("\n".join(summary_lines(document)), flush=True)
+    if not args.no_history:
+        record_or_warn(run_dir, document)
     return 1 if findings else 0
 
 

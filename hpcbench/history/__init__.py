@@ -24,6 +24,7 @@ from hpcbench.jsonfile import MAX_JSON_BYTES
 
 if TYPE_CHECKING:
     from hpcbench.bench.reading.results_documents import MatrixRecord
+    from hpcbench.run_documents import Provenance
 
 __all__ = [
     "Entry",
@@ -32,6 +33,7 @@ __all__ = [
     "compare_against",
     "find",
     "history_path",
+    "record_document",
     "record_results",
     "record_run",
 ]
@@ -206,3 +208,30 @@ def compare_against(
         (results.matrix, analysis, results.bench.get("provenance") or {}),
     )
     return entry, findings
+
+
+def record_document(
+    *,
+    kind: str,
+    directory: str | Path,
+    document: str,
+    figures: dict[str, dict[str, Figure]],
+    provenance: Provenance,
+    hosts: list[str],
+    history: History | None = None,
+) -> tuple[int, bool]:
+    """Record one run of another kind (``doctor``) from its document in ``directory``, as
+    :func:`record_run` does a training run; (id, True), or (the earlier id, False)."""
+    path = Path(directory).resolve()
+    with history or History() as store:
+        return store.record(
+            kind=kind,
+            name=path.name,
+            directory=str(path),
+            fingerprint=_fingerprint(path, path / document),
+            provenance=provenance,
+            matrix=None,
+            analysis=None,
+            figures=figures,
+            hosts=hosts,
+        )

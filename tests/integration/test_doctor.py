@@ -20,7 +20,8 @@ from hpcbench.placement.topology import parse_cpulist
 def hpcbench(
     tmp: Path, *args: str, drill: str = "", timeout: float = 240
 ) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HPCBENCH_STATE_DIR": str(tmp / "state"), "HPCBENCH_DOCTOR_DRILL": drill}
+    env = {**os.environ, "HPCBENCH_STATE_DIR": str(tmp / "state"), "HPCBENCH_DOCTOR_DRILL": drill,
+           "HPCBENCH_HISTORY": str(tmp / "history.sqlite")}  # fmt: skip
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     return subprocess.run(
         [sys.executable, "-m", "hpcbench", *args], cwd=tmp, env=env, capture_output=True,
@@ -86,6 +87,11 @@ def test_the_doctor_names_each_drill_and_nothing_without_one(tmp_path: Path):
         "filesystem",
     ]
     assert document["figures"]["world"] > 0 and "healthy" in healthy.stdout
+    healthy_gflops = document["steps"]["compute"]["nodes"]
+    refs = tmp_path / "refs.toml"  # a site's references: the healthy run's compute, -30 %
+    refs.write_text("[reference]\n" + "".join(
+        f'"{node.replace(":", "/")}" = {{ compute_gflops = [{value}, -0.3, inf] }}\n'
+        for node, value in healthy_gflops.items()))  # fmt: skip
     # each drill with the one step it slows (a busy 2-core machine's own noise, measured against
     # the baseline by the other steps, is not what is tested here)
     cases = {
@@ -98,6 +104,17 @@ def test_the_doctor_names_each_drill_and_nothing_without_one(tmp_path: Path):
         document = json.loads((_run_dir(tmp_path) / "doctor.json").read_text())
         assert [f.split(":")[0] for f in document["findings"]] == [step], document["findings"]
         assert named in document["findings"][0] and first in document["findings"][0]
+        if step == "compute":  # hpcbench check gates on the site's references too
+            checked = hpcbench(tmp_path, "check", str(_run_dir(tmp_path)), "--references",
+                               str(refs))  # fmt: skip
+            assert checked.returncode == 1, checked.stdout + checked.stderr
+            assert "vm/node1 compute_gflops: " in checked.stdout and "out of tolerance" in (
+                checked.stdout
+            )
+    # every run is in the results history, a record of kind doctor under the cluster's key
+    listed = hpcbench(tmp_path, "history", "--json", "--profile", "local-nodes")
+    kinds = [e["kind"] for e in json.loads(listed.stdout)]
+    assert kinds == ["doctor"] * 3, listed.stdout + listed.stderr
     absent = hpcbench(tmp_path, *DOCTOR, "--steps", "compute", drill="absent:1@compute")
     assert absent.returncode != 0
     document = json.loads((_run_dir(tmp_path) / "doctor.json").read_text())

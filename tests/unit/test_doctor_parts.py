@@ -98,3 +98,48 @@ def test_the_preflight_takes_the_doctors_own_options_checked_by_its_parser() -> 
     for bad, said in [(["--steps", "gpu"], "unknown step 'gpu'"), (["--stepz"], "--steps")]:
         with pytest.raises(SpecError, match="launcher.doctor_args: .*" + said):
             render_script(load_spec(None, doctor=True, doctor_args=bad), "slurm")
+
+
+RECORDED_DOCTOR = Path(__file__).parent / "recorded" / "doctor" / "two-nodes.json"
+
+
+def test_a_doctor_run_is_recorded_in_the_history_and_checked_against_references(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    import shutil
+
+    from hpcbench.cli.main import main as cli
+    from hpcbench.doctor.figures import doctor_figures
+    from hpcbench.history import History
+
+    document = json.loads(RECORDED_DOCTOR.read_text())
+    figures = doctor_figures(document)
+    assert set(figures) == {"vm/node0", "vm/node1", "world", "pair vm/node0 vm/node1"}
+    assert figures["vm/node1"]["compute_gflops"]["median"] == pytest.approx(47.5, abs=0.01)
+    assert set(figures["world"]) == {"busbw_gbps"}
+    run = tmp_path / "runs" / "hpcbench-local-1"
+    run.mkdir(parents=True)
+    shutil.copy(RECORDED_DOCTOR, run / "doctor.json")
+    history = tmp_path / "history.sqlite"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HPCBENCH_HISTORY", str(history))
+        assert cli(["history", "--add", str(run)]) == 0
+        assert cli(["history", "--add", str(run)]) == 0  # the same run: one record
+        (entry,) = History(history).entries()
+        assert entry.kind == "doctor" and entry.profile == "local-nodes"
+        refs = tmp_path / "refs.toml"
+        # "*" holds each figure to the nodes, links or pairs that measure it
+        refs.write_text('[reference]\n"*" = { compute_gflops = [50, -0.3, inf] }\n'
+                        '"world" = { busbw_gbps = [0.5, -0.5, inf] }\n')  # fmt: skip
+        capsys.readouterr()
+        assert cli(["check", str(run), "--references", str(refs)]) == 0
+        assert "3 of 3 figure(s) within tolerance" in capsys.readouterr().out
+        refs.write_text(
+            '[reference]\n"local-nodes:vm/node1" = { compute_gflops = [80, -0.2, inf] }\n'
+        )
+        assert cli(["check", str(run), "--references", str(refs)]) == 1
+        out = capsys.readouterr().out
+        assert "vm/node1 compute_gflops: 47.5 GFLOP/s out of tolerance" in out
+        assert cli(["check", str(run)]) == 2
+        assert "give --references FILE" in capsys.readouterr().err

@@ -31,6 +31,11 @@ UNITS = {
     "cpu_efficiency": "",
     "max_rss_bytes": "B",
     "co2e_g": "g",
+    # hpcbench doctor's (hpcbench.doctor.figures)
+    "compute_gflops": "GFLOP/s",
+    "busbw_gbps": "GB/s",
+    "read_mbps": "MB/s",
+    "read_together_mbps": "MB/s",
 }
 FIGURE_NAMES = tuple(UNITS)
 

@@ -12,7 +12,7 @@ profile only (``PROFILE:*`` too); the most specific key that names a figure wins
 ``[reference, lower, upper]`` and optionally its unit: the median must lie within
 ``reference + |reference| × lower`` and ``reference + |reference| × upper`` (``lower`` ≤ 0 ≤
 ``upper``; ``inf`` and ``-inf`` leave a side open). The figures are those of
-:mod:`hpcbench.bench.analysing.key_figures`.
+:mod:`hpcbench.bench.analysing.key_figures` (a doctor run's: :mod:`hpcbench.doctor.figures`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from hpcbench.bench.reading.run_lines import failure_cause
 from hpcbench.files import printable
 
 if TYPE_CHECKING:
+    from hpcbench.bench.analysing.key_figures import Figure
     from hpcbench.bench.analysis_types import Analysis
     from hpcbench.bench.reading.results_documents import References
 
@@ -166,7 +167,19 @@ def check(
     """Every referenced figure of every configuration against its tolerance. A reference for
     a configuration these results do not have is an outcome without a value (a failure): a
     renamed configuration must not pass silently."""
-    figures = analysis_figures(analysis)
+    return check_figures(analysis_figures(analysis), references, profile)
+
+
+def check_figures(
+    figures: dict[str, dict[str, Figure]],
+    references: References,
+    profile: str | None = None,
+    *,
+    wildcards_where_measured: bool = False,
+) -> list[Outcome]:
+    """:func:`check` of figures however measured (config -> figure -> statistic). With
+    ``wildcards_where_measured`` (a doctor's nodes, links and pairs, which measure different
+    figures), a ``*`` key's figure applies only to the configurations that have it."""
     outcomes = []
     named = {
         key.rpartition(":")[2]
@@ -178,6 +191,8 @@ def check(
             references, profile, config
         ).items():
             stat = figures.get(config, {}).get(figure)
+            if stat is None and wildcards_where_measured and key.rpartition(":")[2] == "*":
+                continue
             value = float(stat["median"]) if stat else None
             outcomes.append(
                 Outcome(
