@@ -48,6 +48,11 @@ def _iterations(size: int) -> int:
 
 
 def init_group(backend: str, rank: int, world: int, rendezvous: tuple[str, int], timeout: float):
+    """torch.distributed's process group of ``backend``, or MPI's world for ``mpi``."""
+    if backend == "mpi":
+        from hpcbench.doctor.mpi_collectives import MpiCollectives
+
+        return MpiCollectives(rank, world)
     import torch.distributed as dist
 
     if not (os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT")):
@@ -152,13 +157,15 @@ def node_names(sweeps: list[Sweep]) -> list[str]:
 
 
 def findings(
-    sweeps: list[Sweep], baseline: dict[str, float], threshold: float
+    sweeps: list[Sweep], baseline: dict[str, float], threshold: float, backend: str = ""
 ) -> tuple[list[str], dict[str, float]]:
     """Lines naming what is slow against this cluster's baseline (by group kind), and the figure
-    of each kind this run measured (what the baseline keeps)."""
+    of each kind this run measured (what the baseline keeps). MPI's figures are kept apart
+    (``mpi-world``…): the same fabric gives MPI and gloo different bandwidths."""
     figures: dict[str, float] = {}
+    prefix = "mpi-" if backend == "mpi" else ""
     for s in sweeps:
-        kind = s["group"].split()[0]
+        kind = prefix + s["group"].split()[0]
         figures.setdefault(kind, s["peak_gbps"])
         figures[kind] = min(figures[kind], s["peak_gbps"])
     lines = []
@@ -178,7 +185,7 @@ def findings(
                 )
     for s in sweeps:
         kind = s["group"].split()[0]
-        known = baseline.get(kind)
+        known = baseline.get(prefix + kind)
         if (
             known
             and s["peak_gbps"] < threshold * known

@@ -23,6 +23,7 @@ from hpcbench.doctor.drills import DrillError, read_drills
 from hpcbench.doctor.filesystem import DEFAULT_BYTES, FilesystemError
 from hpcbench.doctor.history import record_or_warn
 from hpcbench.doctor.meeting import Meeting, StepTimeout
+from hpcbench.doctor.mpi_collectives import MpiUnavailable
 from hpcbench.doctor.steps import STEPS, Context, run_step
 from hpcbench.doctor.summary import summary_lines
 from hpcbench.jobs.state import state_dir
@@ -52,7 +53,9 @@ def build_parser() -> Parser:
     p.add_argument("--max-bytes", type=int, default=0, metavar="N",
                    help="largest all-reduce (default 256 MiB on GPUs, 16 MiB on CPUs)")  # fmt: skip
     p.add_argument("--compute-seconds", type=float, default=1.0, metavar="S")
-    p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
+    p.add_argument("--backend", choices=("auto", "gloo", "nccl", "mpi"), default="auto",
+                   help="the all-reduce's: auto (NCCL on GPUs, gloo on CPUs), or mpi "
+                   "(mpi4py, for the trainer's mpi strategy; ranks started by mpiexec)")  # fmt: skip
     p.add_argument("--out", metavar="DIR", help="where doctor.json goes outside a job")
     p.add_argument("--no-history", action="store_true",
                    help="do not record this run in the results history")  # fmt: skip
@@ -65,6 +68,11 @@ def _check_inputs(args: Any) -> None:
     if args.path and not Path(args.path).exists():
         raise FilesystemError(f"--path {args.path}: no such file or directory")
     read_drills()
+    if args.backend == "mpi" and "communication" in args.steps:  # before any step: one line
+        from hpcbench.doctor.mpi_collectives import MpiCollectives
+
+        info = detect_launch()
+        MpiCollectives(info.rank, info.world_size)
 
 
 def run(args: Any) -> int:
@@ -126,6 +134,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _check_inputs(args)
         return run(args)
-    except (FilesystemError, DrillError) as err:
+    except (FilesystemError, DrillError, MpiUnavailable) as err:
         print(f"hpcbench doctor: {err}", file=sys.stderr)
         return 2

@@ -4,7 +4,7 @@
 One configuration per node (its name, with ``:`` as ``/``: a reference key's ``:`` separates the
 profile): ``compute_gflops``, ``read_mbps`` (that node reading alone) and ``read_together_mbps``
 (every node at once); ``world`` and ``pair A B``: the all-reduce's peak ``busbw_gbps``; ``node
-NAME``: the same within one node.
+NAME``: the same within one node (``mpi world``… where MPI reduced: its own figures).
 """
 
 from __future__ import annotations
@@ -41,9 +41,10 @@ def doctor_figures(document: dict[str, Any]) -> dict[str, dict[str, Figure]]:
         for node, value in (filesystem.get(key) or {}).items():
             put(config_name(node), figure, value)
     communication = steps.get("communication") or {}
+    prefix = ["mpi"] if communication.get("backend") == "mpi" else []
     for sweep in communication.get("sweeps") or []:
         if isinstance(sweep, dict) and isinstance(sweep.get("group"), str):
             words = sweep["group"].split()
-            put(" ".join([words[0], *map(config_name, words[1:])]), "busbw_gbps",
+            put(" ".join([*prefix, words[0], *map(config_name, words[1:])]), "busbw_gbps",
                 sweep.get("peak_gbps"))  # fmt: skip
     return out

@@ -113,6 +113,10 @@ def communication_step(c: Context) -> tuple[list[str], dict]:
         if c.options.backend != "auto"
         else ("nccl" if device.type == "cuda" else "gloo")
     )
+    if backend == "mpi":  # MPI reduces host memory here (as the trainer's mpi strategy does)
+        import torch
+
+        device = torch.device("cpu")
     if backend == "nccl" and "NCCL_DEBUG_FILE" not in os.environ:
         os.environ.setdefault("NCCL_DEBUG", "INFO")
         os.environ["NCCL_DEBUG_FILE"] = str(c.meeting.folder / "nccl.%h.%p.log")
@@ -135,7 +139,7 @@ def communication_step(c: Context) -> tuple[list[str], dict]:
     if gathered is None:
         return [], {}
     every = [s for g in gathered for s in g["sweeps"]]
-    lines, figures = communication.findings(every, c.baseline, SLOW)
+    lines, figures = communication.findings(every, c.baseline, SLOW, backend)
     for g in gathered:
         if g["nccl"]:
             lines += nccl_log.transport_findings(g["nccl"], g["fabric"], len(c.nodes))

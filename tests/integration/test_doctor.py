@@ -138,3 +138,22 @@ def test_preflight_stops_a_drilled_job_before_its_program(tmp_path: Path):
     bad = hpcbench(tmp_path, "submit", "--dry-run", "--scheduler", "local", "--placement", "0-")
     assert bad.returncode != 0 and "launcher.placement" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_all_reduce_over_mpi_for_the_mpi_strategy(tmp_path: Path):
+    """``--backend mpi``: the same sweeps through mpi4py's Allreduce, ranks started by mpiexec."""
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    done = subprocess.run(
+        [str(mpiexec), "-n", "2", sys.executable, "-m", "hpcbench.doctor", "--backend", "mpi",
+         "--steps", "communication", "--max-bytes", "1048576", "--out", str(tmp_path / "out"),
+         "--no-history"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "HPCBENCH_STATE_DIR": str(tmp_path / "state")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads((tmp_path / "out" / "doctor.json").read_text())
+    step = document["steps"]["communication"]
+    assert step["backend"] == "mpi" and "mpi: " in done.stdout
+    (world,) = [s for s in step["sweeps"] if s["group"] == "world"]
+    assert world["sizes"][0] == 1024 and world["sizes"][-1] == 1048576
+    assert all(b > 0 for b in world["busbw_gbps"])

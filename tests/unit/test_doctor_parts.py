@@ -143,3 +143,10 @@ def test_a_doctor_run_is_recorded_in_the_history_and_checked_against_references(
         assert "vm/node1 compute_gflops: 47.5 GFLOP/s out of tolerance" in out
         assert cli(["check", str(run)]) == 2
         assert "give --references FILE" in capsys.readouterr().err
+
+
+def test_the_mpi_backend_refuses_ranks_that_are_not_one_mpi_world() -> None:
+    from hpcbench.doctor.mpi_collectives import MpiCollectives, MpiUnavailable
+
+    with pytest.raises(MpiUnavailable, match="MPI sees rank 0 of 1, the launch rank 1 of 2"):
+        MpiCollectives(1, 2)
