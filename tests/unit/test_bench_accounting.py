@@ -175,3 +175,25 @@ def test_the_report_shows_accounting_and_estimates_with_their_sources(tmp_path):
     est = {r["config"]: r for r in csv.DictReader((root / "report/tables/estimates.csv").open())}
     assert float(est["1dev"]["co2e_g_per_run"]) == pytest.approx(36000 / 3.6e6 * 250)
     assert est["1dev"]["energy_cost_per_run"] == ""  # no price per kWh set
+
+
+def test_the_report_shows_each_runs_preflight_and_what_the_doctor_named(tmp_path):
+    pytest.importorskip("matplotlib")
+    root = _results(tmp_path / "r", None, with_energy=False)
+    recorded = json.loads(
+        (Path(__file__).parent / "recorded" / "doctor" / "two-nodes.json").read_text()
+    )
+    runs = json.loads((root / "runs.json").read_text())["runs"]
+    (root / runs[0]["run_dir"] / "doctor.json").write_text(json.dumps(recorded))
+    slow = {
+        **recorded,
+        "healthy": False,
+        "findings": ["compute: node vm:node1 is slow: 9.4 GFLOP/s"],
+    }
+    (root / runs[1]["run_dir"] / "doctor.json").write_text(json.dumps(slow))
+    (root / runs[2]["run_dir"] / "doctor.json").write_text("{not json")  # said, never fatal
+    md = build_report(root)[0].read_text()
+    assert "### Preflight (hpcbench doctor)" in md
+    assert "The doctor named 1 finding(s):" in md
+    assert f"{runs[1]['config']}, timing run {runs[1]['rep']}: compute: node vm:node1 is slow" in md
+    assert "| healthy | 52.5 | 0.61 | 660 |" in " ".join(md.split())

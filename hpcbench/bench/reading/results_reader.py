@@ -75,6 +75,8 @@ class Run:
     accounting: AccountingRecord | None = None
     #: its ranks' telemetry read for stragglers (:func:`hpcbench.measure.stragglers.analyse`)
     stragglers: Stragglers | None = None
+    #: its preflight's ``doctor.json`` (``launcher.doctor``; None without one, or unreadable)
+    doctor: dict[str, Any] | None = None
     #: its ranks' profiler trace summaries (:func:`hpcbench.measure.traces.read_summaries`)
     traces: list[TraceSummary] = field(default_factory=list)
     #: one line per telemetry file with lines that were not a record (skipped, counted)
@@ -226,6 +228,7 @@ def load_results(results_dir: str | Path) -> Results:
             run.accounting = load_accounting(run.run_dir)
             run.stragglers, run.skipped_telemetry = _ranks(run.run_dir)
             run.traces = read_summaries(run.run_dir)
+            run.doctor = _read_doctor(directory, run_dir)
         if run.status == "completed":
             _read_run_files(directory, run_dir, run)
         results.runs.append(run)
@@ -237,6 +240,20 @@ def load_results(results_dir: str | Path) -> Results:
             raise AnalysisError(f'{idle_path}: no list of "devices"')
         results.idle = idle
     return results
+
+
+def _read_doctor(directory: Path, run_dir: str) -> dict[str, Any] | None:
+    """A run's preflight doctor.json, if it has one inside the results directory; one that
+    cannot be read is a line on standard error, never a refused report."""
+    path = inside(directory, f"{run_dir}/doctor.json")
+    if path is None or not path.exists():
+        return None
+    try:
+        document = read_json(path)
+    except JsonFileError as err:
+        print(f"hpcbench: {err}: not shown", file=sys.stderr)
+        return None
+    return document if isinstance(document, dict) and document.get("version") == 1 else None
 
 
 def _ranks(run_dir: Path) -> tuple[Stragglers | None, list[str]]:

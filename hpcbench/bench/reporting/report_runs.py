@@ -16,6 +16,7 @@ from hpcbench.bench.reading.results_reader import Results
 from hpcbench.bench.reading.run_lines import failure_cause
 from hpcbench.bench.reporting.document import Block, Bullets, Code, Heading, Para, Table
 from hpcbench.bench.reporting.formatting import num, when
+from hpcbench.bench.reporting.report_doctor import doctor_blocks
 from hpcbench.bench.reporting.report_placement import placement_blocks
 from hpcbench.files import printable
 
@@ -183,6 +184,7 @@ def closing_blocks(results: Results, tables: Sequence[Path], out_dir: Path) -> l
         Heading(2, "Provenance", "provenance"),
         *provenance_blocks(results.bench, runs),
         *placement_blocks(results.runs),
+        *doctor_blocks(results.runs),
         Heading(2, "Files", "files"),
         Para(
             "Next to this report: report.md and report.html (the same content), the figures as "
