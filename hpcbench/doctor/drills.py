@@ -3,7 +3,8 @@
 ``HPCBENCH_DOCTOR_DRILL`` holds one or more, separated by commas:
 
 - ``slow-compute:NODE``: the ranks of node NODE (its index in the job) pause after every matrix
-  multiply for four times its time, a fifth of the node's throughput;
+  multiply for nine times its time, a tenth of the node's throughput (named even where a busy
+  machine's cores are several times unequal);
 - ``slow-link:NODE``: after every collective that crosses nodes, the ranks of node NODE wait
   nine times what it took them, so that their peers see a link a tenth as fast (the bandwidth a
   fallback from InfiniBand to sockets loses, at every message size);
@@ -34,7 +35,7 @@ class Drills:
 
     def compute_pause(self, node: int, seconds: float) -> None:
         if node in self.slow_compute:
-            time.sleep(4 * seconds)
+            time.sleep(9 * seconds)
 
     def link_pause(self, node: int, crosses_nodes: bool, took: float) -> None:
         """After a collective that took ``took`` seconds here: a drilled link's extra time."""
