@@ -21,7 +21,7 @@ KEYWORDS = ("auto", "none")
 MAX_EXPLICIT = 4096
 
 
-def _ordered_cores(topology: Topology, allowed: frozenset[int]) -> list[tuple[int, ...]]:
+def ordered_cores(topology: Topology, allowed: frozenset[int]) -> list[tuple[int, ...]]:
     """The allowed CPUs grouped by core (its hardware threads together), in NUMA then CPU order."""
     by_core: dict[int, list[int]] = {}
     for cpu in sorted(allowed):
@@ -58,7 +58,7 @@ def plan_node(
     ``offset`` turns the order of the cores (a machine shared by several jobs, none bound to
     anything: their ranks spread out instead of all starting at core 0)."""
     ranks = len(gpus)
-    cores = _ordered_cores(topology, allowed)
+    cores = ordered_cores(topology, allowed)
     if offset and cores:
         k = offset % len(cores)
         cores = cores[k:] + cores[:k]

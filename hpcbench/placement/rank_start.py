@@ -30,6 +30,8 @@ from hpcbench.placement.record import (
 from hpcbench.placement.topology import Topology, TopologyError, format_cpulist, read_topology
 from hpcbench.this_rank import detect_launch, job_id
 
+CORE_TURN_VARIABLE = "HPCBENCH_CORE_TURN"
+
 
 class PlacementError(ValueError):
     """A placement this node cannot give: one line naming the field."""
@@ -80,7 +82,8 @@ def choose_cpus(
     per_rank = read_int(env, CPUS_PER_RANK_VARIABLE)
     offset = 0
     if not gpus and one_machine:  # jobs sharing a machine that binds nothing for them
-        digits = re.sub(r"\D", "", job_id(env) or "")
+        # the turn the batch script chose (hpcbench.placement.least_pinned), else the job id's
+        digits = re.sub(r"\D", "", env.get(CORE_TURN_VARIABLE) or job_id(env) or "")
         offset = int(digits[-6:]) if digits else 0
     elif not gpus and info.node_rank:
         # nodes that share one machine (several slurmd on a host, containers as nodes) start at

@@ -252,3 +252,30 @@ def test_torchrun_binds_by_numa_only_where_a_gpu_device_is_there() -> None:
         assert numa == "--numa-binding=exclusive" and start == ""
     else:
         assert numa == "" and start.endswith("-m hpcbench.placement.rank_start --")
+
+
+def test_a_job_on_a_shared_machine_starts_at_the_cores_the_fewest_pinned_processes_hold(
+    tmp_path: Path,
+) -> None:
+    """Two single-rank local jobs both bound to the first core took turns on it (1.4 times as
+    long as unbound) while the other idled: the script asks where to start, once."""
+    from hpcbench.placement.least_pinned import least_pinned_turn, pinned_counts
+
+    def process(pid: int, allowed: str, user: bool = True) -> None:
+        (tmp_path / str(pid)).mkdir()
+        memory = "VmSize:\t  1024 kB\n" if user else ""  # a kernel thread has none
+        (tmp_path / str(pid) / "status").write_text(
+            f"Name:\tx\n{memory}Cpus_allowed_list:\t{allowed}\n"
+        )
+
+    process(10, "0")  # another job's rank on CPU 0
+    process(11, "0-3")  # unbound: counts nowhere
+    process(12, "1", user=False)  # CPU 1's own kernel thread
+    process(13, "2-3")  # a rank on CPUs 2 and 3
+    (tmp_path / "14").mkdir()  # a process that ended between the glob and the read
+    counts = pinned_counts(tmp_path, frozenset(range(4)))
+    assert counts == {0: 1, 1: 0, 2: 1, 3: 1}
+    cores = [(0,), (1,), (2,), (3,)]
+    assert least_pinned_turn(cores, counts, tie=0) == 1
+    assert least_pinned_turn(cores, counts, tie=2) % 4 == 1  # the least pinned, whatever the tie
+    assert least_pinned_turn(cores, dict.fromkeys(range(4), 0), tie=3) == 3  # all equal: the tie

@@ -17,6 +17,7 @@ from hpcbench.jobs.spec import JobSpec
 from hpcbench.placement.choice import KEYWORDS, parse_explicit
 
 RANK_START_MODULE = "hpcbench.placement.rank_start"
+LEAST_PINNED_MODULE = "hpcbench.placement.least_pinned"
 # Does the job's python have torchrun's --numa-binding (torch 2.9 and later), and does the node have
 # a GPU device for it to bind near? Asked of the files, without importing torch: torch raises "No
 # accelerator available" on a node whose GPUs the batch system lists but that has no device.
@@ -113,5 +114,21 @@ def placement_lines(launcher: type[Launcher], spec: JobSpec, scheduler: type[Nod
     (on a machine that plays every node, always the rank start's: the ranks of several emulated
     nodes share its cores)."""
     explicit_shares(spec)  # one line naming the field for a placement of the wrong shape
-    own = None if scheduler.plays_every_system else launcher.placement_lines(spec, scheduler)
+    if scheduler.plays_every_system:
+        return "\n".join([*rank_start_lines(spec), *least_pinned_lines(spec)])
+    own = launcher.placement_lines(spec, scheduler)
     return "\n".join(own if own is not None else rank_start_lines(spec))
+
+
+def least_pinned_lines(spec: JobSpec) -> list[str]:
+    """A machine that plays every node, shared with other jobs: the ranks start at the cores the
+    fewest pinned processes hold (:mod:`hpcbench.placement.least_pinned`, asked once here)."""
+    if placement_of(spec) != "auto":
+        return []
+    ask = shell_join([*container_prefix(spec), path_word(spec.program.python), "-m",
+                      LEAST_PINNED_MODULE])  # fmt: skip
+    return [
+        "# several jobs may share this machine: this one starts at its least pinned cores",
+        f'HPCBENCH_CORE_TURN=$({ask} 2>/dev/null) || HPCBENCH_CORE_TURN=""',
+        "export HPCBENCH_CORE_TURN",
+    ]
