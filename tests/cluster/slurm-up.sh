@@ -174,6 +174,10 @@ SlurmdPidFile=$RUN/slurmd-%n.pid
 SlurmctldLogFile=$LOGS/slurmctld.log
 SlurmdLogFile=$LOGS/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
+# task/none: the two nodes are two slurmd on one host, and task/affinity maps each node's first
+# CPU to the machine's CPU 0 (measured: a 2-node srun job bound both tasks there), so every
+# multi-node job would share one core. Under task/none the job script sees that srun cannot bind
+# and hpcbench's rank start binds srun's tasks, each node starting a node's worth of cores on.
 TaskPlugin=task/none
 TaskProlog=$RUN/task-prolog.sh
 SelectType=select/cons_tres
