@@ -92,29 +92,23 @@ def test_the_doctor_names_each_drill_and_nothing_without_one(tmp_path: Path):
     refs.write_text("[reference]\n" + "".join(
         f'"{node.replace(":", "/")}" = {{ compute_gflops = [{value}, -0.3, inf] }}\n'
         for node, value in healthy_gflops.items()))  # fmt: skip
-    # each drill with the one step it slows (a busy 2-core machine's own noise, measured against
-    # the baseline by the other steps, is not what is tested here)
-    cases = {
-        "slow-compute:1": ("compute", "compute: node ", ":node1 is slow"),
-        "slow-link:1": ("communication", "communication:", "the link between"),
-    }
-    for drill, (step, first, named) in cases.items():
-        done = hpcbench(tmp_path, *DOCTOR, "--steps", step, drill=drill)
-        assert done.returncode == 1, drill + done.stdout + done.stderr
-        document = json.loads((_run_dir(tmp_path) / "doctor.json").read_text())
-        assert [f.split(":")[0] for f in document["findings"]] == [step], document["findings"]
-        assert named in document["findings"][0] and first in document["findings"][0]
-        if step == "compute":  # hpcbench check gates on the site's references too
-            checked = hpcbench(tmp_path, "check", str(_run_dir(tmp_path)), "--references",
-                               str(refs))  # fmt: skip
-            assert checked.returncode == 1, checked.stdout + checked.stderr
-            assert "vm/node1 compute_gflops: " in checked.stdout and "out of tolerance" in (
-                checked.stdout
-            )
+    # the two slowing drills in one run, each named by its own step and nothing else (the
+    # filesystem, measured against the baseline on a busy 2-core machine, is left out)
+    done = hpcbench(tmp_path, *DOCTOR, "--steps", "compute,communication",
+                    drill="slow-compute:1,slow-link:1")  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    document = json.loads((_run_dir(tmp_path) / "doctor.json").read_text())
+    compute, link = document["findings"]
+    assert compute.startswith("compute: node ") and ":node1 is slow" in compute, compute
+    assert link.startswith("communication:") and "the link between" in link, link
+    # hpcbench check gates on the site's references too
+    checked = hpcbench(tmp_path, "check", str(_run_dir(tmp_path)), "--references", str(refs))
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "vm/node1 compute_gflops: " in checked.stdout and "out of tolerance" in checked.stdout
     # every run is in the results history, a record of kind doctor under the cluster's key
     listed = hpcbench(tmp_path, "history", "--json", "--profile", "local-nodes")
     kinds = [e["kind"] for e in json.loads(listed.stdout)]
-    assert kinds == ["doctor"] * 3, listed.stdout + listed.stderr
+    assert kinds == ["doctor"] * 2, listed.stdout + listed.stderr
     absent = hpcbench(tmp_path, *DOCTOR, "--steps", "compute", drill="absent:1@compute")
     assert absent.returncode != 0
     document = json.loads((_run_dir(tmp_path) / "doctor.json").read_text())
