@@ -30,6 +30,7 @@ from hpcbench.jobs.state import state_dir
 from hpcbench.this_rank import detect_launch, first_node, job_id, line_buffered_output
 
 VERSION = 1
+LEAVE_GRACE_S = 1.0  # rank 0 ends this long after the others
 
 
 def _steps(value: str) -> list[str]:
@@ -102,8 +103,11 @@ def run(args: Any) -> int:
         findings += lines
         steps[name] = {"status": "ok" if not lines else "named", "seconds": round(seconds, 3),
                        "findings": lines, **detail}  # fmt: skip
+    incomplete = any(s["status"] == "incomplete" for s in steps.values())
     if info.rank != 0:
-        return 1 if any(s["status"] == "incomplete" for s in steps.values()) else 0
+        if not incomplete:  # gone before rank 0's status: a launcher that stops the others at
+            _leave(c)  # a rank's non-zero exit (srun --kill-on-bad-exit) finds them done
+        return 1 if incomplete else 0
     document = {
         "version": VERSION,
         "job_id": job_id(),
@@ -125,7 +129,26 @@ def run(args: Any) -> int:
     print("\n".join(summary_lines(document)), flush=True)
     if not args.no_history:
         record_or_warn(run_dir, document)
+    if not incomplete:
+        _leave(c)
     return 1 if findings else 0
+
+
+def _leave(c: Context) -> None:
+    """The last meeting: the other ranks end at once after it (``os._exit``, nothing left to
+    tear down), rank 0 a moment later, so that its status (1 for a finding) is the job's, not
+    the SIGTERM a launcher sends ranks still running when one exits non-zero."""
+    import time
+
+    try:
+        c.meeting.gather("leave", None, c.timeout)
+    except StepTimeout:
+        return
+    if c.info.rank != 0:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    time.sleep(LEAVE_GRACE_S)
 
 
 def main(argv: list[str] | None = None) -> int:
