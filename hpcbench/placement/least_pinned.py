@@ -7,11 +7,10 @@ so two jobs that both start at the first core take turns on it while another cor
 single-rank jobs started together ran 1.4 times as long as unbound). The batch script asks this
 once, before its ranks start: the cores are counted by the processes already pinned to them (a
 user process whose affinity is a strict part of the machine's CPUs; kernel threads, each CPU's
-own, are not counted), and the job starts at the core the
-fewest hold; a tie goes to a turn of this process's id, so jobs started in the same instant
-(whose ranks are not pinned yet) still spread, whatever their job ids.
-Reads ``/proc/*/status`` only (bounded, a vanished process skipped); prints nothing it cannot
-read, and the rank start falls back to the job id's turn."""
+own, are not counted), and the job starts at the core the fewest hold. A tie goes to a turn of
+this process's id, so jobs started in the same instant (whose ranks are not pinned yet) still
+spread, whatever their job ids. Reads ``/proc/*/status`` only (bounded, a vanished process
+skipped); where this cannot run, the rank start turns by the job id instead."""
 
 from __future__ import annotations
 
@@ -54,7 +53,7 @@ def least_pinned_turn(cores: list[tuple[int, ...]], counts: dict[int, int], tie:
         return 0
     load = [sum(counts.get(cpu, 0) for cpu in core) for core in cores]
     n = len(cores)
-    return min(range(n), key=lambda i: (load[(i + tie) % n], i)) + tie
+    return (min(range(n), key=lambda i: (load[(i + tie) % n], i)) + tie) % n
 
 
 def main() -> int:
@@ -62,7 +61,7 @@ def main() -> int:
     topology = read_topology()
     cores = ordered_cores(topology, machine)
     tie = os.getpid() % max(1, len(cores))  # jobs of one id (two state directories) too
-    print(least_pinned_turn(cores, pinned_counts(Path("/proc"), machine), tie) % max(1, len(cores)))
+    print(least_pinned_turn(cores, pinned_counts(Path("/proc"), machine), tie))
     return 0
 
 

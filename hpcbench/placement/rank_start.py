@@ -6,10 +6,12 @@ direct launch, and every launcher on the local scheduler, whose emulated nodes s
 machine): it reads the placement the batch script asks for (``HPCBENCH_PLACEMENT``: ``auto``, or
 one CPU list per local rank), chooses this rank's share of the cores it may use
 (:func:`hpcbench.placement.choice.plan_node`; on CPU-only nodes each node's shares start one
-node's worth of cores further, so nodes that share a machine do not pile onto its first cores), binds itself there and sets ``OMP_NUM_THREADS`` to
-the cores it got, then ``exec``s the program: affinity and environment carry over, and the
-program starts its first thread already bound. A placement that cannot be had (a CPU outside the
-job's) is one line naming ``launcher.placement`` and exit status 2, before the program starts.
+node's worth of cores further, so nodes that share a machine do not pile onto its first cores),
+binds itself there and sets
+``OMP_NUM_THREADS`` to the cores it got, then ``exec``s the program: affinity and environment
+carry over, and the program starts its first thread already bound. A placement that cannot be
+had (a CPU outside the job's) is one line naming ``launcher.placement`` and exit status 2,
+before the program starts.
 """
 
 from __future__ import annotations

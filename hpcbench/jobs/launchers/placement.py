@@ -83,11 +83,6 @@ def rank_start_lines(spec: JobSpec) -> list[str]:
     return lines
 
 
-def launcher_bound_lines(spec: JobSpec, bound_by: str) -> list[str]:
-    """Binding by the launcher itself: no rank start."""
-    return [exports(spec, bound_by if placement_of(spec) != "none" else "none")]
-
-
 def numa_binding_lines(spec: JobSpec) -> list[str]:
     """torchrun on GPU nodes: its own ``--numa-binding=exclusive`` where the job's torch has it
     (each rank on its own share of its GPU's NUMA node), else the rank start."""
