@@ -46,7 +46,12 @@ def doctor_blocks(runs: Sequence[Any]) -> list[Block]:
     if named:
         blocks += [Para(f"The doctor named {len(named)} finding(s):", "warn"), Bullets(named)]
     else:
-        blocks.append(Para("Every run's allocation was healthy before its program started."))
+        blocks.append(
+            Para(
+                f"The allocations of all {len(examined)} run(s) with a preflight (of "
+                f"{len(runs)}) were healthy before their program started."
+            )
+        )
     header = ["run", "verdict", "GFLOP/s per node", "all-reduce GB/s", "read MB/s"]
     rows = [_row(run, doctor) for run, doctor in examined]
     blocks.append(Table(header, rows, numeric={2, 3, 4}))
